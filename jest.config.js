@@ -1,0 +1,27 @@
+// Jest runs CommonJS: @swc/jest compiles our TypeScript and Nest 12's ESM-only
+// packages (see ../shared/TOOLCHAIN.md). One embedded PostgreSQL serves the whole
+// run; every e2e file gets a database of its own (test/support/database.ts).
+const swc = {
+  jsc: {
+    parser: { syntax: 'typescript', decorators: true },
+    transform: { legacyDecorator: true, decoratorMetadata: true },
+    keepClassNames: true,
+    target: 'es2022',
+  },
+  module: { type: 'commonjs' },
+  sourceMaps: 'inline',
+};
+
+module.exports = {
+  testEnvironment: 'node',
+  rootDir: __dirname,
+  roots: ['<rootDir>/test'],
+  testMatch: ['**/*.spec.ts'],
+  transform: { '^.+\\.(t|j)s$': ['@swc/jest', swc] },
+  transformIgnorePatterns: ['/node_modules/(?!(@nestjs)/)'],
+  globalSetup: '<rootDir>/test/support/global-setup.mjs',
+  globalTeardown: '<rootDir>/test/support/global-teardown.mjs',
+  maxWorkers: 2,
+  testTimeout: 60_000,
+  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
+};

@@ -1,0 +1,8 @@
+import { CreateClients1764460800000 } from './1764460800000-CreateClients';
+
+/**
+ * Every migration, in order. The data source gets classes, not a glob (TypeORM
+ * 1.x loads globs with import(), which fails inside jest). `npm run
+ * migration:generate -- Name` writes a new file; add it here.
+ */
+export const migrations = [CreateClients1764460800000];

@@ -1,0 +1,53 @@
+import { DynamicModule, MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
+import { LoggerModule } from 'nestjs-pino';
+import { AuthModule } from './auth/auth.module';
+import { JsonOnlyMiddleware } from './common/json-only.middleware';
+import { requestId } from './common/request-id';
+import { AppConfig } from './config/config';
+import { AppConfigModule } from './config/config.module';
+import { DatabaseModule } from './database/database.module';
+import { HealthModule } from './health/health.module';
+import { MetricsModule } from './metrics/metrics.module';
+
+export interface AppModuleOptions {
+  config: AppConfig;
+  /** The database to use: external (DATABASE_URL) or the embedded one main.ts started. */
+  databaseUrl: string;
+  /** Apply migrations on boot (default true). */
+  migrate?: boolean;
+}
+
+@Module({})
+export class AppModule implements NestModule {
+  static register(options: AppModuleOptions): DynamicModule {
+    const { config } = options;
+    return {
+      module: AppModule,
+      imports: [
+        AppConfigModule.forRoot(config),
+        LoggerModule.forRoot({
+          pinoHttp: {
+            level: config.logLevel,
+            genReqId: requestId,
+            // Secrets never reach the log: the API key is in this header.
+            redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
+            customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+            quietReqLogger: true,
+          },
+        }),
+        DatabaseModule.forRoot({
+          url: options.databaseUrl,
+          poolSize: config.database.poolSize,
+          migrate: options.migrate ?? true,
+        }),
+        MetricsModule,
+        AuthModule,
+        HealthModule,
+      ],
+    };
+  }
+
+  configure(consumer: MiddlewareConsumer): void {
+    consumer.apply(JsonOnlyMiddleware).forRoutes('*path');
+  }
+}

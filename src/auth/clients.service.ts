@@ -1,0 +1,63 @@
+import { Injectable, OnModuleInit, Logger, Inject } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { APP_CONFIG } from '../config/config.module';
+import type { AppConfig } from '../config/config';
+import { generateApiKey, hashApiKey } from './api-key';
+import { AuthenticatedClient } from './authenticated-client';
+import { ClientEntity } from './client.entity';
+
+const CACHE_TTL_MS = 60_000;
+const CACHE_MAX = 10_000;
+
+/**
+ * Clients and their API keys. Lookups by key hash are cached for a minute:
+ * authentication runs on every request and must not cost a query each time.
+ */
+@Injectable()
+export class ClientsService implements OnModuleInit {
+  private readonly logger = new Logger(ClientsService.name);
+  private readonly cache = new Map<string, { client: AuthenticatedClient; expires: number }>();
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  /** Upserts the clients named in API_KEYS (development, compose, tests). */
+  async onModuleInit(): Promise<void> {
+    for (const seed of this.config.apiKeys) {
+      await this.dataSource.query(
+        `INSERT INTO clients (name, key_hash) VALUES ($1, $2)
+         ON CONFLICT (name) DO UPDATE SET key_hash = EXCLUDED.key_hash`,
+        [seed.name, hashApiKey(seed.secret)],
+      );
+    }
+    if (this.config.apiKeys.length) this.logger.log(`API_KEYS: ${this.config.apiKeys.map((s) => s.name).join(', ')}`);
+  }
+
+  /** Creates a client and returns its key: the only time the key exists in clear. */
+  async create(name: string): Promise<{ client: AuthenticatedClient; apiKey: string }> {
+    const apiKey = generateApiKey();
+    const repo = this.dataSource.getRepository(ClientEntity);
+    const saved = await repo.save(repo.create({ name, keyHash: hashApiKey(apiKey) }));
+    return { client: { id: saved.id, name: saved.name }, apiKey };
+  }
+
+  async authenticate(apiKey: string): Promise<AuthenticatedClient | undefined> {
+    const hash = hashApiKey(apiKey);
+    const cacheKey = hash.toString('base64');
+    const now = Date.now();
+    const hit = this.cache.get(cacheKey);
+    if (hit && hit.expires > now) return hit.client;
+
+    const row = await this.dataSource
+      .getRepository(ClientEntity)
+      .findOne({ where: { keyHash: hash }, select: { id: true, name: true } });
+    if (!row) return undefined;
+    const client = { id: row.id, name: row.name };
+    if (this.cache.size >= CACHE_MAX) this.cache.clear();
+    this.cache.set(cacheKey, { client, expires: now + CACHE_TTL_MS });
+    return client;
+  }
+}

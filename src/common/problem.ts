@@ -1,0 +1,91 @@
+import { HttpException } from '@nestjs/common';
+
+/**
+ * RFC 9457 problem details. Every error this service sends has this shape, with
+ * a stable machine `code` clients can switch on. Feature errors subclass
+ * ProblemException (see payments.errors.ts, idempotency.errors.ts).
+ */
+export interface ProblemBody {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: string;
+  [extension: string]: unknown;
+}
+
+export interface ProblemInit {
+  status: number;
+  code: string;
+  title: string;
+  detail: string;
+  /** A URI describing the problem type; `about:blank` when the status says it all. */
+  type?: string;
+  /** Extra response headers (Retry-After, Link, WWW-Authenticate, ...). */
+  headers?: Record<string, string>;
+  /** Extension members added to the body (e.g. `errors` for validation). */
+  extensions?: Record<string, unknown>;
+}
+
+export class ProblemException extends HttpException {
+  readonly code: string;
+  readonly headers: Record<string, string>;
+
+  constructor(readonly problem: ProblemInit) {
+    super(problem.detail, problem.status);
+    this.code = problem.code;
+    this.headers = problem.headers ?? {};
+    this.name = new.target.name;
+  }
+
+  toBody(): ProblemBody {
+    return {
+      type: this.problem.type ?? 'about:blank',
+      title: this.problem.title,
+      status: this.problem.status,
+      detail: this.problem.detail,
+      code: this.problem.code,
+      ...this.problem.extensions,
+    };
+  }
+}
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** Retry-After (seconds) sent with every 503. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 2;
+
+export const problems = {
+  unauthorized: (detail = 'A valid API key is required: send Authorization: Bearer <key>.') =>
+    new ProblemException({
+      status: 401,
+      code: 'unauthorized',
+      title: 'Unauthorized',
+      detail,
+      headers: { 'WWW-Authenticate': 'Bearer' },
+    }),
+  notFound: (detail: string) => new ProblemException({ status: 404, code: 'not_found', title: 'Not Found', detail }),
+  validationFailed: (errors: { field: string; messages: string[] }[]) =>
+    new ProblemException({
+      status: 400,
+      code: 'validation_failed',
+      title: 'Validation Failed',
+      detail: `Invalid request: ${errors.map((e) => e.field).join(', ')}.`,
+      extensions: { errors },
+    }),
+  serviceUnavailable: (detail = 'The database is unreachable. Retry later with the same Idempotency-Key.') =>
+    new ProblemException({
+      status: 503,
+      code: 'service_unavailable',
+      title: 'Service Unavailable',
+      detail,
+      headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
+    }),
+  internal: () =>
+    new ProblemException({
+      status: 500,
+      code: 'internal_error',
+      title: 'Internal Server Error',
+      detail: 'An unexpected error occurred. It was logged with the request id.',
+    }),
+};

@@ -1,0 +1,16 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+const ACCEPTABLE = /^[\w.:@-]{1,128}$/;
+
+/**
+ * A request id per request: an incoming X-Request-Id is honoured when it is a
+ * short, plain token (anything else could inject into logs), otherwise a UUID.
+ * It is echoed back and attached to every log line of the request.
+ */
+export function requestId(req: IncomingMessage, res: ServerResponse): string {
+  const incoming = req.headers['x-request-id'];
+  const id = typeof incoming === 'string' && ACCEPTABLE.test(incoming) ? incoming : randomUUID();
+  res.setHeader('X-Request-Id', id);
+  return id;
+}

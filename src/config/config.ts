@@ -1,0 +1,205 @@
+import { z } from 'zod';
+import { parseDuration } from './duration';
+
+/**
+ * Every environment variable the service reads, validated once at boot into a
+ * typed `AppConfig`. Nothing outside src/config reads `process.env`. A bad value
+ * stops the boot with a message that names the variable (see ConfigError).
+ */
+
+const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 * 1024 };
+
+const duration = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((value, ctx) => {
+      try {
+        return parseDuration(value);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message });
+        return z.NEVER;
+      }
+    });
+
+const integer = (fallback: number, min: number, max: number) =>
+  z
+    .string()
+    .default(String(fallback))
+    .refine((v) => /^\d+$/.test(v.trim()), { message: `expected an integer between ${min} and ${max}` })
+    .transform((v) => Number(v))
+    .refine((v) => v >= min && v <= max, { message: `expected an integer between ${min} and ${max}` });
+
+const optionalPort = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()))
+  .refine((v) => v === undefined || (/^\d+$/.test(v) && Number(v) >= 1 && Number(v) <= 65535), {
+    message: 'expected a port between 1 and 65535',
+  })
+  .transform((v) => (v === undefined ? undefined : Number(v)));
+
+const bytes = z
+  .string()
+  .default('100kb')
+  .transform((value, ctx) => {
+    const match = /^(\d+)\s*(b|kb|mb)?$/i.exec(value.trim());
+    if (!match) {
+      ctx.addIssue({ code: 'custom', message: `invalid size "${value}": expected e.g. 512b, 100kb or 1mb` });
+      return z.NEVER;
+    }
+    return Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()];
+  });
+
+const emptyToUndefined = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+export interface ApiKeySeed {
+  name: string;
+  secret: string;
+}
+
+const apiKeys = z
+  .string()
+  .default('')
+  .transform((value, ctx): ApiKeySeed[] => {
+    const seeds: ApiKeySeed[] = [];
+    for (const entry of value.split(',').map((e) => e.trim()).filter(Boolean)) {
+      const separator = entry.indexOf(':');
+      const name = entry.slice(0, separator).trim();
+      const secret = entry.slice(separator + 1).trim();
+      if (separator <= 0 || !name || secret.length < 16) {
+        // Never echo the secret itself into an error message.
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected name:secret pairs separated by commas, each secret at least 16 characters (entry ${seeds.length + 1})`,
+        });
+        return z.NEVER;
+      }
+      seeds.push({ name, secret });
+    }
+    return seeds;
+  });
+
+const cron = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .refine((v) => [5, 6].includes(v.trim().split(/\s+/).length), {
+      message: 'expected a cron expression of 5 fields, or 6 with seconds first',
+    });
+
+const boolean = (fallback: boolean) =>
+  z
+    .string()
+    .default(String(fallback))
+    .refine((v) => ['true', 'false', '1', '0'].includes(v.trim().toLowerCase()), {
+      message: 'expected true or false',
+    })
+    .transform((v) => ['true', '1'].includes(v.trim().toLowerCase()));
+
+const schema = z
+  .object({
+    PORT: integer(3000, 0, 65535),
+    DATABASE_URL: emptyToUndefined.refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), {
+      message: 'expected a postgres:// or postgresql:// URL',
+    }),
+    EMBEDDED_PG_DIR: z.string().default('.data/postgres'),
+    EMBEDDED_PG_PORT: optionalPort,
+    DATABASE_POOL_SIZE: integer(20, 1, 1000),
+    API_KEYS: apiKeys,
+    BODY_LIMIT: bytes,
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    CORS_ORIGINS: z
+      .string()
+      .default('')
+      .transform((v) => v.split(',').map((o) => o.trim()).filter(Boolean)),
+    IDEMPOTENCY_LEASE: duration('30s'),
+    IDEMPOTENCY_RETENTION: duration('24h'),
+    IDEMPOTENCY_CLAIM_POOL_SIZE: integer(10, 1, 1000),
+    IDEMPOTENCY_PURGE_ENABLED: boolean(true),
+    IDEMPOTENCY_PURGE_CRON: cron('0 */10 * * * *'),
+    IDEMPOTENCY_PURGE_BATCH: integer(5000, 1, 1_000_000),
+    IDEMPOTENCY_PURGE_BUDGET: duration('60s'),
+    CARD_NETWORK_DELAY: duration('50ms'),
+  })
+  .superRefine((env, ctx) => {
+    if (env.IDEMPOTENCY_LEASE <= 0) {
+      ctx.addIssue({ code: 'custom', path: ['IDEMPOTENCY_LEASE'], message: 'must be longer than 0' });
+    }
+    if (env.IDEMPOTENCY_LEASE >= env.IDEMPOTENCY_RETENTION) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['IDEMPOTENCY_LEASE'],
+        message: 'must be shorter than IDEMPOTENCY_RETENTION',
+      });
+    }
+  });
+
+type Env = z.output<typeof schema>;
+
+export interface AppConfig {
+  port: number;
+  database: {
+    url?: string;
+    embeddedDir: string;
+    embeddedPort?: number;
+    poolSize: number;
+  };
+  apiKeys: ApiKeySeed[];
+  bodyLimitBytes: number;
+  logLevel: Env['LOG_LEVEL'];
+  corsOrigins: string[];
+  idempotency: {
+    leaseMs: number;
+    retentionMs: number;
+    claimPoolSize: number;
+    purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
+  };
+  cardNetwork: { delayMs: number };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Validates an environment (process.env by default) into typed config. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  const result = schema.safeParse(env);
+  if (!result.success) {
+    throw new ConfigError(
+      result.error.issues.map((issue) => `${issue.path.join('.') || 'environment'}: ${issue.message}`),
+    );
+  }
+  const e = result.data;
+  return {
+    port: e.PORT,
+    database: {
+      url: e.DATABASE_URL,
+      embeddedDir: e.EMBEDDED_PG_DIR,
+      embeddedPort: e.EMBEDDED_PG_PORT,
+      poolSize: e.DATABASE_POOL_SIZE,
+    },
+    apiKeys: e.API_KEYS,
+    bodyLimitBytes: e.BODY_LIMIT,
+    logLevel: e.LOG_LEVEL,
+    corsOrigins: e.CORS_ORIGINS,
+    idempotency: {
+      leaseMs: e.IDEMPOTENCY_LEASE,
+      retentionMs: e.IDEMPOTENCY_RETENTION,
+      claimPoolSize: e.IDEMPOTENCY_CLAIM_POOL_SIZE,
+      purge: {
+        enabled: e.IDEMPOTENCY_PURGE_ENABLED,
+        cron: e.IDEMPOTENCY_PURGE_CRON,
+        batchSize: e.IDEMPOTENCY_PURGE_BATCH,
+        budgetMs: e.IDEMPOTENCY_PURGE_BUDGET,
+      },
+    },
+    cardNetwork: { delayMs: e.CARD_NETWORK_DELAY },
+  };
+}

@@ -1,0 +1,50 @@
+import { DataSource } from 'typeorm';
+import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
+import { migrations } from '../../migrations';
+
+/**
+ * One place that says how we talk to PostgreSQL. Migrations are given as classes,
+ * not a glob: TypeORM 1.x loads globs with import(), which fails inside jest.
+ */
+export function dataSourceOptions(url: string, poolSize: number): PostgresDataSourceOptions {
+  return {
+    type: 'postgres',
+    url,
+    synchronize: false,
+    migrationsRun: false,
+    migrations,
+    migrationsTableName: 'migrations',
+    migrationsTransactionMode: 'each',
+    extra: {
+      max: poolSize,
+      // A request during an outage fails fast (503) instead of hanging.
+      connectionTimeoutMillis: 3_000,
+      keepAlive: true,
+      application_name: 'safe-retries',
+    },
+  };
+}
+
+// Any constant works; it only has to be the same for every instance.
+const MIGRATION_LOCK = 0x5afe_0001;
+
+/**
+ * Applies pending migrations under a session-level advisory lock, so instances
+ * booting together on one empty database run them once: the others wait for
+ * the lock, then find nothing pending.
+ */
+export async function runMigrationsLocked(dataSource: DataSource): Promise<string[]> {
+  const runner = dataSource.createQueryRunner();
+  await runner.connect();
+  try {
+    await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    try {
+      const applied = await dataSource.runMigrations({ transaction: 'each' });
+      return applied.map((m) => m.name);
+    } finally {
+      await runner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+    }
+  } finally {
+    await runner.release();
+  }
+}

@@ -1,0 +1,63 @@
+import { Client } from 'pg';
+import { AppConfig } from '../config/config';
+import { startEmbeddedPostgres } from './embedded-postgres';
+
+/**
+ * Picks the database before the app is built: DATABASE_URL when set, else an
+ * embedded PostgreSQL. Either way the server is proven to answer first, so a
+ * dead database ends the boot with one clear sentence, not a retry loop.
+ */
+export interface DatabaseServer {
+  url: string;
+  kind: 'external' | 'embedded';
+  stop(): Promise<void>;
+}
+
+export class DatabaseStartError extends Error {
+  override name = 'DatabaseStartError';
+}
+
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+export async function verifyConnection(url: string): Promise<string> {
+  const client = new Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ server_version: string }>('SHOW server_version');
+    return rows[0].server_version;
+  } catch (error) {
+    throw new DatabaseStartError(`cannot connect to PostgreSQL at ${redact(url)}: ${(error as Error).message}`);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+export async function openDatabase(config: AppConfig, log: (message: string) => void): Promise<DatabaseServer> {
+  if (config.database.url) {
+    const version = await verifyConnection(config.database.url);
+    log(`using external PostgreSQL ${version} at ${redact(config.database.url)}`);
+    return { url: config.database.url, kind: 'external', stop: async () => undefined };
+  }
+  let embedded;
+  try {
+    embedded = await startEmbeddedPostgres({
+      dataDir: config.database.embeddedDir,
+      port: config.database.embeddedPort,
+    });
+  } catch (error) {
+    throw new DatabaseStartError(
+      `DATABASE_URL is unset and the embedded PostgreSQL in ${config.database.embeddedDir} could not start: ${(error as Error)?.message ?? error}`,
+    );
+  }
+  const version = await verifyConnection(embedded.url);
+  log(`started embedded PostgreSQL ${version} at ${redact(embedded.url)} (data in ${config.database.embeddedDir})`);
+  return { url: embedded.url, kind: 'embedded', stop: () => embedded.stop() };
+}

@@ -1,0 +1,57 @@
+import { DynamicModule, Logger, Module } from '@nestjs/common';
+import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
+import { ClsModule } from 'nestjs-cls';
+import { ClsPluginTransactional } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { DataSource } from 'typeorm';
+import { dataSourceOptions, runMigrationsLocked } from './data-source';
+
+export interface DatabaseModuleOptions {
+  url: string;
+  poolSize: number;
+  /** Apply pending migrations before anything else touches the database. */
+  migrate: boolean;
+}
+
+/**
+ * The TypeORM data source, migrations on boot, and the ambient transaction
+ * (nestjs-cls + @nestjs-cls/transactional): services reach the current
+ * transaction through `TransactionHost`, never through a passed EntityManager.
+ */
+@Module({})
+export class DatabaseModule {
+  static forRoot(options: DatabaseModuleOptions): DynamicModule {
+    const logger = new Logger('Database');
+    return {
+      module: DatabaseModule,
+      imports: [
+        TypeOrmModule.forRootAsync({
+          useFactory: () => ({
+            ...dataSourceOptions(options.url, options.poolSize),
+            autoLoadEntities: true,
+            // main.ts has already proven the server answers; fail, don't loop.
+            retryAttempts: 0,
+          }),
+          dataSourceFactory: async (dsOptions) => {
+            const dataSource = await new DataSource(dsOptions!).initialize();
+            if (options.migrate) {
+              const applied = await runMigrationsLocked(dataSource);
+              if (applied.length) logger.log(`applied migrations: ${applied.join(', ')}`);
+            }
+            return dataSource;
+          },
+        }),
+        ClsModule.forRoot({
+          global: true,
+          middleware: { mount: true },
+          plugins: [
+            new ClsPluginTransactional({
+              imports: [TypeOrmModule],
+              adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
+            }),
+          ],
+        }),
+      ],
+    };
+  }
+}

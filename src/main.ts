@@ -1,0 +1,55 @@
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { configureApp } from './app.setup';
+import { AppModule } from './app.module';
+import { ConfigError, loadConfig } from './config/config';
+import { DatabaseStartError, openDatabase } from './database/database-server';
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+/** Boot: config, database (external or embedded), app; SIGTERM drains and exits 0. */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const database = await openDatabase(config, (m) => console.log(JSON.stringify({ level: 30, context: 'Database', msg: m })));
+
+  let app: NestExpressApplication;
+  try {
+    app = await NestFactory.create<NestExpressApplication>(AppModule.register({ config, databaseUrl: database.url }), {
+      bodyParser: false,
+      bufferLogs: true,
+    });
+    configureApp(app, config);
+    await app.listen(config.port, '0.0.0.0');
+  } catch (error) {
+    await database.stop();
+    throw error;
+  }
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    const force = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
+    force.unref();
+    console.log(JSON.stringify({ level: 30, msg: `${signal}: draining requests and shutting down` }));
+    try {
+      await app.close();
+    } finally {
+      await database.stop();
+    }
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+  console.log(JSON.stringify({ level: 30, msg: `listening on :${config.port}`, docs: `http://localhost:${config.port}/docs` }));
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError || error instanceof DatabaseStartError) {
+    console.error(error.message);
+  } else {
+    console.error('fatal: the service could not start:', error);
+  }
+  process.exit(1);
+});
