@@ -1,13 +1,16 @@
 import { DynamicModule, MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { AuthModule } from './auth/auth.module';
+import type { RequestWithClient } from './auth/current-client.decorator';
 import { JsonOnlyMiddleware } from './common/json-only.middleware';
 import { requestId } from './common/request-id';
 import { AppConfig } from './config/config';
 import { AppConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
+import { IdempotencyModule } from './idempotency/idempotency.module';
 import { MetricsModule } from './metrics/metrics.module';
+import { MetricsService } from './metrics/metrics.service';
 
 export interface AppModuleOptions {
   config: AppConfig;
@@ -41,6 +44,22 @@ export class AppModule implements NestModule {
           migrate: options.migrate ?? true,
         }),
         MetricsModule,
+        IdempotencyModule.forRootAsync({
+          inject: [MetricsService],
+          useFactory: (metrics: MetricsService) => ({
+            lease: config.idempotency.leaseMs,
+            retention: config.idempotency.retentionMs,
+            claimPoolSize: config.idempotency.claimPoolSize,
+            scope: (req) => (req as RequestWithClient).client?.id,
+            registry: metrics.registry,
+            purge: {
+              enabled: config.idempotency.purge.enabled,
+              cron: config.idempotency.purge.cron,
+              batchSize: config.idempotency.purge.batchSize,
+              budget: config.idempotency.purge.budgetMs,
+            },
+          }),
+        }),
         AuthModule,
         HealthModule,
       ],

@@ -1,10 +1,14 @@
 import { INestApplication } from '@nestjs/common';
+import type { Express } from 'express';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { ProblemDetailsFilter } from './common/problem-details.filter';
 import { createValidationPipe } from './common/validation.pipe';
 import { AppConfig } from './config/config';
+import { IDEMPOTENCY_OPTIONS } from './idempotency/idempotency.options';
+import type { ResolvedIdempotencyOptions } from './idempotency/idempotency.options';
+import { applyIdempotencyPolicy, policyMarkdown } from './idempotency/idempotency.policy';
 
 /**
  * Everything main.ts does to the app besides listening, shared with the tests so
@@ -31,7 +35,13 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): IN
 }
 
 function setupOpenApi(app: NestExpressApplication, _config: AppConfig): void {
-  const document = SwaggerModule.createDocument(
+  const policy = app.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
+  const markdown = policyMarkdown(policy);
+  // The policy page is the `type` of every idempotency problem; it needs no key.
+  (app.getHttpAdapter().getInstance() as Express).get(policy.policyUrl, (_req, res) => {
+      res.type('text/markdown; charset=utf-8').send(markdown);
+    });
+  const document = applyIdempotencyPolicy(SwaggerModule.createDocument(
     app,
     new DocumentBuilder()
       .setTitle('Safe retries: orders and payments')
@@ -40,6 +50,8 @@ function setupOpenApi(app: NestExpressApplication, _config: AppConfig): void {
       .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'API key: `Authorization: Bearer sk_...`' })
       .addSecurityRequirements('bearer')
       .build(),
+    ),
+    policy,
   );
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
 }

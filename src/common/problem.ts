@@ -1,4 +1,5 @@
 import { HttpException } from '@nestjs/common';
+import { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse } from '../idempotency/idempotent-outcome';
 
 /**
  * RFC 9457 problem details. Every error this service sends has this shape, with
@@ -89,3 +90,19 @@ export const problems = {
       detail: 'An unexpected error occurred. It was logged with the request id.',
     }),
 };
+
+/**
+ * A business outcome (a declined card, a business rule refused): answered as
+ * problem+json like any error, but under `@Idempotent()` its writes commit and
+ * its response is stored and replayed (see idempotency/idempotent-outcome.ts).
+ */
+export class BusinessOutcomeException extends ProblemException implements IdempotentOutcome {
+  [IDEMPOTENT_OUTCOME](): OutcomeResponse {
+    return {
+      status: this.problem.status,
+      contentType: `${PROBLEM_CONTENT_TYPE}; charset=utf-8`,
+      body: JSON.stringify(this.toBody()),
+      headers: this.headers,
+    };
+  }
+}

@@ -1,0 +1,44 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * The request fingerprint: SHA-256 over method, path (with its params), the
+ * sorted query string and the canonical JSON of the body as received (before
+ * pipes). Canonical means object keys sorted recursively and no insignificant
+ * whitespace, so the same body with keys in another order is the same request.
+ */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') {
+    // undefined (no body) and non-finite numbers have no JSON form: name them.
+    return value === undefined ? '' : (JSON.stringify(value) ?? 'null');
+  }
+  if (Array.isArray(value)) {
+    return `[${value.map((item) => (item === undefined ? 'null' : canonicalJson(item))).join(',')}]`;
+  }
+  const entries = Object.keys(value)
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+  return `{${entries.join(',')}}`;
+}
+
+/** The query string with its parameters sorted (by name, then value). */
+export function canonicalQuery(search: string): string {
+  const params = [...new URLSearchParams(search)];
+  params.sort(([a, av], [b, bv]) => (a < b ? -1 : a > b ? 1 : av < bv ? -1 : av > bv ? 1 : 0));
+  return new URLSearchParams(params).toString();
+}
+
+export function fingerprint(method: string, url: string, body: unknown): Buffer {
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const query = q === -1 ? '' : canonicalQuery(url.slice(q + 1));
+  return createHash('sha256')
+    .update(method.toUpperCase())
+    .update('\n')
+    .update(path)
+    .update('\n')
+    .update(query)
+    .update('\n')
+    .update(canonicalJson(body))
+    .digest();
+}

@@ -1,0 +1,180 @@
+import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestInterceptor } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import type { Request, Response } from 'express';
+import { Observable, from, lastValueFrom, of } from 'rxjs';
+import { parseDuration } from '../config/duration';
+import { LeaseLostError, idempotencyErrors } from './idempotency.errors';
+import { IdempotencyMetrics } from './idempotency.metrics';
+import {
+  IDEMPOTENCY_OPTIONS,
+  IdempotentMetadata,
+  IdempotentOptions,
+  ResolvedIdempotencyOptions,
+} from './idempotency.options';
+import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
+import { parseIdempotencyKey } from './idempotency-key';
+import { fingerprint } from './fingerprint';
+import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
+
+interface RouteSettings {
+  required: boolean;
+  leaseMs: number;
+  retentionMs: number;
+  fingerprint?: IdempotentOptions['fingerprint'];
+}
+
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * The request path of an @Idempotent() route (see docs/idempotency.md):
+ *
+ *   parse key -> fingerprint -> claim-or-get (one autocommit statement)
+ *     completed      -> replay stored status, headers, body + Idempotent-Replayed
+ *     other request  -> 422          in progress -> 409 + Retry-After
+ *     claimed        -> transaction T { pipes + handler; fenced completion } -> respond
+ *   error in T: business outcome -> stored in T, committed, answered like a result
+ *               anything else    -> rolled back, key released if still ours, rethrown
+ *
+ * The response is serialised here, once, and those exact bytes are both stored
+ * and sent, so a replay is byte-identical to the first response.
+ */
+@Injectable()
+export class IdempotencyInterceptor implements NestInterceptor {
+  private readonly logger = new Logger('Idempotency');
+  private readonly routes = new WeakMap<object, RouteSettings>();
+
+  constructor(
+    private readonly reflector: Reflector,
+    @Inject(IDEMPOTENCY_STORE) private readonly store: IdempotencyStore,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly metrics: IdempotencyMetrics,
+  ) {}
+
+  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const http = context.switchToHttp();
+    const req = http.getRequest<Request>();
+    const res = http.getResponse<Response>();
+    const route = this.settings(context);
+    const { policyUrl } = this.options;
+
+    const header = req.headers['idempotency-key'];
+    if (header === undefined) {
+      if (!route.required) return next.handle();
+      throw idempotencyErrors.missing(policyUrl);
+    }
+    const parsed = parseIdempotencyKey(Array.isArray(header) ? header.join(', ') : header);
+    if (!parsed.ok) throw idempotencyErrors.invalid(policyUrl, parsed.reason);
+
+    const clientId = this.options.scope(req);
+    if (!clientId) throw new Error('@Idempotent() route has no authenticated scope (client id)');
+    const body = route.fingerprint ? route.fingerprint(req) : (req.body as unknown);
+
+    const started = process.hrtime.bigint();
+    const claim = await this.store.claim({
+      clientId,
+      key: parsed.key,
+      fingerprint: fingerprint(req.method, req.originalUrl, body),
+      leaseMs: route.leaseMs,
+      retentionMs: route.retentionMs,
+    });
+    this.metrics.claimDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+
+    switch (claim.kind) {
+      case 'completed':
+        this.metrics.count('replayed');
+        return of(this.send(res, claim.response, true));
+      case 'mismatch':
+        this.metrics.count('mismatch');
+        throw idempotencyErrors.reused(policyUrl);
+      case 'in_progress':
+        this.metrics.count('in_progress');
+        throw idempotencyErrors.inProgress(policyUrl, Math.max(1, Math.ceil(claim.retryAfterMs / 1000)));
+      case 'claimed':
+        this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
+        return from(this.execute(res, next, claim.owner));
+    }
+  }
+
+  private async execute(res: Response, next: CallHandler, owner: Ownership): Promise<string> {
+    let response: StoredResponse;
+    try {
+      response = await this.txHost.withTransaction(async () => {
+        let result: StoredResponse;
+        try {
+          result = this.serialize(res, await lastValueFrom(next.handle(), { defaultValue: undefined }));
+        } catch (error) {
+          if (!isIdempotentOutcome(error)) throw error;
+          const rendered = error[IDEMPOTENT_OUTCOME]();
+          for (const [name, value] of Object.entries(rendered.headers ?? {})) res.setHeader(name, value);
+          result = { status: rendered.status, body: rendered.body, contentType: rendered.contentType };
+        }
+        await this.store.complete(owner, result);
+        return result;
+      });
+    } catch (error) {
+      if (error instanceof LeaseLostError) {
+        // The key belongs to the attempt that took it over: nothing of ours to release.
+        this.metrics.count('lease_lost');
+        throw idempotencyErrors.leaseLost(this.options.policyUrl);
+      }
+      await this.release(owner);
+      throw error;
+    }
+    return this.send(res, response, false);
+  }
+
+  private async release(owner: Ownership): Promise<void> {
+    try {
+      await this.store.release(owner);
+      this.metrics.count('released');
+    } catch (error) {
+      // The lease still frees the key; a retry after it takes the key over.
+      this.logger.warn(`could not release key after a failure: ${(error as Error).message}`);
+    }
+  }
+
+  /** The handler's result as the exact bytes that will be sent and stored. */
+  private serialize(res: Response, value: unknown): StoredResponse {
+    const location = res.getHeader('location');
+    const common = { status: res.statusCode, location: typeof location === 'string' ? location : undefined };
+    if (typeof value === 'string') {
+      const type = res.getHeader('content-type');
+      return { ...common, body: value, contentType: typeof type === 'string' ? type : 'text/plain; charset=utf-8' };
+    }
+    return { ...common, body: value === undefined ? '' : JSON.stringify(value), contentType: JSON_CONTENT_TYPE };
+  }
+
+  /**
+   * Nest has set the route's status before interceptors run and does not set it
+   * again, so the stored status, type and bytes go out exactly as stored.
+   */
+  private send(res: Response, response: StoredResponse, replayed: boolean): string {
+    res.status(response.status);
+    res.setHeader('Content-Type', response.contentType);
+    if (response.location) res.setHeader('Location', response.location);
+    if (replayed) res.setHeader('Idempotent-Replayed', 'true');
+    return response.body;
+  }
+
+  private settings(context: ExecutionContext): RouteSettings {
+    const handler = context.getHandler();
+    let settings = this.routes.get(handler);
+    if (!settings) {
+      const o = this.reflector.getAllAndOverride(IdempotentMetadata, [handler, context.getClass()]) ?? {};
+      settings = {
+        required: o.required ?? true,
+        leaseMs: o.lease === undefined ? this.options.leaseMs : parseDuration(o.lease),
+        retentionMs: o.retention === undefined ? this.options.retentionMs : parseDuration(o.retention),
+        fingerprint: o.fingerprint,
+      };
+      if (settings.leaseMs >= settings.retentionMs) {
+        throw new Error(`@Idempotent(): lease (${settings.leaseMs} ms) must be shorter than retention (${settings.retentionMs} ms)`);
+      }
+      this.routes.set(handler, settings);
+    }
+    return settings;
+  }
+}

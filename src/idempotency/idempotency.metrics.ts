@@ -1,0 +1,49 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { Counter, Histogram, Registry } from 'prom-client';
+import { IDEMPOTENCY_REGISTRY } from './idempotency.options';
+
+export type IdempotencyOutcome =
+  | 'claimed'
+  | 'replayed'
+  | 'in_progress'
+  | 'mismatch'
+  | 'lease_lost'
+  | 'taken_over'
+  | 'released';
+
+@Injectable()
+export class IdempotencyMetrics {
+  readonly outcomes: Counter<'outcome'>;
+  readonly claimDuration: Histogram;
+  readonly purgedKeys: Counter;
+  readonly purgeDuration: Histogram;
+  readonly purgeFailures: Counter;
+
+  constructor(@Inject(IDEMPOTENCY_REGISTRY) registry: Registry) {
+    const registers = [registry];
+    this.outcomes = new Counter({
+      name: 'idempotency_requests_total',
+      help: 'Requests to @Idempotent() routes by outcome',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.claimDuration = new Histogram({
+      name: 'idempotency_claim_duration_seconds',
+      help: 'Latency of the claim-or-get round trip (including a takeover or replace)',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    });
+    this.purgedKeys = new Counter({ name: 'idempotency_purge_deleted_keys_total', help: 'Expired keys deleted by the purge job', registers });
+    this.purgeDuration = new Histogram({
+      name: 'idempotency_purge_run_duration_seconds',
+      help: 'Duration of purge runs',
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120],
+      registers,
+    });
+    this.purgeFailures = new Counter({ name: 'idempotency_purge_failures_total', help: 'Purge runs that failed', registers });
+  }
+
+  count(outcome: IdempotencyOutcome): void {
+    this.outcomes.inc({ outcome });
+  }
+}

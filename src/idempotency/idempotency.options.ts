@@ -1,0 +1,74 @@
+import { Reflector } from '@nestjs/core';
+import type { Request } from 'express';
+import type { Registry } from 'prom-client';
+import { Duration } from '../config/duration';
+
+/** Options of `IdempotencyModule.forRoot/forRootAsync`. */
+export interface IdempotencyModuleOptions {
+  /**
+   * How long a claim is honoured before a retry with the same body may take the
+   * in-progress key over (the recovery from a crashed worker). Default `30s`.
+   */
+  lease?: Duration;
+  /**
+   * How long a key is kept, measured on the database clock from its creation.
+   * Past it the key behaves as new and the purge job deletes it. Default `24h`.
+   */
+  retention?: Duration;
+  /**
+   * Who owns a key: the id (a UUID) of the authenticated principal. Keys are
+   * scoped by it, never global. Default: `req.client.id`.
+   */
+  scope?: (request: Request) => string | undefined;
+  /** Connections of the pool that commits claims and releases (synchronous_commit off). Default 10. */
+  claimPoolSize?: number;
+  /** Where the idempotency policy is published: the `type` of its problems and their `Link`. */
+  policyUrl?: string;
+  /** A prom-client registry for the module's metrics; a private one when omitted. */
+  registry?: Registry;
+  /** The purge job (see IdempotencyPurgeService). */
+  purge?: {
+    /** Schedule the job in this process. Default true. */
+    enabled?: boolean;
+    /** Cron expression, 5 fields or 6 with seconds first. Default every 10 minutes. */
+    cron?: string;
+    /** Keys deleted per batch, each batch its own short transaction. Default 5,000. */
+    batchSize?: number;
+    /** Time budget of one run; the next run continues. Default `60s`. */
+    budget?: Duration;
+  };
+}
+
+/** Per-route options of `@Idempotent()`. */
+export interface IdempotentOptions {
+  /** Whether the route refuses requests without a key (400 `idempotency_key_missing`). Default true. */
+  required?: boolean;
+  /** This route's lease, overriding the module's (e.g. `'2m'` for a slow operation). */
+  lease?: Duration;
+  /** This route's retention, overriding the module's (e.g. `'72h'`). Stored on each key's row. */
+  retention?: Duration;
+  /**
+   * What of the request is fingerprinted instead of the whole body: return the
+   * part that defines the operation, e.g. the body without a field that
+   * legitimately changes between retries. Method, path and query always count.
+   */
+  fingerprint?: (request: Request) => unknown;
+}
+
+export interface ResolvedIdempotencyOptions {
+  leaseMs: number;
+  retentionMs: number;
+  scope: (request: Request) => string | undefined;
+  claimPoolSize: number;
+  policyUrl: string;
+  purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
+}
+
+export const IDEMPOTENCY_OPTIONS = Symbol('IDEMPOTENCY_OPTIONS');
+export const IDEMPOTENCY_REGISTRY = Symbol('IDEMPOTENCY_REGISTRY');
+
+/** Route metadata of @Idempotent(), read by the interceptor (handler first, then controller). */
+export const IdempotentMetadata = Reflector.createDecorator<IdempotentOptions>();
+
+/** The OpenAPI extension @Idempotent() adds to its operation. */
+export const X_IDEMPOTENCY = 'x-idempotency';

@@ -1,0 +1,89 @@
+import { formatDuration } from '../config/duration';
+import { ResolvedIdempotencyOptions, X_IDEMPOTENCY } from './idempotency.options';
+import { IdempotencyErrorCode } from './idempotency.errors';
+
+/**
+ * The published idempotency policy, rendered from the running configuration so
+ * what clients read is what the server does: the OpenAPI document's
+ * info.description, each idempotent operation, and the page at `policyUrl`.
+ */
+export function policySummary(o: ResolvedIdempotencyOptions): string {
+  const lease = formatDuration(o.leaseMs);
+  const retention = formatDuration(o.retentionMs);
+  return [
+    `**Idempotency.** Every state-changing endpoint accepts an \`Idempotency-Key\` header (1-255 printable ASCII characters, bare or as an RFC 8941 quoted string; both forms are the same key). Keys are scoped to your API client and kept for **${retention}** from their first use (database clock); after that a key is new again.`,
+    `The first request with a key runs once; its status, body, Content-Type and Location are stored in the same database transaction as its effect. Every retry with the same key and the same request (method, path, query and JSON body, key order ignored) gets the stored response back, byte for byte, with \`Idempotent-Replayed: true\`, and runs nothing.`,
+    `A business outcome (a declined card answered 402, a business rule answered 422) is stored and replayed like a success. Any other failure (validation error 400, server error 5xx, database unavailable 503) rolls back and releases the key: retry with the same key.`,
+    `Status codes: 400 \`${IdempotencyErrorCode.KeyMissing}\` / \`${IdempotencyErrorCode.KeyInvalid}\`; 409 \`${IdempotencyErrorCode.InProgress}\` while the first request runs (honour Retry-After) or \`${IdempotencyErrorCode.LeaseLost}\` when an attempt outlived its ${lease} lease and another took over; 422 \`${IdempotencyErrorCode.KeyReused}\` when the key comes with a different request.`,
+    `Retry network errors, timeouts, 409, 429, 502, 503 and 504 with the same key and body, with exponential backoff and jitter; never retry 400, 401, 402, 404 or 422 unchanged. Full policy: ${o.policyUrl}`,
+  ].join('\n\n');
+}
+
+export function policyMarkdown(o: ResolvedIdempotencyOptions): string {
+  return `# Idempotency policy\n\n${policySummary(o)}\n\nA claim is honoured for ${formatDuration(o.leaseMs)} (the lease); a retry after it takes over an abandoned request (for example after a crash), and the slow original can then never commit.\n`;
+}
+
+type OpenApiDoc = {
+  info: { description?: string };
+  paths: Record<string, Record<string, OpenApiOperation>>;
+  components?: { schemas?: Record<string, unknown> };
+};
+type OpenApiOperation = {
+  description?: string;
+  parameters?: { name: string; in: string; description?: string }[];
+  responses?: Record<string, { headers?: Record<string, unknown> }>;
+  [X_IDEMPOTENCY]?: { lease: number | string | null; retention: number | string | null; required: boolean };
+};
+
+/** Fills the effective lease/retention into every @Idempotent() operation and states the policy. */
+export function applyIdempotencyPolicy<T extends object>(document: T, o: ResolvedIdempotencyOptions): T {
+  const doc = document as unknown as OpenApiDoc;
+  doc.info.description = [doc.info.description, policySummary(o)].filter(Boolean).join('\n\n');
+  doc.components ??= {};
+  doc.components.schemas ??= {};
+  doc.components.schemas.Problem ??= {
+    type: 'object',
+    description: 'RFC 9457 problem details (application/problem+json)',
+    required: ['type', 'title', 'status', 'detail', 'code'],
+    properties: {
+      type: { type: 'string', example: `${o.policyUrl}#${IdempotencyErrorCode.InProgress}` },
+      title: { type: 'string', example: 'Request In Progress' },
+      status: { type: 'integer', example: 409 },
+      detail: { type: 'string' },
+      code: { type: 'string', example: IdempotencyErrorCode.InProgress },
+      errors: {
+        type: 'array',
+        description: 'validation_failed only: the failing fields',
+        items: { type: 'object', properties: { field: { type: 'string' }, messages: { type: 'array', items: { type: 'string' } } } },
+      },
+    },
+  };
+  for (const operations of Object.values(doc.paths)) {
+    for (const op of Object.values(operations)) {
+      const ext = op[X_IDEMPOTENCY];
+      if (!ext) continue;
+      const leaseMs = typeof ext.lease === 'number' ? ext.lease : o.leaseMs;
+      const retentionMs = typeof ext.retention === 'number' ? ext.retention : o.retentionMs;
+      ext.lease = formatDuration(leaseMs);
+      ext.retention = formatDuration(retentionMs);
+      const header = op.parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key');
+      if (header) {
+        header.description = `One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (\`8e03978e-...\`) or an RFC 8941 quoted string (\`"8e03978e-..."\`): both are the same key. 1-255 printable ASCII characters. Lease ${ext.lease}; kept ${ext.retention} from first use; scoped to your client.`;
+      }
+      op.description = [
+        op.description,
+        `Idempotent: safe to retry with the same \`Idempotency-Key\`${ext.required ? ' (required)' : ''}. Retries replay the stored response with \`Idempotent-Replayed: true\`; keys are kept ${ext.retention}; lease ${ext.lease}. See ${o.policyUrl}.`,
+      ]
+        .filter(Boolean)
+        .join('\n\n');
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        if (!/^2\d\d$/.test(status) && status !== '402' && !(status === '422')) continue;
+        response.headers = {
+          ...response.headers,
+          'Idempotent-Replayed': { description: 'true when this is a stored response replayed for a retry', schema: { type: 'string', enum: ['true'] } },
+        };
+      }
+    }
+  }
+  return document;
+}

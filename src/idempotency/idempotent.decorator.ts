@@ -1,0 +1,51 @@
+import { UseInterceptors, applyDecorators } from '@nestjs/common';
+import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
+import { parseDuration } from '../config/duration';
+import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { IdempotentMetadata, IdempotentOptions, X_IDEMPOTENCY } from './idempotency.options';
+import { MAX_KEY_LENGTH } from './idempotency-key';
+
+
+const problem = { $ref: '#/components/schemas/Problem' };
+
+/**
+ * Makes a route exactly-once per (client, Idempotency-Key): the first request
+ * runs once inside a transaction that also stores its response; retries get
+ * that response back with `Idempotent-Replayed: true`; a concurrent duplicate
+ * gets 409, a reused key with another request 422. It documents itself in the
+ * OpenAPI document (header, responses, `x-idempotency`).
+ */
+export function Idempotent(options: IdempotentOptions = {}): MethodDecorator & ClassDecorator {
+  const leaseMs = options.lease === undefined ? undefined : parseDuration(options.lease);
+  const retentionMs = options.retention === undefined ? undefined : parseDuration(options.retention);
+  if (leaseMs !== undefined && leaseMs <= 0) throw new RangeError('@Idempotent: lease must be longer than 0');
+  if (leaseMs !== undefined && retentionMs !== undefined && leaseMs >= retentionMs) {
+    throw new RangeError('@Idempotent: lease must be shorter than retention');
+  }
+  const required = options.required ?? true;
+  return applyDecorators(
+    IdempotentMetadata(options),
+    UseInterceptors(IdempotencyInterceptor),
+    ApiHeader({
+      name: 'Idempotency-Key',
+      required,
+      description: 'One unique value per operation, sent unchanged on every retry (filled in with the policy at startup).',
+      schema: { type: 'string', minLength: 1, maxLength: MAX_KEY_LENGTH, example: '8e03978e-40d5-43e8-bc93-6894a57f9324' },
+    }),
+    ApiResponse({ status: 400, description: 'Idempotency-Key missing or invalid (`idempotency_key_missing`, `idempotency_key_invalid`), or the request is invalid.', content: { 'application/problem+json': { schema: problem } } }),
+    ApiResponse({
+      status: 409,
+      description: 'A request with this key is still in progress (`idempotency_request_in_progress`), or this attempt lost its lease (`idempotency_lease_lost`). Retry after Retry-After with the same key and body.',
+      headers: { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } },
+      content: { 'application/problem+json': { schema: problem } },
+    }),
+    ApiResponse({ status: 422, description: 'The key was used with a different request (`idempotency_key_reused`), or a business rule refused the request (stored and replayed).', content: { 'application/problem+json': { schema: problem } } }),
+    ApiExtension(X_IDEMPOTENCY, {
+      header: 'Idempotency-Key',
+      required,
+      lease: leaseMs ?? null,
+      retention: retentionMs ?? null,
+      scope: 'client',
+    }),
+  );
+}

@@ -1,0 +1,6 @@
+export { IdempotencyModule } from './idempotency.module';
+export { Idempotent } from './idempotent.decorator';
+export { IdempotencyModuleOptions, IdempotentOptions, IDEMPOTENCY_OPTIONS } from './idempotency.options';
+export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
+export { IDEMPOTENCY_STORE, IdempotencyStore } from './idempotency.store';
+export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';

@@ -1,0 +1,196 @@
+import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { Pool } from 'pg';
+import { DataSource } from 'typeorm';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { LeaseLostError } from './idempotency.errors';
+import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
+
+/**
+ * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
+ *
+ * - Claim-or-get is ONE autocommit statement: INSERT ... ON CONFLICT DO NOTHING
+ *   plus a read of the existing row. DO NOTHING never locks the existing row, so
+ *   a duplicate never queues behind the request that owns the key (ON CONFLICT
+ *   DO UPDATE would lock it even when its WHERE is false). Replay, conflict and
+ *   mismatch are answered by that one round trip and write nothing.
+ * - The fencing token (`lease`) is the lease deadline in microseconds since the
+ *   epoch, from the database clock. It is an int8 and round-trips exactly (a
+ *   timestamptz read back into JS loses microseconds), and every new claim or
+ *   takeover makes a strictly larger one, so a stale owner can never match.
+ * - Takeover (lease expired) and replace (retention expired) are compare-and-set
+ *   UPDATEs on the token read by the claim: exactly one winner.
+ * - The completion is an UPDATE fenced on the token inside the business
+ *   transaction: zero rows means another attempt owns the key, so the whole
+ *   transaction (business writes included) rolls back.
+ *
+ * Claims, takeovers and releases commit with synchronous_commit = off, on a pool
+ * of their own. That is safe: WAL is flushed in order, so when a business
+ * transaction that followed a claim commits durably, the claim's earlier commit
+ * record is flushed with it. A claim lost in a crash therefore had nothing
+ * committed after it, and the key simply becomes free again. A lost release
+ * leaves an in-progress key that a retry takes over after the lease.
+ */
+const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
+const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+const CLAIM_SQL = `
+WITH ins AS (
+  INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at)
+  VALUES ($1::uuid, $2::text, $3::bytea, ${NOW_US} + $4::int8 * 1000, now() + $5::int8 * interval '1 millisecond')
+  ON CONFLICT (client_id, key) DO NOTHING
+  RETURNING lease
+)
+SELECT lease::text AS lease, true AS claimed, NULL::bool AS same, NULL::int2 AS status,
+       NULL::text AS body, NULL::text AS headers, NULL::bool AS expired, NULL::int8 AS remaining_us
+  FROM ins
+UNION ALL
+SELECT k.lease::text, false, k.fingerprint = $3::bytea, k.status,
+       CASE WHEN k.fingerprint = $3::bytea THEN k.body END,
+       CASE WHEN k.fingerprint = $3::bytea THEN k.headers END,
+       k.expires_at <= now(), k.lease - ${NOW_US}
+  FROM idempotency_keys k
+ WHERE k.client_id = $1::uuid AND k.key = $2::text`;
+
+const TAKEOVER_SQL = `
+UPDATE idempotency_keys SET lease = ${NOW_US} + $4::int8 * 1000
+ WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8
+   AND status IS NULL AND lease <= ${NOW_US}
+RETURNING lease::text AS lease`;
+
+const REPLACE_SQL = `
+UPDATE idempotency_keys
+   SET fingerprint = $5::bytea, lease = ${NOW_US} + $4::int8 * 1000,
+       expires_at = now() + $6::int8 * interval '1 millisecond', status = NULL, body = NULL, headers = NULL
+ WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8
+   AND expires_at <= now() AND (status IS NOT NULL OR lease <= ${NOW_US})
+RETURNING lease::text AS lease`;
+
+const COMPLETE_SQL = `
+UPDATE idempotency_keys SET status = $4::int2, body = $5::text, headers = $6::text
+ WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+
+const RELEASE_SQL = `
+DELETE FROM idempotency_keys
+ WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+
+interface ClaimRow {
+  lease: string;
+  claimed: boolean;
+  same: boolean | null;
+  status: number | null;
+  body: string | null;
+  headers: string | null;
+  expired: boolean | null;
+  remaining_us: string | null;
+}
+
+/** When the row committed after our statement's snapshot: answer "retry". */
+const UNSEEN_RETRY_MS = 1_000;
+
+export function encodeHeaders(response: StoredResponse): string | null {
+  if (response.contentType === DEFAULT_CONTENT_TYPE && !response.location) return null;
+  return JSON.stringify({ ct: response.contentType, loc: response.location });
+}
+
+export function decodeResponse(status: number, body: string, headers: string | null): StoredResponse {
+  if (!headers) return { status, body, contentType: DEFAULT_CONTENT_TYPE };
+  const h = JSON.parse(headers) as { ct: string; loc?: string };
+  return { status, body, contentType: h.ct, location: h.loc };
+}
+
+@Injectable()
+export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestroy {
+  private readonly logger = new Logger('Idempotency');
+  private readonly claimPool: Pool;
+
+  constructor(
+    @InjectDataSource() dataSource: DataSource,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
+  ) {
+    this.claimPool = createClaimPool(dataSource, options.claimPoolSize);
+    this.claimPool.on('error', (error) => this.logger.warn(`idle claim connection failed: ${error.message}`));
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.claimPool.end();
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const { clientId, key, fingerprint, leaseMs, retentionMs } = request;
+    const { rows } = await this.claimPool.query<ClaimRow>(CLAIM_SQL, [clientId, key, fingerprint, leaseMs, retentionMs]);
+    const row = rows[0];
+    if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
+    if (row.claimed) return { kind: 'claimed', owner: { clientId, key, token: row.lease }, takenOver: false };
+
+    if (row.expired) {
+      // Past retention: the key is new again, whatever it stored.
+      const replaced = await this.claimPool.query<{ lease: string }>(REPLACE_SQL, [
+        clientId, key, row.lease, leaseMs, fingerprint, retentionMs,
+      ]);
+      return replaced.rows[0]
+        ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false }
+        : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
+    }
+    if (!row.same) return { kind: 'mismatch' };
+    if (row.status !== null) {
+      return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
+    }
+    const remainingMs = Number(row.remaining_us) / 1000;
+    if (remainingMs > 0) return { kind: 'in_progress', retryAfterMs: remainingMs };
+
+    // In progress, lease expired: the owner crashed or is too slow. One winner.
+    const taken = await this.claimPool.query<{ lease: string }>(TAKEOVER_SQL, [clientId, key, row.lease, leaseMs]);
+    return taken.rows[0]
+      ? { kind: 'claimed', owner: { clientId, key, token: taken.rows[0].lease }, takenOver: true }
+      : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
+  }
+
+  async complete(owner: Ownership, response: StoredResponse): Promise<void> {
+    if (!this.txHost.isTransactionActive()) {
+      throw new Error('the idempotent completion must run inside the business transaction');
+    }
+    const runner = this.txHost.tx.queryRunner;
+    if (!runner) throw new Error('the ambient transaction has no query runner');
+    const result = await runner.query(
+      COMPLETE_SQL,
+      [owner.clientId, owner.key, owner.token, response.status, response.body, encodeHeaders(response)],
+      true,
+    );
+    if (result.affected !== 1) throw new LeaseLostError();
+  }
+
+  async release(owner: Ownership): Promise<void> {
+    await this.claimPool.query(RELEASE_SQL, [owner.clientId, owner.key, owner.token]);
+  }
+}
+
+function createClaimPool(dataSource: DataSource, max: number): Pool {
+  const o = dataSource.options as {
+    url?: string;
+    host?: string;
+    port?: number;
+    username?: string;
+    password?: string;
+    database?: string;
+    ssl?: unknown;
+    extra?: { connectionTimeoutMillis?: number };
+  };
+  return new Pool({
+    connectionString: o.url,
+    host: o.host,
+    port: o.port,
+    user: o.username,
+    password: typeof o.password === 'string' ? o.password : undefined,
+    database: o.database,
+    ssl: o.ssl as never,
+    max,
+    connectionTimeoutMillis: o.extra?.connectionTimeoutMillis ?? 3_000,
+    keepAlive: true,
+    application_name: 'safe-retries-claims',
+    options: '-c synchronous_commit=off',
+  });
+}

@@ -1,0 +1,186 @@
+import { randomUUID } from 'node:crypto';
+import request from 'supertest';
+import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
+import { DemoModule } from '../support/demo/demo.module';
+
+/**
+ * Every path of the @Idempotent() request flow, through HTTP, on a real
+ * PostgreSQL, on the demo route of test/support/demo (not in src/).
+ */
+describe('@Idempotent() (e2e)', () => {
+  let t: TestApp;
+  const http = () => request(t.app.getHttpServer());
+  const widgets = (where = 'true', params: unknown[] = []) => countRows(t.dataSource, 'demo_widgets', where, params);
+  const keys = () => countRows(t.dataSource, 'idempotency_keys');
+  const post = (path: string, key: string | undefined, body: object, client?: { key: string }) => {
+    const r = http().post(path).set(t.auth(client)).send(body);
+    return key === undefined ? r : r.set('Idempotency-Key', key);
+  };
+
+  beforeAll(async () => {
+    t = await createTestApp({ imports: [DemoModule] });
+  });
+  afterAll(() => t.close());
+
+  it('runs the first request once and replays it byte for byte with Idempotent-Replayed', async () => {
+    const key = randomUUID();
+    const first = await post('/demo/widgets', key, { name: 'a' }).expect(201);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    expect(first.headers['location']).toBe(`/demo/widgets/${first.body.id}`);
+
+    const replay = await post('/demo/widgets', key, { name: 'a' }).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+    expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+    expect(replay.headers['location']).toBe(first.headers['location']);
+    expect(await widgets('name = $1', ['a'])).toBe(1);
+  });
+
+  it('treats a quoted sf-string key and the bare key as the same key', async () => {
+    const key = `k-${randomUUID()}`;
+    const first = await post('/demo/widgets', `"${key}"`, { name: 'quoted' }).expect(201);
+    const bare = await post('/demo/widgets', key, { name: 'quoted' }).expect(201);
+    expect(bare.headers['idempotent-replayed']).toBe('true');
+    expect(bare.body.id).toBe(first.body.id);
+
+    const escaped = 'with "quotes" and \\ backslash';
+    const a = await post('/demo/widgets', `"${escaped.replace(/[\\"]/g, (c) => `\\${c}`)}"`, { name: 'esc' }).expect(201);
+    const b = await post('/demo/widgets', escaped, { name: 'esc' }).expect(201);
+    expect(b.body.id).toBe(a.body.id);
+    expect(b.headers['idempotent-replayed']).toBe('true');
+  });
+
+  it('treats the same body with keys in another order as the same request', async () => {
+    const key = randomUUID();
+    const first = await http().post('/demo/widgets').set(t.auth()).set('Idempotency-Key', key).set('Content-Type', 'application/json').send('{"name":"order","delay_ms":0}').expect(201);
+    const again = await http().post('/demo/widgets').set(t.auth()).set('Idempotency-Key', key).set('Content-Type', 'application/json').send('{ "delay_ms": 0,\n "name": "order" }').expect(201);
+    expect(again.body.id).toBe(first.body.id);
+  });
+
+  it.each([
+    ['missing', undefined, 'idempotency_key_missing'],
+    ['empty', '', 'idempotency_key_invalid'],
+    ['empty quoted', '""', 'idempotency_key_invalid'],
+    ['too long', 'x'.repeat(256), 'idempotency_key_invalid'],
+    ['tab inside', 'a\tb', 'idempotency_key_invalid'],
+    ['non-ASCII', 'clé', 'idempotency_key_invalid'],
+    ['bad escape', '"a\\nb"', 'idempotency_key_invalid'],
+    ['unterminated quote', '"abc', 'idempotency_key_invalid'],
+  ])('answers 400 for a %s key and writes nothing', async (_name, key, code) => {
+    const before = [await widgets(), await keys()];
+    const res = await post('/demo/widgets', key, { name: 'bad-key' }).expect(400);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body.code).toBe(code);
+    expect(res.body.type).toBe(`/docs/idempotency#${code}`);
+    expect(res.headers['link']).toBe('</docs/idempotency>; rel="describedby"');
+    expect([await widgets(), await keys()]).toEqual(before);
+  });
+
+  it('accepts a 255-character key', async () => {
+    await post('/demo/widgets', 'k'.repeat(255), { name: 'long' }).expect(201);
+  });
+
+  it('answers 422 idempotency_key_reused for the same key with another body, path or query', async () => {
+    const key = randomUUID();
+    await post('/demo/widgets', key, { name: 'one' }).expect(201);
+    const other = await post('/demo/widgets', key, { name: 'two' }).expect(422);
+    expect(other.body.code).toBe('idempotency_key_reused');
+    expect(other.text).not.toContain('one');
+    expect((await post('/demo/optional', key, { name: 'one' }).expect(422)).body.code).toBe('idempotency_key_reused');
+    expect((await post('/demo/widgets?x=1', key, { name: 'one' }).expect(422)).body.code).toBe('idempotency_key_reused');
+    expect(await widgets('name = $1', ['two'])).toBe(0);
+  });
+
+  it('answers 409 with Retry-After while the first request is still running, then replays', async () => {
+    const key = randomUUID();
+    const slow = post('/demo/widgets', key, { name: 'slow', delay_ms: 1500 }).then((r) => r);
+    await new Promise((r) => setTimeout(r, 300));
+    const dup = await post('/demo/widgets', key, { name: 'slow', delay_ms: 1500 }).expect(409);
+    expect(dup.body.code).toBe('idempotency_request_in_progress');
+    expect(Number(dup.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    const first = await slow;
+    expect(first.status).toBe(201);
+    const replay = await post('/demo/widgets', key, { name: 'slow', delay_ms: 1500 }).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.id).toBe(first.body.id);
+    expect(await widgets('name = $1', ['slow'])).toBe(1);
+  });
+
+  it('lets a retry take over after the lease; the slow original loses its lease and rolls back', async () => {
+    const key = randomUUID();
+    const body = { name: 'lease', delay_ms: 1200 };
+    const original = post('/demo/short-lease', key, body).then((r) => r);
+    await new Promise((r) => setTimeout(r, 500)); // lease is 300ms
+    const takeover = await post('/demo/short-lease', key, { ...body }).expect(201);
+    const lost = await original;
+    expect(lost.status).toBe(409);
+    expect(lost.body.code).toBe('idempotency_lease_lost');
+    // Only the takeover's row committed: the original's insert rolled back.
+    expect(await widgets('name = $1', ['lease'])).toBe(1);
+    const replay = await post('/demo/short-lease', key, body).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.id).toBe(takeover.body.id);
+  });
+
+  it('stores a business outcome (402) with its writes and replays it as 402', async () => {
+    const key = randomUUID();
+    const first = await post('/demo/widgets', key, { name: 'declined', fail: 'declined' }).expect(402);
+    expect(first.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(first.body.code).toBe('card_declined');
+    const replay = await post('/demo/widgets', key, { name: 'declined', fail: 'declined' }).expect(402);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+    expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+    expect(await widgets('name = $1', ['declined'])).toBe(1);
+  });
+
+  it('rolls back and releases the key on an unexpected error, so a retry runs again', async () => {
+    const key = randomUUID();
+    const failed = await post('/demo/widgets', key, { name: 'boom', fail: 'boom' }).expect(500);
+    expect(failed.body.code).toBe('internal_error');
+    expect(failed.text).not.toMatch(/demo: unexpected|at .*\.ts/);
+    expect(await widgets('name = $1', ['boom'])).toBe(0);
+    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+    // The retry runs the handler again (no stored 500, no 409)...
+    const retry = await post('/demo/widgets', key, { name: 'boom', fail: 'boom' }).expect(500);
+    expect(retry.headers['idempotent-replayed']).toBeUndefined();
+    // ...and since nothing is held, the key is free for a corrected request.
+    const fixed = await post('/demo/widgets', key, { name: 'boom' }).expect(201);
+    expect(fixed.headers['idempotent-replayed']).toBeUndefined();
+    expect(await widgets('name = $1', ['boom'])).toBe(1);
+  });
+
+  it('does not consume the key on a validation error', async () => {
+    const key = randomUUID();
+    const invalid = await post('/demo/widgets', key, { name: 42, extra: true }).expect(400);
+    expect(invalid.body.code).toBe('validation_failed');
+    expect(invalid.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['extra', 'name']);
+    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+    await post('/demo/widgets', key, { name: 'fixed' }).expect(201);
+  });
+
+  it('scopes keys per client: the same key from two clients is two operations', async () => {
+    const key = randomUUID();
+    const a = await post('/demo/widgets', key, { name: 'scoped' }).expect(201);
+    const b = await post('/demo/widgets', key, { name: 'scoped' }, CLIENT_B).expect(201);
+    expect(b.headers['idempotent-replayed']).toBeUndefined();
+    expect(b.body.id).not.toBe(a.body.id);
+    expect(await widgets('name = $1', ['scoped'])).toBe(2);
+  });
+
+  it('runs a route with required: false unprotected when no key is sent', async () => {
+    const one = await post('/demo/optional', undefined, { name: 'optional' }).expect(201);
+    const two = await post('/demo/optional', undefined, { name: 'optional' }).expect(201);
+    expect(two.body.id).not.toBe(one.body.id);
+    expect(two.headers['idempotent-replayed']).toBeUndefined();
+  });
+
+  it('honours @HttpCode and a per-route fingerprint that ignores a changing field', async () => {
+    const key = randomUUID();
+    const first = await post('/demo/accepted', key, { name: 'fp', client_ts: 1 }).expect(202);
+    const retry = await post('/demo/accepted', key, { name: 'fp', client_ts: 2 }).expect(202);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body.id).toBe(first.body.id);
+    await post('/demo/accepted', key, { name: 'other', client_ts: 2 }).expect(422);
+  });
+});

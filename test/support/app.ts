@@ -1,0 +1,87 @@
+import { DynamicModule, ForwardReference, INestApplication, Provider, Type } from '@nestjs/common';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Test } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
+import { AppModule } from '../../src/app.module';
+import { configureApp } from '../../src/app.setup';
+import { AppConfig, loadConfig } from '../../src/config/config';
+import { TestDatabase, createTestDatabase } from './database';
+
+export const CLIENT_A = { name: 'client-a', key: 'sk_test_client_a_0123456789abcdef' };
+export const CLIENT_B = { name: 'client-b', key: 'sk_test_client_b_0123456789abcdef' };
+
+export interface TestAppOptions {
+  /** Environment overrides (strings, as in production). */
+  env?: Record<string, string>;
+  /** Extra modules of the test app (demo routes live in test/, never in src/). */
+  imports?: (Type | DynamicModule | ForwardReference)[];
+  /** Providers to replace, e.g. the idempotency store with a naive one. */
+  overrides?: { provide: unknown; useValue?: unknown; useClass?: Type; useFactory?: (...args: never[]) => unknown; inject?: never[] }[];
+  /** Reuse an existing database (e.g. a second instance); a fresh one otherwise. */
+  database?: TestDatabase;
+  /** Listen on a real port (separate sockets for race tests). */
+  listen?: boolean;
+}
+
+export interface TestApp {
+  app: INestApplication;
+  config: AppConfig;
+  db: TestDatabase;
+  dataSource: DataSource;
+  /** Base URL when listening. */
+  url?: string;
+  auth(client?: { key: string }): { Authorization: string };
+  close(): Promise<void>;
+}
+
+export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const db = options.database ?? (await createTestDatabase());
+  const config = loadConfig({
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    API_KEYS: `${CLIENT_A.name}:${CLIENT_A.key},${CLIENT_B.name}:${CLIENT_B.key}`,
+    IDEMPOTENCY_PURGE_ENABLED: 'false',
+    CARD_NETWORK_DELAY: '0ms',
+    ...options.env,
+  });
+  let builder = Test.createTestingModule({
+    imports: [AppModule.register({ config, databaseUrl: db.url }), ...(options.imports ?? [])],
+  });
+  for (const o of options.overrides ?? []) {
+    const b = builder.overrideProvider(o.provide);
+    if (o.useValue !== undefined) builder = b.useValue(o.useValue);
+    else if (o.useClass) builder = b.useClass(o.useClass);
+    else if (o.useFactory) builder = b.useFactory({ factory: o.useFactory, inject: o.inject });
+  }
+  const moduleRef = await builder.compile();
+  const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, bufferLogs: true });
+  configureApp(app, config);
+  let url: string | undefined;
+  if (options.listen) {
+    await app.listen(0, '127.0.0.1');
+    url = await app.getUrl();
+    url = url.replace('[::1]', '127.0.0.1');
+  } else {
+    await app.init();
+  }
+  const dataSource = app.get(DataSource);
+  return {
+    app,
+    config,
+    db,
+    dataSource,
+    url,
+    auth: (client = CLIENT_A) => ({ Authorization: `Bearer ${client.key}` }),
+    close: async () => {
+      await app.close();
+      if (!options.database) await db.drop();
+    },
+  };
+}
+
+/** Rows in a table (for "nothing was written" assertions). */
+export async function countRows(dataSource: DataSource, table: string, where = 'true', params: unknown[] = []): Promise<number> {
+  const rows = await dataSource.query<{ n: string }[]>(`SELECT count(*)::text AS n FROM ${table} WHERE ${where}`, params);
+  return Number(rows[0].n);
+}
+
+export type { Provider };
