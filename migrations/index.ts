@@ -1,9 +1,14 @@
 import { CreateClients1764460800000 } from './1764460800000-CreateClients';
 import { CreateIdempotencyKeys1764460800001 } from './1764460800001-CreateIdempotencyKeys';
+import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-CreateOrdersPaymentsRefunds';
 
 /**
  * Every migration, in order. The data source gets classes, not a glob (TypeORM
  * 1.x loads globs with import(), which fails inside jest). `npm run
  * migration:generate -- Name` writes a new file; add it here.
  */
-export const migrations = [CreateClients1764460800000, CreateIdempotencyKeys1764460800001];
+export const migrations = [
+  CreateClients1764460800000,
+  CreateIdempotencyKeys1764460800001,
+  CreateOrdersPaymentsRefunds1764460800002,
+];

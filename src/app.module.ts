@@ -11,6 +11,8 @@ import { HealthModule } from './health/health.module';
 import { IdempotencyModule } from './idempotency/idempotency.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
+import { OrdersModule } from './orders/orders.module';
+import { PaymentsModule } from './payments/payments.module';
 
 export interface AppModuleOptions {
   config: AppConfig;
@@ -62,6 +64,8 @@ export class AppModule implements NestModule {
         }),
         AuthModule,
         HealthModule,
+        OrdersModule,
+        PaymentsModule,
       ],
     };
   }

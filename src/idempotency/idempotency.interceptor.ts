@@ -6,6 +6,7 @@ import type { Request, Response } from 'express';
 import { Observable, from, lastValueFrom, of } from 'rxjs';
 import { parseDuration } from '../config/duration';
 import { LeaseLostError, idempotencyErrors } from './idempotency.errors';
+import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import {
   IDEMPOTENCY_OPTIONS,
@@ -51,6 +52,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
+    private readonly context: IdempotencyContext,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -94,6 +96,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         throw idempotencyErrors.inProgress(policyUrl, Math.max(1, Math.ceil(claim.retryAfterMs / 1000)));
       case 'claimed':
         this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
+        this.context.enter(parsed.key);
         return from(this.execute(res, next, claim.owner));
     }
   }

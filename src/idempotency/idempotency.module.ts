@@ -1,8 +1,11 @@
 import { DynamicModule, Global, Module, ModuleMetadata, Provider } from '@nestjs/common';
+import { ScheduleModule } from '@nestjs/schedule';
 import { Registry } from 'prom-client';
 import { parseDuration } from '../config/duration';
+import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
+import { IdempotencyPurgeService } from './idempotency-purge.service';
 import {
   IDEMPOTENCY_OPTIONS,
   IDEMPOTENCY_REGISTRY,
@@ -69,12 +72,14 @@ export class IdempotencyModule {
       IdempotencyMetrics,
       { provide: IDEMPOTENCY_STORE, useClass: PostgresIdempotencyStore },
       IdempotencyInterceptor,
+      IdempotencyContext,
+      IdempotencyPurgeService,
     ];
     return {
       module: IdempotencyModule,
-      imports,
+      imports: [...imports, ScheduleModule.forRoot()],
       providers,
-      exports: [IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE, IdempotencyMetrics, IdempotencyInterceptor],
+      exports: [IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE, IdempotencyMetrics, IdempotencyInterceptor, IdempotencyContext, IdempotencyPurgeService],
     };
   }
 }

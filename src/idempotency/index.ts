@@ -4,3 +4,4 @@ export { IdempotencyModuleOptions, IdempotentOptions, IDEMPOTENCY_OPTIONS } from
 export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
 export { IDEMPOTENCY_STORE, IdempotencyStore } from './idempotency.store';
 export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
+export { IdempotencyContext } from './idempotency.context';

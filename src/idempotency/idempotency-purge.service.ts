@@ -1,0 +1,184 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { CronJob } from 'cron';
+import type { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import { IdempotencyMetrics } from './idempotency.metrics';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+
+/**
+ * The purge job: deletes idempotency keys past their retention.
+ *
+ * Purging is housekeeping, never correctness: a key past `expires_at` already
+ * behaves as new in the claim (the store's compare-and-set replace), whether or
+ * not this job ever runs. So the job may be late, skipped or killed halfway; what
+ * it must never do is hurt the request path or a request in flight.
+ *
+ * - Batches. Each batch is one short autocommit DELETE of at most `batchSize`
+ *   rows, so no transaction holds thousands of row locks or a long snapshot
+ *   (which would hold back vacuum on a table written by every request), and a
+ *   crash loses at most one batch. A run stops when a batch comes back short or
+ *   its time budget is spent; the next run continues from the oldest key.
+ * - SKIP LOCKED. The rows are picked oldest first through the expires_at index
+ *   and locked with FOR UPDATE SKIP LOCKED: a row a claim is replacing or taking
+ *   over right now is skipped, never waited for, and the claim never waits for
+ *   the purge either (it meets a row that is either still there or already gone;
+ *   both are answered correctly). Skipped rows go in a later run.
+ * - The lease condition. A row past `expires_at` can still be in progress: a
+ *   request claimed it just before its retention ran out (or with a retention
+ *   shorter than its lease, per route). While its lease is valid the owner may
+ *   still complete, and deleting the row would let a retry claim the key and run
+ *   the effect a second time alongside it. So only completed rows, and in-progress
+ *   rows whose lease has expired (a crashed owner: its completion is fenced on its
+ *   token and fails with LeaseLost once the row is gone), are deleted. The lease is
+ *   judged on the database clock, as everywhere else.
+ * - The advisory lock. Every instance schedules the job; a session-level
+ *   pg_try_advisory_lock on one dedicated connection lets one of them work and
+ *   the others skip at once (no queue of purgers deleting the same rows). An
+ *   in-flight flag does the same inside one process, for a tick that arrives
+ *   while the previous run is still going.
+ */
+
+/** Advisory lock id of the purge; distinct from the migration lock (0x5afe0001). */
+export const PURGE_LOCK_ID = 0x5afe_0002;
+
+/** The name of the scheduled job in SchedulerRegistry. */
+export const PURGE_JOB_NAME = 'idempotency-purge';
+
+const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
+
+// The outer WHERE repeats the inner one: the subquery has locked the rows, so it
+// cannot change the result; it keeps the rule visible in the statement that deletes.
+const PURGE_BATCH_SQL = `
+DELETE FROM idempotency_keys
+ WHERE ctid = ANY(ARRAY(
+         SELECT ctid FROM idempotency_keys
+          WHERE expires_at <= now() AND (status IS NOT NULL OR lease <= ${NOW_US})
+          ORDER BY expires_at
+          LIMIT $1
+            FOR UPDATE SKIP LOCKED))
+   AND expires_at <= now() AND (status IS NOT NULL OR lease <= ${NOW_US})`;
+
+export interface PurgeResult {
+  /** Keys deleted by this run. */
+  deleted: number;
+  /** DELETE statements run (the last one deleted fewer than a batch). */
+  batches: number;
+  durationMs: number;
+  /** True when another run (in this process or another instance) was purging: nothing was done. */
+  skipped: boolean;
+}
+
+@Injectable()
+export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('IdempotencyPurge');
+  private inFlight?: Promise<PurgeResult>;
+  private stopping = false;
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly metrics: IdempotencyMetrics,
+    private readonly schedulerRegistry: SchedulerRegistry,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    const { enabled, cron } = this.options.purge;
+    if (!enabled) return;
+    const job = CronJob.from({
+      cronTime: cron,
+      onTick: () => this.runScheduled(),
+      start: false,
+      name: PURGE_JOB_NAME,
+    });
+    this.schedulerRegistry.addCronJob(PURGE_JOB_NAME, job);
+    job.start();
+    this.logger.log(`purge of expired idempotency keys scheduled (${cron})`);
+  }
+
+  /** Stops the schedule and lets a running purge end after its current batch, before the data source closes. */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    // ScheduleModule may already have deleted every registered job.
+    if (this.schedulerRegistry.doesExist('cron', PURGE_JOB_NAME)) {
+      this.schedulerRegistry.deleteCronJob(PURGE_JOB_NAME);
+    }
+    await this.inFlight?.catch(() => undefined);
+  }
+
+  /** The scheduled tick: a failed run is logged and counted, never thrown; the next tick retries. */
+  async runScheduled(): Promise<void> {
+    try {
+      await this.purgeOnce();
+    } catch (error) {
+      this.logger.error(`purge of expired idempotency keys failed: ${(error as Error).message}`, (error as Error).stack);
+    }
+  }
+
+  /**
+   * One purge run: deletes expired keys in batches until a batch comes back
+   * short or the time budget is spent. Skips (resolves `skipped: true`) when a
+   * run is already going in this process or another instance holds the lock.
+   * Rejects when the database fails (the failure is counted in the metrics).
+   */
+  purgeOnce(): Promise<PurgeResult> {
+    if (this.inFlight) {
+      this.logger.debug('skipped: a purge is already running in this process');
+      return Promise.resolve({ deleted: 0, batches: 0, durationMs: 0, skipped: true });
+    }
+    const run = this.run().finally(() => {
+      this.inFlight = undefined;
+    });
+    this.inFlight = run;
+    return run;
+  }
+
+  private async run(): Promise<PurgeResult> {
+    const started = performance.now();
+    const elapsedMs = () => Math.round(performance.now() - started);
+    const { batchSize, budgetMs } = this.options.purge;
+    let deleted = 0;
+    let batches = 0;
+    // Its own connection: a session-level lock belongs to the session that took it.
+    const runner = this.dataSource.createQueryRunner('master');
+    try {
+      const connection = (await runner.connect()) as Client;
+      const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [PURGE_LOCK_ID])) as {
+        locked: boolean;
+      }[];
+      if (!locked) {
+        this.logger.debug('skipped: another instance is purging expired idempotency keys');
+        return { deleted: 0, batches: 0, durationMs: elapsedMs(), skipped: true };
+      }
+      try {
+        for (;;) {
+          const { affected = 0 } = await runner.query(PURGE_BATCH_SQL, [batchSize], true);
+          batches += 1;
+          deleted += affected;
+          this.metrics.purgedKeys.inc(affected);
+          if (affected < batchSize || elapsedMs() >= budgetMs || this.stopping) break;
+        }
+      } finally {
+        await runner.query('SELECT pg_advisory_unlock($1)', [PURGE_LOCK_ID]).catch(async (error: unknown) => {
+          // A session lock must never go back to the pool with its connection: end
+          // the session (PostgreSQL then frees the lock) and the pool drops the client.
+          this.logger.warn(`could not release the purge lock, closing its connection: ${(error as Error).message}`);
+          await connection.end().catch(() => undefined);
+        });
+      }
+    } catch (error) {
+      this.metrics.purgeFailures.inc();
+      throw error;
+    } finally {
+      await runner.release();
+    }
+
+    const durationMs = elapsedMs();
+    this.metrics.purgeDuration.observe(durationMs / 1000);
+    const message = `purged ${deleted} expired idempotency keys in ${batches} batches, ${durationMs} ms`;
+    if (deleted > 0) this.logger.log(message);
+    else this.logger.debug(message);
+    return { deleted, batches, durationMs, skipped: false };
+  }
+}

@@ -1,0 +1,24 @@
+import { Injectable } from '@nestjs/common';
+import { ClsService } from 'nestjs-cls';
+
+const CURRENT_KEY = Symbol('idempotency.current-key');
+
+/**
+ * The Idempotency-Key of the request being executed, for code that passes it on
+ * to an external system with its own idempotency (a card network, a provider's
+ * API), so that a retry after a lost lease cannot charge twice there either.
+ */
+@Injectable()
+export class IdempotencyContext {
+  constructor(private readonly cls: ClsService) {}
+
+  /** The normalised key of the current @Idempotent() execution, if any. */
+  get key(): string | undefined {
+    return this.cls.isActive() ? this.cls.get<string | undefined>(CURRENT_KEY) : undefined;
+  }
+
+  /** @internal Set by the interceptor once the key is claimed. */
+  enter(key: string): void {
+    if (this.cls.isActive()) this.cls.set(CURRENT_KEY, key);
+  }
+}

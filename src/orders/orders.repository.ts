@@ -1,0 +1,55 @@
+import { Injectable } from '@nestjs/common';
+import { SqlRepository } from '../database/sql-repository';
+import { OrderItem, OrderStatus } from './order.entity';
+
+export interface OrderRow {
+  id: string;
+  status: OrderStatus;
+  currency: string;
+  amount_total: string;
+  items: OrderItem[];
+  created_at: Date;
+}
+
+const COLUMNS = 'id, status, currency, amount_total, items, created_at';
+
+/**
+ * All SQL of orders. Runs in the ambient transaction (txHost.tx) when there is
+ * one, so an order change commits with the idempotency record. Every statement
+ * filters by client_id.
+ */
+@Injectable()
+export class OrdersRepository extends SqlRepository {
+  async insert(clientId: string, currency: string, amountTotal: number, items: OrderItem[]): Promise<OrderRow> {
+    const [row] = await this.rows<OrderRow>(
+      `INSERT INTO orders (client_id, status, currency, amount_total, items)
+       VALUES ($1, 'pending', $2, $3, $4::jsonb) RETURNING ${COLUMNS}`,
+      [clientId, currency, amountTotal, JSON.stringify(items)],
+    );
+    return row;
+  }
+
+  async find(clientId: string, id: string): Promise<OrderRow | undefined> {
+    const [row] = await this.rows<OrderRow>(`SELECT ${COLUMNS} FROM orders WHERE client_id = $1 AND id = $2`, [clientId, id]);
+    return row;
+  }
+
+  /** Locks the order for the rest of the transaction: payments of one order serialise here. */
+  async findForUpdate(clientId: string, id: string): Promise<OrderRow | undefined> {
+    const [row] = await this.rows<OrderRow>(`SELECT ${COLUMNS} FROM orders WHERE client_id = $1 AND id = $2 FOR UPDATE`, [clientId, id]);
+    return row;
+  }
+
+  /** Moves a pending order to a new status; undefined when it was not pending. */
+  async transition(clientId: string, id: string, to: OrderStatus): Promise<OrderRow | undefined> {
+    const [row] = await this.rows<OrderRow>(
+      `UPDATE orders SET status = $3 WHERE client_id = $1 AND id = $2 AND status = 'pending' RETURNING ${COLUMNS}`,
+      [clientId, id, to],
+    );
+    return row;
+  }
+
+  listPage(clientId: string, limit: number, after?: { created_at: Date; id: string }): Promise<OrderRow[]> {
+    return this.page<OrderRow>('orders', COLUMNS, clientId, limit, after);
+  }
+}

@@ -1,0 +1,66 @@
+import { Injectable } from '@nestjs/common';
+import { DEFAULT_PAGE_SIZE, Page, PageQueryDto, invalidCursor, toPage } from '../common/pagination';
+import { problems } from '../common/problem';
+import { CreateOrderDto } from './dto/create-order.dto';
+import { OrderResponse } from './dto/order.response';
+import { OrderNotCancelableException } from './orders.errors';
+import { OrderRow, OrdersRepository } from './orders.repository';
+
+export function toOrderResponse(row: OrderRow): OrderResponse {
+  return {
+    id: row.id,
+    status: row.status,
+    currency: row.currency,
+    amount_total: Number(row.amount_total),
+    items: row.items.map((i) => ({ sku: i.sku, quantity: i.quantity, unit_amount: i.unit_amount })),
+    created_at: row.created_at.toISOString(),
+  };
+}
+
+/** The rules of orders. Payments use `lockPayable` and `markPaid` inside their transaction. */
+@Injectable()
+export class OrdersService {
+  constructor(private readonly orders: OrdersRepository) {}
+
+  async create(clientId: string, dto: CreateOrderDto): Promise<OrderResponse> {
+    const items = dto.items.map((i) => ({ sku: i.sku, quantity: i.quantity, unit_amount: i.unit_amount }));
+    const total = items.reduce((sum, i) => sum + i.quantity * i.unit_amount, 0);
+    return toOrderResponse(await this.orders.insert(clientId, dto.currency.toLowerCase(), total, items));
+  }
+
+  async get(clientId: string, id: string): Promise<OrderResponse> {
+    const row = await this.orders.find(clientId, id);
+    if (!row) throw problems.notFound(`No order ${id}.`);
+    return toOrderResponse(row);
+  }
+
+  async list(clientId: string, query: PageQueryDto): Promise<Page<OrderResponse>> {
+    const limit = query.limit ?? DEFAULT_PAGE_SIZE;
+    let after: OrderRow | undefined;
+    if (query.starting_after) {
+      after = await this.orders.find(clientId, query.starting_after);
+      if (!after) throw invalidCursor(query.starting_after);
+    }
+    return toPage(await this.orders.listPage(clientId, limit, after), limit, toOrderResponse);
+  }
+
+  async cancel(clientId: string, id: string): Promise<OrderResponse> {
+    const canceled = await this.orders.transition(clientId, id, 'canceled');
+    if (canceled) return toOrderResponse(canceled);
+    const row = await this.orders.find(clientId, id);
+    if (!row) throw problems.notFound(`No order ${id}.`);
+    throw new OrderNotCancelableException(id, row.status);
+  }
+
+  /** The caller's order, locked until the transaction ends, or undefined. */
+  async lockForPayment(clientId: string, id: string): Promise<OrderResponse | undefined> {
+    const row = await this.orders.findForUpdate(clientId, id);
+    return row && toOrderResponse(row);
+  }
+
+  async markPaid(clientId: string, id: string): Promise<void> {
+    if (!(await this.orders.transition(clientId, id, 'paid'))) {
+      throw new Error(`order ${id} was not pending when marked paid`);
+    }
+  }
+}

@@ -1,0 +1,50 @@
+import { Check, Column, CreateDateColumn, Entity, Index, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
+import { bigintToNumber } from '../common/money';
+
+export type PaymentStatus = 'succeeded' | 'failed';
+
+@Entity({ name: 'payments' })
+@Index('payments_client_created_idx', ['clientId', 'createdAt', 'id'])
+// The second guard against paying an order twice (the first is the order row lock).
+@Index('payments_one_success_per_order', ['clientId', 'orderId'], {
+  unique: true,
+  where: `status = 'succeeded' AND order_id IS NOT NULL`,
+})
+@Check('payments_status_check', `status IN ('succeeded', 'failed')`)
+@Check('payments_amount_check', 'amount BETWEEN 1 AND 99999999')
+@Check('payments_currency_check', `currency ~ '^[a-z]{3}$'`)
+@Check('payments_refunded_check', 'amount_refunded BETWEEN 0 AND amount')
+export class PaymentEntity {
+  @PrimaryColumn({ name: 'client_id', type: 'uuid', primaryKeyConstraintName: 'payments_pkey' })
+  clientId!: string;
+
+  @PrimaryGeneratedColumn('uuid', { primaryKeyConstraintName: 'payments_pkey' })
+  id!: string;
+
+  @Column({ name: 'order_id', type: 'uuid', nullable: true })
+  orderId!: string | null;
+
+  @Column({ type: 'text' })
+  status!: PaymentStatus;
+
+  @Column({ type: 'bigint', transformer: bigintToNumber })
+  amount!: number;
+
+  @Column({ type: 'text' })
+  currency!: string;
+
+  @Column({ type: 'text', nullable: true })
+  description!: string | null;
+
+  @Column({ name: 'failure_code', type: 'text', nullable: true })
+  failureCode!: string | null;
+
+  @Column({ name: 'network_charge_id', type: 'text', nullable: true })
+  networkChargeId!: string | null;
+
+  @Column({ name: 'amount_refunded', type: 'bigint', default: 0, transformer: bigintToNumber })
+  amountRefunded!: number;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt!: Date;
+}

@@ -1,0 +1,22 @@
+import { Check, Column, CreateDateColumn, Entity, Index, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
+import { bigintToNumber } from '../common/money';
+
+@Entity({ name: 'refunds' })
+@Index('refunds_payment_idx', ['clientId', 'paymentId', 'createdAt'])
+@Check('refunds_amount_check', 'amount > 0')
+export class RefundEntity {
+  @PrimaryColumn({ name: 'client_id', type: 'uuid', primaryKeyConstraintName: 'refunds_pkey' })
+  clientId!: string;
+
+  @PrimaryGeneratedColumn('uuid', { primaryKeyConstraintName: 'refunds_pkey' })
+  id!: string;
+
+  @Column({ name: 'payment_id', type: 'uuid' })
+  paymentId!: string;
+
+  @Column({ type: 'bigint', transformer: bigintToNumber })
+  amount!: number;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt!: Date;
+}
