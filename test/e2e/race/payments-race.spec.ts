@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import { IDEMPOTENCY_STORE } from '../../../src/idempotency/idempotency.store';
+import { TestApp, countRows, createTestApp } from '../../support/app';
+import { paymentBody } from '../../support/fixtures';
+import { NaiveIdempotencyStore } from '../../support/naive-idempotency.store';
+import { TimedResponse, histogram, peakConcurrency, send } from '../../support/race';
+
+/**
+ * The project's claim: N identical POST /payments with one fresh key, truly
+ * concurrent, charge exactly once, every run. RACE_RUNS sets R (npm test runs
+ * a few, `npm run test:race` runs 20). The same suite against a deliberately
+ * naive check-then-insert store must see double charges, or the race is not real.
+ */
+const RUNS = Number(process.env.RACE_RUNS ?? 3);
+const SIZES = [50, 100];
+
+async function race(t: TestApp, n: number): Promise<{ responses: TimedResponse[]; payments: number; key: string }> {
+  const key = randomUUID();
+  const body = JSON.stringify(paymentBody({ amount: 777, description: `race ${key}` }));
+  const headers = { ...t.auth(), 'Idempotency-Key': key, 'Content-Type': 'application/json' };
+  const responses = await Promise.all(Array.from({ length: n }, () => send(t.url!, 'POST', '/payments', headers, body)));
+  const payments = await countRows(t.dataSource, 'payments', 'description = $1', [`race ${key}`]);
+  return { responses, payments, key };
+}
+
+describe('race: identical concurrent payments (e2e)', () => {
+  jest.setTimeout(300_000);
+
+  describe('with the real store', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await createTestApp({ listen: true, env: { CARD_NETWORK_DELAY: '50ms', DATABASE_POOL_SIZE: '20' } });
+    });
+    afterAll(() => t.close());
+
+    it.each(SIZES)('N=%i: exactly one payment per run; every answer is the original, a replay of it, or 409', async (n) => {
+      for (let run = 1; run <= RUNS; run++) {
+        const { responses, payments } = await race(t, n);
+        const peak = peakConcurrency(responses);
+        const spanMs = Math.max(...responses.map((r) => r.ended)) - Math.min(...responses.map((r) => r.started));
+        console.log(`race N=${n} run ${run}/${RUNS}: ${JSON.stringify(histogram(responses))} peak in flight ${peak}, all answered in ${spanMs.toFixed(0)} ms`);
+
+        expect(payments).toBe(1);
+        const originals = responses.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined);
+        expect(originals).toHaveLength(1);
+        const id = JSON.parse(originals[0].body).id as string;
+        for (const r of responses) {
+          expect([201, 409]).toContain(r.status);
+          if (r.status === 201) expect(JSON.parse(r.body).id).toBe(id);
+          if (r.status === 409) expect(JSON.parse(r.body).code).toBe('idempotency_request_in_progress');
+        }
+        // The requests really overlapped: most were in flight at the same time.
+        expect(peak).toBeGreaterThanOrEqual(Math.floor(n / 2));
+      }
+    });
+  });
+
+  describe('with a deliberately naive check-then-insert store (the suite has teeth)', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await createTestApp({
+        listen: true,
+        env: { CARD_NETWORK_DELAY: '50ms', DATABASE_POOL_SIZE: '20' },
+        overrides: [{ provide: IDEMPOTENCY_STORE, useClass: NaiveIdempotencyStore }],
+      });
+    });
+    afterAll(() => t.close());
+
+    it('observes more than one payment for one key', async () => {
+      let worst = 0;
+      // Stop at the first double charge; 20 runs bound the search.
+      for (let run = 1; run <= 20 && worst <= 1; run++) {
+        const { responses, payments } = await race(t, 100);
+        console.log(`naive store N=100 run ${run}: ${payments} payments, ${JSON.stringify(histogram(responses))}`);
+        worst = Math.max(worst, payments);
+      }
+      expect(worst).toBeGreaterThan(1);
+    });
+  });
+});

@@ -1,0 +1,55 @@
+import { Injectable } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { decodeResponse, encodeHeaders } from '../../src/idempotency/postgres-idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, StoredResponse } from '../../src/idempotency/idempotency.store';
+
+/**
+ * A DELIBERATELY NAIVE store, for the race suite to prove it has teeth:
+ * check-then-insert (SELECT, then an upsert when nothing was found) and an
+ * unfenced completion. It passes every sequential test and fails under
+ * concurrency, as such code does in production. Never use it outside tests.
+ */
+@Injectable()
+export class NaiveIdempotencyStore implements IdempotencyStore {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+  ) {}
+
+  async claim(r: ClaimRequest): Promise<ClaimResult> {
+    const [row] = await this.dataSource.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
+      'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE client_id = $1 AND key = $2',
+      [r.clientId, r.key],
+    );
+    if (row) {
+      if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
+      if (row.status === null) return { kind: 'in_progress', retryAfterMs: 1000 };
+      return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
+    }
+    // The race: between the SELECT above and this write, others found nothing too.
+    await this.dataSource.query(
+      `INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at)
+       VALUES ($1, $2, $3, 0, now() + interval '1 day')
+       ON CONFLICT (client_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`,
+      [r.clientId, r.key, r.fingerprint],
+    );
+    return { kind: 'claimed', owner: { clientId: r.clientId, key: r.key, token: '0' }, takenOver: false };
+  }
+
+  async complete(owner: Ownership, response: StoredResponse): Promise<void> {
+    await this.txHost.tx.query('UPDATE idempotency_keys SET status = $3, body = $4, headers = $5 WHERE client_id = $1 AND key = $2', [
+      owner.clientId,
+      owner.key,
+      response.status,
+      response.body,
+      encodeHeaders(response),
+    ]);
+  }
+
+  async release(owner: Ownership): Promise<void> {
+    await this.dataSource.query('DELETE FROM idempotency_keys WHERE client_id = $1 AND key = $2 AND status IS NULL', [owner.clientId, owner.key]);
+  }
+}
