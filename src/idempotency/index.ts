@@ -5,3 +5,4 @@ export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOut
 export { IDEMPOTENCY_STORE, IdempotencyStore } from './idempotency.store';
 export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
 export { IdempotencyContext } from './idempotency.context';
+export { IdempotencyPurgeService } from './idempotency-purge.service';

@@ -1,4 +1,5 @@
-import { Check, Column, CreateDateColumn, Entity, Index, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
+import { ClientEntity } from '../auth/client.entity';
 import { bigintToNumber } from '../common/money';
 
 export type OrderStatus = 'pending' | 'paid' | 'canceled';
@@ -37,4 +38,8 @@ export class OrderEntity {
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt!: Date;
+
+  @ManyToOne(() => ClientEntity, { nullable: false })
+  @JoinColumn({ name: 'client_id', foreignKeyConstraintName: 'orders_client_fkey' })
+  client?: ClientEntity;
 }

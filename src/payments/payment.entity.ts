@@ -1,4 +1,6 @@
-import { Check, Column, CreateDateColumn, Entity, Index, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
+import { ClientEntity } from '../auth/client.entity';
+import { OrderEntity } from '../orders/order.entity';
 import { bigintToNumber } from '../common/money';
 
 export type PaymentStatus = 'succeeded' | 'failed';
@@ -47,4 +49,16 @@ export class PaymentEntity {
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt!: Date;
+
+  @ManyToOne(() => ClientEntity, { nullable: false })
+  @JoinColumn({ name: 'client_id', foreignKeyConstraintName: 'payments_client_fkey' })
+  client?: ClientEntity;
+
+  /** Composite: a payment can only reference an order of its own client. */
+  @ManyToOne(() => OrderEntity)
+  @JoinColumn([
+    { name: 'client_id', referencedColumnName: 'clientId', foreignKeyConstraintName: 'payments_order_fkey' },
+    { name: 'order_id', referencedColumnName: 'id', foreignKeyConstraintName: 'payments_order_fkey' },
+  ])
+  order?: OrderEntity;
 }

@@ -1,4 +1,5 @@
-import { Check, Column, CreateDateColumn, Entity, Index, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
+import { PaymentEntity } from './payment.entity';
 import { bigintToNumber } from '../common/money';
 
 @Entity({ name: 'refunds' })
@@ -19,4 +20,11 @@ export class RefundEntity {
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt!: Date;
+
+  @ManyToOne(() => PaymentEntity, { nullable: false })
+  @JoinColumn([
+    { name: 'client_id', referencedColumnName: 'clientId', foreignKeyConstraintName: 'refunds_payment_fkey' },
+    { name: 'payment_id', referencedColumnName: 'id', foreignKeyConstraintName: 'refunds_payment_fkey' },
+  ])
+  payment?: PaymentEntity;
 }

@@ -1,0 +1,44 @@
+import 'reflect-metadata';
+import { INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { AppModule } from '../app.module';
+import { AppConfig, ConfigError, loadConfig } from '../config/config';
+import { DatabaseStartError, openDatabase } from '../database/database-server';
+
+/**
+ * Runs one command-line task against the app's database (DATABASE_URL, or the
+ * embedded PostgreSQL) with the app's modules and no HTTP server, then exits:
+ * 0 on success, 1 with one clear message on failure.
+ */
+export function runWithAppContext(name: string, task: (context: INestApplicationContext, config: AppConfig) => Promise<void>): void {
+  const main = async () => {
+    const config = loadConfig();
+    const database = await openDatabase(config, (m) => console.error(m));
+    let context: INestApplicationContext | undefined;
+    try {
+      context = await NestFactory.createApplicationContext(
+        AppModule.register({
+          // A one-off process never schedules the purge job.
+          config: { ...config, idempotency: { ...config.idempotency, purge: { ...config.idempotency.purge, enabled: false } } },
+          databaseUrl: database.url,
+        }),
+        { logger: ['error', 'warn'] },
+      );
+      await task(context, config);
+    } finally {
+      try {
+        await context?.close();
+      } finally {
+        await database.stop();
+      }
+    }
+  };
+  main().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      const known = error instanceof ConfigError || error instanceof DatabaseStartError;
+      console.error(known ? (error as Error).message : `${name} failed: ${error instanceof Error ? error.message : String(error)}`);
+      process.exit(1);
+    },
+  );
+}

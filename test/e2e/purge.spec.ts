@@ -1,0 +1,322 @@
+import { randomUUID } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { Client } from 'pg';
+import request from 'supertest';
+import { IdempotencyMetrics } from '../../src/idempotency/idempotency.metrics';
+import { IdempotencyPurgeService, PURGE_JOB_NAME, PURGE_LOCK_ID } from '../../src/idempotency/idempotency-purge.service';
+import { TestApp, countRows, createTestApp } from '../support/app';
+import { DemoModule } from '../support/demo/demo.module';
+
+/**
+ * The purge job on a real PostgreSQL: it deletes only what retention and the
+ * lease allow, never blocks claims, runs once across instances, and expiry holds
+ * without it. Correctness only: every wait is a bounded poll, nothing is timed.
+ */
+const ENV = { IDEMPOTENCY_RETENTION: '2s', IDEMPOTENCY_LEASE: '1s', IDEMPOTENCY_PURGE_BATCH: '5000' };
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+describe('purge of expired idempotency keys (e2e)', () => {
+  let t: TestApp;
+  const http = (app: TestApp = t) => request(app.app.getHttpServer());
+  const post = (key: string, body: object, app: TestApp = t) =>
+    http(app).post('/demo/widgets').set(app.auth()).set('Idempotency-Key', key).send(body);
+  const purger = (app: TestApp = t) => app.app.get(IdempotencyPurgeService);
+  const keyRows = (key: string) => countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key]);
+  const widgets = (name: string) => countRows(t.dataSource, 'demo_widgets', 'name = $1', [name]);
+  const expiredOnDbClock = (key: string) =>
+    waitFor(`key ${key} to pass its retention`, async () => {
+      const rows = await t.dataSource.query<{ expired: boolean }[]>(
+        'SELECT expires_at <= now() AS expired FROM idempotency_keys WHERE key = $1',
+        [key],
+      );
+      return rows[0]?.expired === true;
+    });
+  /** A key row written directly, its lease and expiry relative to the database clock. */
+  const insertKey = (key: string, o: { leaseInMs: number; expiresInMs: number; status: number | null }) =>
+    t.dataSource.query(
+      `INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at, status, body)
+       VALUES (gen_random_uuid(), $1::text, sha256(convert_to($1::text, 'UTF8')),
+               (extract(epoch FROM now()) * 1000000)::int8 + $2::int8 * 1000,
+               now() + $3::int8 * interval '1 millisecond', $4::int2, CASE WHEN $4::int2 IS NULL THEN NULL ELSE '{}' END)`,
+      [key, o.leaseInMs, o.expiresInMs, o.status],
+    );
+  const counterValue = async (metric: { get(): Promise<{ values: { value: number; metricName?: string }[] }> }, name?: string) => {
+    const { values } = await metric.get();
+    return values.find((v) => name === undefined || v.metricName === name)?.value ?? 0;
+  };
+  const advisoryLockHolders = async () => {
+    const rows = await t.dataSource.query<{ n: string }[]>(
+      `SELECT count(*)::text AS n FROM pg_locks
+        WHERE locktype = 'advisory' AND granted AND classid = 0 AND objid = $1 AND objsubid = 1
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      [PURGE_LOCK_ID],
+    );
+    return Number(rows[0].n);
+  };
+
+  beforeAll(async () => {
+    t = await createTestApp({ imports: [DemoModule], env: ENV });
+  });
+  afterAll(() => t.close());
+
+  it('deletes a key past its retention; reusing the key then runs the request anew', async () => {
+    const metrics = t.app.get(IdempotencyMetrics);
+    const [purgedBefore, runsBefore] = [
+      await counterValue(metrics.purgedKeys),
+      await counterValue(metrics.purgeDuration, 'idempotency_purge_run_duration_seconds_count'),
+    ];
+    const key = randomUUID();
+    const first = await post(key, { name: 'expired' }).expect(201);
+    await expiredOnDbClock(key);
+
+    const result = await purger().purgeOnce();
+    expect(result.skipped).toBe(false);
+    expect(result.deleted).toBeGreaterThanOrEqual(1);
+    expect(result.batches).toBeGreaterThanOrEqual(1);
+    expect(await keyRows(key)).toBe(0);
+    expect(await counterValue(metrics.purgedKeys)).toBe(purgedBefore + result.deleted);
+    expect(await counterValue(metrics.purgeDuration, 'idempotency_purge_run_duration_seconds_count')).toBe(runsBefore + 1);
+
+    const again = await post(key, { name: 'expired' }).expect(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.body.id).not.toBe(first.body.id);
+    expect(await widgets('expired')).toBe(2);
+  });
+
+  it('keeps a key inside its retention: it still replays after a purge', async () => {
+    const key = randomUUID();
+    const first = await post(key, { name: 'kept' }).expect(201);
+    const result = await purger().purgeOnce();
+    expect(result.skipped).toBe(false);
+    expect(await keyRows(key)).toBe(1);
+
+    const replay = await post(key, { name: 'kept' }).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.id).toBe(first.body.id);
+    expect(await widgets('kept')).toBe(1);
+  });
+
+  it('deletes completed and abandoned keys past retention, never an in-progress key whose lease is valid', async () => {
+    const k = {
+      completedExpired: `m-completed-expired-${randomUUID()}`,
+      completedKept: `m-completed-kept-${randomUUID()}`,
+      abandonedExpired: `m-abandoned-expired-${randomUUID()}`,
+      inProgressExpired: `m-in-progress-expired-${randomUUID()}`,
+      inProgressKept: `m-in-progress-kept-${randomUUID()}`,
+    };
+    await insertKey(k.completedExpired, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
+    await insertKey(k.completedKept, { leaseInMs: -60_000, expiresInMs: 60_000, status: 201 });
+    // Owner crashed: lease over, still in progress, past retention.
+    await insertKey(k.abandonedExpired, { leaseInMs: -1_000, expiresInMs: -1_000, status: null });
+    // Owner still working (valid lease) although the key is past its retention.
+    await insertKey(k.inProgressExpired, { leaseInMs: 60_000, expiresInMs: -1_000, status: null });
+    await insertKey(k.inProgressKept, { leaseInMs: 60_000, expiresInMs: 60_000, status: null });
+
+    const result = await purger().purgeOnce();
+    expect(result.skipped).toBe(false);
+    expect(result.deleted).toBeGreaterThanOrEqual(2);
+    expect({
+      completedExpired: await keyRows(k.completedExpired),
+      completedKept: await keyRows(k.completedKept),
+      abandonedExpired: await keyRows(k.abandonedExpired),
+      inProgressExpired: await keyRows(k.inProgressExpired),
+      inProgressKept: await keyRows(k.inProgressKept),
+    }).toEqual({ completedExpired: 0, completedKept: 1, abandonedExpired: 0, inProgressExpired: 1, inProgressKept: 1 });
+  });
+
+  it('keeps the key of a request in flight even when its retention has passed, and the request completes', async () => {
+    // A second instance with a long lease, so the lease is surely valid during the purge.
+    const slow = await createTestApp({
+      database: t.db,
+      imports: [DemoModule],
+      env: { IDEMPOTENCY_LEASE: '30s', IDEMPOTENCY_RETENTION: '1m' },
+    });
+    try {
+      const key = randomUUID();
+      const inFlight = post(key, { name: 'in-flight', delay_ms: 1500 }, slow).then((r) => r);
+      await waitFor('the claim', async () => (await keyRows(key)) === 1);
+      await t.dataSource.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+
+      const result = await purger().purgeOnce();
+      expect(result.skipped).toBe(false);
+      expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1 AND status IS NULL', [key])).toBe(1);
+
+      const response = await inFlight;
+      expect(response.status).toBe(201);
+      expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1 AND status = 201', [key])).toBe(1);
+      expect(await widgets('in-flight')).toBe(1);
+
+      // Completed and past retention: now it goes.
+      await purger().purgeOnce();
+      expect(await keyRows(key)).toBe(0);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('runs once across instances: while one instance purges, another skips', async () => {
+    const other = await createTestApp({ database: t.db, env: ENV });
+    const blocker = new Client({ connectionString: t.db.url });
+    await blocker.connect();
+    try {
+      const key = `two-${randomUUID()}`;
+      await insertKey(key, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
+      // Hold the first purger inside its run: its DELETE waits for this table lock.
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE idempotency_keys IN SHARE MODE');
+      const first = purger().purgeOnce();
+      await waitFor('the first purger to hold the purge lock', async () => (await advisoryLockHolders()) === 1);
+
+      const second = await purger(other).purgeOnce();
+      expect(second).toEqual({ deleted: 0, batches: 0, durationMs: expect.any(Number), skipped: true });
+
+      await blocker.query('COMMIT');
+      const firstResult = await first;
+      expect(firstResult.skipped).toBe(false);
+      expect(firstResult.deleted).toBeGreaterThanOrEqual(1);
+      expect(await keyRows(key)).toBe(0);
+      expect(await advisoryLockHolders()).toBe(0);
+    } finally {
+      await blocker.query('ROLLBACK').catch(() => undefined);
+      await blocker.end();
+      await other.close();
+    }
+  });
+
+  it('skips while another session holds the purge lock, and purges once it is free', async () => {
+    const key = `held-${randomUUID()}`;
+    await insertKey(key, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
+    const holder = new Client({ connectionString: t.db.url });
+    await holder.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock($1)', [PURGE_LOCK_ID]);
+      const skipped = await purger().purgeOnce();
+      expect(skipped.skipped).toBe(true);
+      expect(await keyRows(key)).toBe(1);
+
+      await holder.query('SELECT pg_advisory_unlock($1)', [PURGE_LOCK_ID]);
+      const ran = await purger().purgeOnce();
+      expect(ran.skipped).toBe(false);
+      expect(await keyRows(key)).toBe(0);
+    } finally {
+      await holder.end();
+    }
+  });
+
+  it('never overlaps itself in one process: a run requested during a run is skipped', async () => {
+    const [a, b] = await Promise.all([purger().purgeOnce(), purger().purgeOnce()]);
+    expect(a.skipped).toBe(false);
+    expect(b).toEqual({ deleted: 0, batches: 0, durationMs: 0, skipped: true });
+    // The flag is cleared when the run ends.
+    expect((await purger().purgeOnce()).skipped).toBe(false);
+  });
+
+  it('with the purge job switched off, an expired key still behaves as new', async () => {
+    expect(t.config.idempotency.purge.enabled).toBe(false);
+    expect(t.app.get(SchedulerRegistry).doesExist('cron', PURGE_JOB_NAME)).toBe(false);
+    const key = randomUUID();
+    const first = await post(key, { name: 'no-purge' }).expect(201);
+    await expiredOnDbClock(key);
+    expect(await keyRows(key)).toBe(1); // nothing purged it
+
+    const again = await post(key, { name: 'no-purge' }).expect(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.body.id).not.toBe(first.body.id);
+    expect(await widgets('no-purge')).toBe(2);
+    // And the new execution is the one replayed from now on.
+    const replay = await post(key, { name: 'no-purge' }).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.id).toBe(again.body.id);
+  });
+
+  it('runs on its schedule when enabled, and stops on shutdown', async () => {
+    const key = `scheduled-${randomUUID()}`;
+    await insertKey(key, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
+    const scheduled = await createTestApp({
+      database: t.db,
+      env: { ...ENV, IDEMPOTENCY_PURGE_ENABLED: 'true', IDEMPOTENCY_PURGE_CRON: '* * * * * *' },
+    });
+    const registry = scheduled.app.get(SchedulerRegistry);
+    let closed = false;
+    try {
+      expect(registry.doesExist('cron', PURGE_JOB_NAME)).toBe(true);
+      const job = registry.getCronJob(PURGE_JOB_NAME);
+      expect(job.isActive).toBe(true);
+      await waitFor('the scheduled purge to delete the expired key', async () => (await keyRows(key)) === 0);
+
+      await scheduled.close();
+      closed = true;
+      expect(job.isActive).toBe(false);
+      expect(registry.doesExist('cron', PURGE_JOB_NAME)).toBe(false);
+    } finally {
+      if (!closed) await scheduled.close();
+    }
+  });
+
+  it('logs and counts a failed run without throwing from the tick; the next run works', async () => {
+    const metrics = t.app.get(IdempotencyMetrics);
+    const failuresBefore = await counterValue(metrics.purgeFailures);
+    const errors = jest.spyOn(Logger.prototype, 'error');
+    const key = `after-failure-${randomUUID()}`;
+    await insertKey(key, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
+    await t.dataSource.query('ALTER TABLE idempotency_keys RENAME TO idempotency_keys_away');
+    try {
+      await expect(purger().runScheduled()).resolves.toBeUndefined();
+      expect(await counterValue(metrics.purgeFailures)).toBe(failuresBefore + 1);
+      expect(errors).toHaveBeenCalledWith(expect.stringMatching(/purge .*failed: .*idempotency_keys/), expect.anything());
+      await expect(purger().purgeOnce()).rejects.toThrow(/idempotency_keys/);
+      expect(await counterValue(metrics.purgeFailures)).toBe(failuresBefore + 2);
+      // The failed runs released the lock (and their connection).
+      expect(await advisoryLockHolders()).toBe(0);
+    } finally {
+      errors.mockRestore();
+      await t.dataSource.query('ALTER TABLE idempotency_keys_away RENAME TO idempotency_keys');
+    }
+    const next = await purger().purgeOnce();
+    expect(next.skipped).toBe(false);
+    expect(await keyRows(key)).toBe(0);
+  });
+
+  it('purges 100,000 expired keys in batches while claims keep answering', async () => {
+    const bulkClient = randomUUID();
+    await t.dataSource.query(
+      `INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at, status, body)
+       SELECT $1::uuid, 'bulk-' || g, sha256(g::text::bytea), 0, now() - interval '1 hour', 201, '{}'
+         FROM generate_series(1, 100000) g`,
+      [bulkClient],
+    );
+    expect(await countRows(t.dataSource, 'idempotency_keys', 'client_id = $1', [bulkClient])).toBe(100_000);
+
+    let done = false;
+    const purging = purger().purgeOnce();
+    purging.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    // Waves of new requests until the purge has finished (the first wave starts during it).
+    const statuses: number[] = [];
+    do {
+      const wave = await Promise.all(Array.from({ length: 10 }, () => post(randomUUID(), { name: 'during-purge' })));
+      statuses.push(...wave.map((r) => r.status));
+    } while (!done);
+    const result = await purging;
+
+    expect(result.skipped).toBe(false);
+    expect(result.batches).toBeGreaterThanOrEqual(20);
+    expect(result.deleted).toBeGreaterThanOrEqual(100_000);
+    expect(await countRows(t.dataSource, 'idempotency_keys', 'client_id = $1', [bulkClient])).toBe(0);
+    expect(statuses.length).toBeGreaterThanOrEqual(10);
+    expect(statuses.every((s) => s === 201)).toBe(true);
+    expect(await widgets('during-purge')).toBe(statuses.length);
+  });
+});
