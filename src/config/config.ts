@@ -48,7 +48,12 @@ const bytes = z
       ctx.addIssue({ code: 'custom', message: `invalid size "${value}": expected e.g. 512b, 100kb or 1mb` });
       return z.NEVER;
     }
-    return Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()];
+    const size = Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()];
+    if (size < 1) {
+      ctx.addIssue({ code: 'custom', message: 'must be at least 1 byte' });
+      return z.NEVER;
+    }
+    return size;
   });
 
 const emptyToUndefined = z
@@ -76,6 +81,10 @@ const apiKeys = z
           code: 'custom',
           message: `expected name:secret pairs separated by commas, each secret at least 16 characters (entry ${seeds.length + 1})`,
         });
+        return z.NEVER;
+      }
+      if (seeds.some((s) => s.name === name)) {
+        ctx.addIssue({ code: 'custom', message: `the client name "${name}" appears twice` });
         return z.NEVER;
       }
       seeds.push({ name, secret });
@@ -170,7 +179,9 @@ export class ConfigError extends Error {
 
 /** Validates an environment (process.env by default) into typed config. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
-  const result = schema.safeParse(env);
+  // An empty variable (`PORT=` in a compose file) means "use the default".
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''));
+  const result = schema.safeParse(set);
   if (!result.success) {
     throw new ConfigError(
       result.error.issues.map((issue) => `${issue.path.join('.') || 'environment'}: ${issue.message}`),
