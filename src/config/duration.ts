@@ -34,9 +34,13 @@ export function parseDuration(value: Duration): number {
   return ms;
 }
 
-/** Formats milliseconds back to the largest exact unit, for documentation. */
+/**
+ * Formats milliseconds back to the largest exact unit for documentation, the
+ * way people write retention: hours up to a week (24h, 72h), then days (30d).
+ */
 export function formatDuration(ms: number): string {
-  for (const unit of ['d', 'h', 'm', 's'] as const) {
+  if (ms >= 7 * UNIT_MS.d && ms % UNIT_MS.d === 0) return `${ms / UNIT_MS.d}d`;
+  for (const unit of ['h', 'm', 's'] as const) {
     if (ms >= UNIT_MS[unit] && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
   }
   return `${ms}ms`;

@@ -1,0 +1,124 @@
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { freePort } from '../../src/database/embedded-postgres';
+
+/**
+ * The built app (dist/, as `npm start` runs it) on a machine with no
+ * PostgreSQL: it starts the embedded one, migrates, answers, and on SIGTERM
+ * exits 0 and leaves no postgres process behind. `npm test` builds dist first.
+ */
+const MAIN = resolve(__dirname, '../../dist/src/main.js');
+const KEY = 'sk_test_boot_0123456789abcdef';
+
+function postgresProcessesFor(dir: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-af', 'postgres'], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => line.includes(dir));
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await fn().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe('the built app on an embedded PostgreSQL (e2e)', () => {
+  jest.setTimeout(120_000);
+  let dir: string;
+  let child: ChildProcess | undefined;
+  let output = '';
+
+  beforeAll(() => {
+    if (!existsSync(MAIN)) throw new Error('dist/ is missing: run `npm test` (it builds first) or `npm run build`');
+    dir = mkdtempSync(join(tmpdir(), 'safe-retries-boot-'));
+    chmodSync(dir, 0o755); // PostgreSQL runs as the postgres user when we are root
+  });
+  afterAll(() => {
+    if (child && child.exitCode === null) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('starts, answers, and shuts down cleanly on SIGTERM', async () => {
+    const port = await freePort();
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), EMBEDDED_PG_DIR: join(dir, 'pg'), API_KEYS: `boot:${KEY}`, LOG_LEVEL: 'warn' };
+    delete env.DATABASE_URL;
+    child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    const exited = new Promise<number | null>((r) => child!.once('exit', (code) => r(code)));
+    const base = `http://127.0.0.1:${port}`;
+
+    const health = await waitFor('GET /health 200', async () => {
+      if (child!.exitCode !== null) throw new Error(`the app exited early:\n${output}`);
+      const res = await fetch(`${base}/health`);
+      return res.status === 200 ? res : undefined;
+    }).catch((error: Error) => {
+      throw new Error(`${error.message}\n${output}`);
+    });
+    expect(health.status).toBe(200);
+
+    const unauthorized = await fetch(`${base}/orders`);
+    expect(unauthorized.status).toBe(401);
+    expect(unauthorized.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect((await unauthorized.json()).code).toBe('unauthorized');
+
+    const unknown = await fetch(`${base}/no-such-route`, { headers: { Authorization: `Bearer ${KEY}` } });
+    expect(unknown.status).toBe(404);
+    expect(unknown.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+
+    const doc = await (await fetch(`${base}/docs-json`)).json();
+    expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
+    expect(doc.paths['/payments'].post['x-idempotency']).toMatchObject({ header: 'Idempotency-Key', lease: '30s', retention: '24h', scope: 'client' });
+    expect((await fetch(`${base}/docs`)).status).toBe(200);
+    expect(await (await fetch(`${base}/metrics`)).text()).toContain('http_request_duration_seconds');
+
+    expect(postgresProcessesFor(dir).length).toBeGreaterThan(0);
+    const stopping = Date.now();
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    console.log(`SIGTERM to exit: ${Date.now() - stopping} ms`);
+    expect(Date.now() - stopping).toBeLessThan(10_000);
+    expect(postgresProcessesFor(dir)).toEqual([]);
+    expect(output).not.toContain(KEY);
+  });
+
+  it('exits with one clear message when the database cannot be reached', () => {
+    let failure: { status: number | null; stderr: string } | undefined;
+    try {
+      execFileSync(process.execPath, [MAIN], {
+        env: { ...process.env, DATABASE_URL: 'postgres://nobody:secret@127.0.0.1:1/none', LOG_LEVEL: 'warn' },
+        encoding: 'utf8',
+        stdio: 'pipe',
+        timeout: 30_000,
+      });
+    } catch (error) {
+      failure = error as { status: number | null; stderr: string };
+    }
+    expect(failure?.status).toBe(1);
+    expect(failure?.stderr.trim()).toMatch(/^cannot connect to PostgreSQL at postgres:\/\/nobody:\*\*\*@127\.0\.0\.1:1\/none: /);
+    expect(failure?.stderr).not.toContain('secret');
+    expect(failure?.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('exits with a message naming the variable when the configuration is invalid', () => {
+    let failure: { status: number | null; stderr: string } | undefined;
+    try {
+      execFileSync(process.execPath, [MAIN], { env: { ...process.env, PORT: 'eighty' }, encoding: 'utf8', stdio: 'pipe', timeout: 30_000 });
+    } catch (error) {
+      failure = error as { status: number | null; stderr: string };
+    }
+    expect(failure?.status).toBe(1);
+    expect(failure?.stderr).toContain('PORT');
+    expect(failure?.stderr).not.toMatch(/\n\s+at /);
+  });
+});

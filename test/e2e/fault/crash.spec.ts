@@ -1,0 +1,114 @@
+import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import { AppProcess, PROCESS_CLIENT, startAppProcess, stopAll } from '../../support/app-process';
+import { TestDatabase, createTestDatabase } from '../../support/database';
+import { authHeaders, send, waitFor } from '../../support/http-client';
+
+/**
+ * A process SIGKILLed in the middle of a handler (after the claim, before the
+ * commit) leaves an in-progress key and no payment. A new process on the same
+ * database answers a retry inside the lease with 409 + Retry-After, runs the
+ * request once after the lease, and replays it afterwards.
+ *
+ * The crashed process's lease is 6 s (the row's lease is the claimant's), so the
+ * restart plus the first retry surely fit inside it even on a loaded machine;
+ * the new process runs with IDEMPOTENCY_LEASE=3s.
+ */
+jest.setTimeout(120_000);
+
+const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
+const CRASHED_LEASE = '6s';
+
+describe('fault: the app process crashes mid-request', () => {
+  let db: TestDatabase;
+  let pg: Client;
+  const apps: AppProcess[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    pg = new Client({ connectionString: db.url });
+    await pg.connect();
+  });
+  afterAll(async () => {
+    await stopAll(apps);
+    await pg?.end().catch(() => undefined);
+    await db?.drop();
+  });
+
+  it('leaves an in-progress key that a new process fences with 409, then runs once after the lease and replays', async () => {
+    const victim = await startAppProcess({
+      env: { DATABASE_URL: db.url, CARD_NETWORK_DELAY: '3s', IDEMPOTENCY_LEASE: CRASHED_LEASE },
+    });
+    apps.push(victim);
+
+    const key = randomUUID();
+    const description = `crash ${key}`;
+    const body = { amount: 777, currency: 'eur', source: 'tok_visa', description };
+    const pay = (url: string) =>
+      send(url, { method: 'POST', path: '/payments', headers: authHeaders(PROCESS_CLIENT.key, key), body, timeoutMs: 30_000 });
+
+    // The original request: claimed, then asleep in the 3 s card network call.
+    const inFlight = pay(victim.url).then(
+      (res) => ({ res }),
+      (error: Error) => ({ error }),
+    );
+    await waitFor('the key to be claimed (status NULL)', async () => {
+      const { rows } = await pg.query('SELECT status FROM idempotency_keys WHERE key = $1', [key]);
+      return rows.length === 1 && rows[0].status === null;
+    });
+    victim.kill('SIGKILL');
+    expect(await victim.exited).toBeNull(); // ended by the signal, no exit code
+
+    const lost = await inFlight;
+    expect('error' in lost ? lost.error.message : `got HTTP ${lost.res.status}`).toMatch(/socket hang up|ECONNRESET/);
+    // Nothing committed: the key is still in progress and there is no payment.
+    const orphan = await pg.query<{ status: number | null; remaining_ms: number }>(
+      `SELECT status, ((lease - ${NOW_US}) / 1000)::int AS remaining_ms FROM idempotency_keys WHERE key = $1`,
+      [key],
+    );
+    expect(orphan.rows).toHaveLength(1);
+    expect(orphan.rows[0].status).toBeNull();
+    expect((await pg.query('SELECT 1 FROM payments WHERE description = $1', [description])).rowCount).toBe(0);
+
+    // A new process on the same database.
+    const restartedAt = Date.now();
+    const fresh = await startAppProcess({
+      env: { DATABASE_URL: db.url, CARD_NETWORK_DELAY: '50ms', IDEMPOTENCY_LEASE: '3s' },
+    });
+    apps.push(fresh);
+    console.log(`crash: lease left at kill ${orphan.rows[0].remaining_ms} ms; new process up in ${Date.now() - restartedAt} ms`);
+
+    // Inside the crashed owner's lease: 409 in progress, with Retry-After.
+    const early = await pay(fresh.url);
+    expect(early.status).toBe(409);
+    expect(early.json()).toMatchObject({ status: 409, code: 'idempotency_request_in_progress' });
+    expect(early.headers['retry-after']).toMatch(/^\d+$/);
+    const retryAfter = Number(early.headers['retry-after']);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(6);
+    expect((await pg.query('SELECT 1 FROM payments WHERE description = $1', [description])).rowCount).toBe(0);
+
+    // After the lease (judged by the database clock): the retry takes over and runs once.
+    await waitFor(
+      'the crashed owner lease to expire',
+      async () => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE key = $1 AND lease <= ${NOW_US}`, [key])).rowCount === 1,
+      { timeoutMs: 20_000, intervalMs: 100 },
+    );
+    const taken = await pay(fresh.url);
+    expect(taken.status).toBe(201);
+    expect(taken.headers['idempotent-replayed']).toBeUndefined();
+    const payment = taken.json<{ id: string }>();
+    expect(payment).toMatchObject({ status: 'succeeded', amount: 777, currency: 'eur', description });
+
+    const replay = await pay(fresh.url);
+    expect(replay.status).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.json<{ id: string }>().id).toBe(payment.id);
+    expect(replay.text).toBe(taken.text);
+
+    const { rows } = await pg.query<{ id: string }>('SELECT id FROM payments WHERE description = $1', [description]);
+    expect(rows.map((r) => r.id)).toEqual([payment.id]);
+    const stored = await pg.query('SELECT status FROM idempotency_keys WHERE key = $1', [key]);
+    expect(stored.rows).toEqual([{ status: 201 }]);
+  });
+});

@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import { CLIENT_A, TestApp, createTestApp } from '../../support/app';
+import { RawResponse, authHeaders, send, waitFor } from '../../support/http-client';
+
+/**
+ * A worker slower than its lease (300 ms lease, 1 s card network): a retry
+ * after the lease takes the key over and succeeds; the slow original's fenced
+ * completion matches no row, so it answers 409 idempotency_lease_lost and its
+ * payment rolls back. One payment, and every later retry replays it.
+ */
+jest.setTimeout(120_000);
+
+const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
+
+describe('fault: a slow worker loses its lease', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp({ env: { IDEMPOTENCY_LEASE: '300ms', CARD_NETWORK_DELAY: '1s' }, listen: true });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  const pay = (key: string, body: object) =>
+    send(t.url!, { method: 'POST', path: '/payments', headers: authHeaders(CLIENT_A.key, key), body, timeoutMs: 30_000 });
+
+  it('lets a retry after the lease take over; the slow original answers 409 lease_lost and rolls back', async () => {
+    const key = randomUUID();
+    const description = `slow worker ${key}`;
+    const body = { amount: 2500, currency: 'usd', source: 'tok_visa', description };
+
+    const started = Date.now();
+    const original = pay(key, body);
+    original.catch(() => undefined); // awaited below; never an unhandled rejection
+
+    // The original claimed the key; wait (by the database clock) until its
+    // 300 ms lease has run out: ~500 ms in, while its 1 s handler still runs.
+    await waitFor('the original to claim the key', async () => {
+      const { length } = await t.dataSource.query('SELECT 1 FROM idempotency_keys WHERE key = $1 AND status IS NULL', [key]);
+      return length === 1;
+    });
+    await waitFor('the original lease to expire', async () => {
+      const [row] = await t.dataSource.query<{ expired: boolean }[]>(
+        `SELECT lease <= ${NOW_US} AS expired FROM idempotency_keys WHERE key = $1`,
+        [key],
+      );
+      return row?.expired === true;
+    });
+    await new Promise((r) => setTimeout(r, Math.max(0, 500 - (Date.now() - started))));
+
+    const takeover: RawResponse = await pay(key, { ...body });
+    const lost: RawResponse = await original;
+    console.log(`slow-worker: takeover ${takeover.status} in ${takeover.ms.toFixed(0)} ms, original ${lost.status} in ${lost.ms.toFixed(0)} ms`);
+
+    expect(takeover.status).toBe(201);
+    expect(takeover.headers['idempotent-replayed']).toBeUndefined();
+    const payment = takeover.json<{ id: string; status: string }>();
+    expect(payment).toMatchObject({ status: 'succeeded', amount: 2500, description });
+
+    expect(lost.status).toBe(409);
+    expect(lost.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(lost.json()).toMatchObject({ status: 409, code: 'idempotency_lease_lost' });
+    expect(lost.headers['retry-after']).toMatch(/^\d+$/);
+
+    // The original's insert rolled back with its transaction: exactly one payment.
+    const rows = await t.dataSource.query<{ id: string }[]>('SELECT id FROM payments WHERE description = $1', [description]);
+    expect(rows.map((r) => r.id)).toEqual([payment.id]);
+    const [stored] = await t.dataSource.query<{ status: number; body: string }[]>(
+      'SELECT status, body FROM idempotency_keys WHERE key = $1',
+      [key],
+    );
+    expect(stored).toEqual({ status: 201, body: takeover.text });
+
+    // Every later retry replays the takeover's payment.
+    for (let i = 0; i < 3; i++) {
+      const replay = await pay(key, body);
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.json<{ id: string }>().id).toBe(payment.id);
+      expect(replay.text).toBe(takeover.text);
+    }
+    const after = await t.dataSource.query<{ n: number }[]>('SELECT count(*)::int AS n FROM payments WHERE description = $1', [description]);
+    expect(after[0].n).toBe(1);
+  });
+});

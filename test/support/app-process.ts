@@ -1,0 +1,201 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { request } from 'node:http';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+
+/**
+ * The built service (dist/src/main.js) as a real OS process, for the fault
+ * suites that need one: two instances on one database, a SIGKILL mid-request,
+ * a database that goes away under a running app. `npm test` builds first; for
+ * a manual run, `npx nest build` before jest.
+ *
+ * Every process started here is also killed (SIGKILL) when the jest worker
+ * exits, so a failing suite never leaves a server behind.
+ */
+
+/** An API client seeded through API_KEYS into every process started here. */
+export const PROCESS_CLIENT = { name: 'fault-client', key: 'sk_test_fault_client_0123456789abcdef' };
+
+export const MAIN_JS = resolve(__dirname, '../../dist/src/main.js');
+
+export interface AppProcessOptions {
+  /** The service's environment; DATABASE_URL is required (no embedded database here). */
+  env: Record<string, string>;
+  /** How long to wait for `GET /health` to answer 200. */
+  readyTimeoutMs?: number;
+}
+
+export interface AppProcess {
+  url: string;
+  port: number;
+  pid: number;
+  /** Sends a signal (SIGKILL to crash it); does not wait. */
+  kill(signal?: NodeJS.Signals): void;
+  /** SIGTERM, then waits for the exit (SIGKILL after `timeoutMs`); resolves with the exit code. */
+  stop(timeoutMs?: number): Promise<number | null>;
+  /** The exit code, or null when a signal ended the process. */
+  exited: Promise<number | null>;
+  /** Whether the process has exited. */
+  hasExited(): boolean;
+  /** Everything the process wrote to stdout and stderr so far (the last 256 KB). */
+  output(): string;
+}
+
+const OUTPUT_LIMIT = 256 * 1024;
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const child of live) {
+      try {
+        child.kill('SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The status of `GET /health`, or undefined when nothing answers. */
+function healthStatus(port: number): Promise<number | undefined> {
+  return new Promise((resolveStatus) => {
+    const req = request({ host: '127.0.0.1', port, path: '/health', method: 'GET', agent: false, timeout: 2_000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolveStatus(res.statusCode));
+      res.on('error', () => resolveStatus(undefined));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolveStatus(undefined));
+    req.end();
+  });
+}
+
+/** Keeps the variables a Node process needs; the service's own come only from `env`. */
+function baseEnv(): Record<string, string> {
+  const keep = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SystemRoot'];
+  const env: Record<string, string> = {};
+  for (const name of keep) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+async function startOnce(options: AppProcessOptions, port: number): Promise<AppProcess> {
+  const env = {
+    ...baseEnv(),
+    API_KEYS: `${PROCESS_CLIENT.name}:${PROCESS_CLIENT.key}`,
+    LOG_LEVEL: 'warn',
+    IDEMPOTENCY_PURGE_ENABLED: 'false',
+    ...options.env,
+    PORT: String(port),
+  };
+  const child = spawn(process.execPath, [MAIN_JS], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  installExitHook();
+  live.add(child);
+
+  let output = '';
+  const append = (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+    if (output.length > OUTPUT_LIMIT) output = output.slice(-OUTPUT_LIMIT);
+  };
+  child.stdout!.on('data', append);
+  child.stderr!.on('data', append);
+
+  let exitedFlag = false;
+  const exited = new Promise<number | null>((resolveExit) => {
+    child.once('exit', (code) => {
+      exitedFlag = true;
+      live.delete(child);
+      resolveExit(code);
+    });
+    child.once('error', (error) => {
+      append(Buffer.from(`\n[spawn error] ${error.message}\n`));
+      exitedFlag = true;
+      live.delete(child);
+      resolveExit(null);
+    });
+  });
+
+  const app: AppProcess = {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    pid: child.pid ?? -1,
+    kill: (signal: NodeJS.Signals = 'SIGTERM') => {
+      if (!exitedFlag) child.kill(signal);
+    },
+    stop: async (timeoutMs = 15_000) => {
+      if (exitedFlag) return exited;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      try {
+        return await exited;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    exited,
+    hasExited: () => exitedFlag,
+    output: () => output,
+  };
+
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  while (Date.now() < deadline) {
+    if (exitedFlag) {
+      const code = await exited;
+      throw new AppProcessError(`the app process exited with ${code} before it was ready`, output);
+    }
+    if ((await healthStatus(port)) === 200) return app;
+    await sleep(100);
+  }
+  child.kill('SIGKILL');
+  await exited;
+  throw new AppProcessError(`GET /health did not answer 200 within ${options.readyTimeoutMs ?? 30_000} ms`, output);
+}
+
+export class AppProcessError extends Error {
+  constructor(message: string, readonly output: string) {
+    super(`${message}\n--- app output ---\n${output.slice(-8_000)}`);
+    this.name = 'AppProcessError';
+  }
+}
+
+/**
+ * Spawns `node dist/src/main.js` on a free port and waits until `GET /health`
+ * answers 200. Retries on another port if the chosen one was taken meanwhile.
+ */
+export async function startAppProcess(options: AppProcessOptions): Promise<AppProcess> {
+  if (!options.env.DATABASE_URL) throw new Error('startAppProcess: env.DATABASE_URL is required');
+  if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: build first (npx nest build)`);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options, await freePort());
+    } catch (error) {
+      if (attempt < 3 && error instanceof AppProcessError && error.output.includes('EADDRINUSE')) continue;
+      throw error;
+    }
+  }
+}
+
+/** Stops every given process (SIGTERM, then SIGKILL), ignoring the ones already gone. */
+export async function stopAll(apps: (AppProcess | undefined)[]): Promise<void> {
+  await Promise.all(apps.map((a) => a?.stop().catch(() => undefined)));
+}

@@ -1,0 +1,88 @@
+import { IncomingHttpHeaders, request } from 'node:http';
+
+/**
+ * One HTTP request on its own TCP connection (`agent: false`, Connection: close):
+ * no keep-alive pool can serialise concurrent requests or hide a dropped socket.
+ */
+export interface RawResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+  /** Milliseconds from sending to the end of the response. */
+  ms: number;
+  json<T = any>(): T;
+}
+
+export interface RawRequest {
+  method?: string;
+  path: string;
+  headers?: Record<string, string>;
+  body?: unknown;
+  /** Gives up (rejects) when no complete response arrived in time. */
+  timeoutMs?: number;
+}
+
+export function send(baseUrl: string, options: RawRequest): Promise<RawResponse> {
+  const url = new URL(options.path, baseUrl);
+  const payload = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body));
+  const headers: Record<string, string> = { Connection: 'close', Accept: 'application/json', ...options.headers };
+  if (payload) {
+    headers['Content-Type'] = 'application/json';
+    headers['Content-Length'] = String(payload.length);
+  }
+  const started = performance.now();
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  return new Promise((resolveResponse, reject) => {
+    const req = request(url, { method: options.method ?? 'GET', headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        clearTimeout(timer);
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolveResponse({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          text,
+          ms: performance.now() - started,
+          json: () => JSON.parse(text),
+        });
+      });
+    });
+    const timer = setTimeout(() => {
+      req.destroy(new Error(`${options.method ?? 'GET'} ${options.path}: no response within ${timeoutMs} ms`));
+    }, timeoutMs);
+    req.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    req.end(payload);
+  });
+}
+
+/** Authorization plus Idempotency-Key (when given) for the fault suites' client. */
+export function authHeaders(apiKey: string, idempotencyKey?: string): Record<string, string> {
+  return { Authorization: `Bearer ${apiKey}`, ...(idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : {}) };
+}
+
+/** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  { timeoutMs = 15_000, intervalMs = 25 }: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value as T;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() >= deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${(lastError as Error).message})` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
