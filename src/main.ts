@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { existsSync } from 'node:fs';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { configureApp } from './app.setup';
@@ -10,6 +11,8 @@ const SHUTDOWN_GRACE_MS = 10_000;
 
 /** Boot: config, database (external or embedded), app; SIGTERM drains and exits 0. */
 async function main(): Promise<void> {
+  // A .env file (see .env.example) fills in what the environment does not set.
+  if (existsSync('.env')) process.loadEnvFile('.env');
   const config = loadConfig();
   const database = await openDatabase(config, (m) => console.log(JSON.stringify({ level: 30, context: 'Database', msg: m })));
 
