@@ -1,5 +1,7 @@
 import { INestApplication } from '@nestjs/common';
 import type { Express } from 'express';
+import type { Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
@@ -31,7 +33,26 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): IN
     });
   }
   setupOpenApi(app, config);
+  answerMalformedRequestsWithProblems(app);
   return app;
+}
+
+/**
+ * Requests Node's HTTP parser refuses (a control character in a header, a
+ * broken request line) never reach Nest; answer them as problem+json too.
+ */
+function answerMalformedRequestsWithProblems(app: NestExpressApplication): void {
+  const server = app.getHttpServer() as Server;
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (!socket.writable || !error.code?.startsWith('HPE_')) {
+      socket.destroy();
+      return;
+    }
+    const body = JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request is not valid HTTP.', code: 'bad_request' });
+    socket.end(
+      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
 }
 
 function setupOpenApi(app: NestExpressApplication, _config: AppConfig): void {

@@ -1,0 +1,44 @@
+import { randomUUID } from 'node:crypto';
+import { CLIENT_B, TestApp, countRows, createTestApp } from '../../support/app';
+import { paymentBody } from '../../support/fixtures';
+import { send } from '../../support/race';
+
+/**
+ * Keys are scoped per client: client B racing with client A's key and body at
+ * the same moment runs its own payment, and neither can read the other's.
+ */
+describe('isolation between clients (e2e)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ listen: true, env: { CARD_NETWORK_DELAY: '50ms' } });
+  });
+  afterAll(() => t.close());
+
+  it("executes B's reuse of A's key and body independently, and B cannot read A's payment", async () => {
+    const key = randomUUID();
+    const body = JSON.stringify(paymentBody({ amount: 4242, description: `iso ${key}` }));
+    const headers = (client?: { key: string }) => ({ ...t.auth(client), 'Idempotency-Key': key, 'Content-Type': 'application/json' });
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => send(t.url!, 'POST', '/payments', headers(i % 2 ? CLIENT_B : undefined), body)),
+    );
+    const originals = responses.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined);
+    expect(originals).toHaveLength(2);
+    const [a, b] = originals.map((r) => JSON.parse(r.body).id as string);
+    expect(a).not.toBe(b);
+    expect(await countRows(t.dataSource, 'payments', 'description = $1', [`iso ${key}`])).toBe(2);
+    expect(responses.every((r) => r.status === 201 || r.status === 409)).toBe(true);
+
+    // Each payment is visible to exactly one client.
+    const owners: Record<string, string> = {};
+    for (const id of [a, b]) {
+      const asA = await send(t.url!, 'GET', `/payments/${id}`, t.auth());
+      const asB = await send(t.url!, 'GET', `/payments/${id}`, t.auth(CLIENT_B));
+      expect([asA.status, asB.status].sort()).toEqual([200, 404]);
+      owners[id] = asA.status === 200 ? 'A' : 'B';
+    }
+    expect(Object.values(owners).sort()).toEqual(['A', 'B']);
+    const listB = JSON.parse((await send(t.url!, 'GET', '/payments?limit=100', t.auth(CLIENT_B))).body);
+    const idsB = listB.data.map((p: { id: string }) => p.id);
+    for (const id of [a, b]) expect(idsB.includes(id)).toBe(owners[id] === 'B');
+  });
+});
