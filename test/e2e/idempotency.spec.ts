@@ -183,4 +183,12 @@ describe('@Idempotent() (e2e)', () => {
     expect(retry.body.id).toBe(first.body.id);
     await post('/demo/accepted', key, { name: 'other', client_ts: 2 }).expect(422);
   });
+
+  it('counts every outcome and the claim latency on /metrics', async () => {
+    const text = (await http().get('/metrics').expect(200)).text;
+    for (const outcome of ['claimed', 'replayed', 'in_progress', 'mismatch', 'lease_lost', 'taken_over', 'released']) {
+      expect(text).toMatch(new RegExp(`idempotency_requests_total\\{outcome="${outcome}"\\} [1-9]`));
+    }
+    expect(text).toMatch(/idempotency_claim_duration_seconds_count [1-9]/);
+  });
 });

@@ -1,0 +1,61 @@
+import request from 'supertest';
+import { TestApp, createTestApp } from '../support/app';
+
+/** The OpenAPI document tells clients the idempotency contract, by itself. */
+describe('OpenAPI document (e2e)', () => {
+  let t: TestApp;
+  let doc: {
+    info: { description: string };
+    components: { securitySchemes: Record<string, unknown>; schemas: Record<string, unknown> };
+    paths: Record<string, Record<string, {
+      description?: string;
+      parameters?: { name: string; in: string; required?: boolean; description?: string; schema?: { maxLength?: number } }[];
+      responses: Record<string, { headers?: Record<string, unknown> }>;
+      'x-idempotency'?: Record<string, unknown>;
+    }>>;
+  };
+
+  beforeAll(async () => {
+    t = await createTestApp({ env: { IDEMPOTENCY_RETENTION: '48h', IDEMPOTENCY_LEASE: '20s' } });
+    doc = (await request(t.app.getHttpServer()).get('/docs-json').expect(200)).body;
+  });
+  afterAll(() => t.close());
+
+  it('states the policy in info.description with the configured retention', () => {
+    expect(doc.info.description).toContain('Idempotency-Key');
+    expect(doc.info.description).toContain('**48h**');
+    expect(doc.info.description).toContain('idempotency_request_in_progress');
+    expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
+  });
+
+  it.each([
+    ['/payments', 'post'],
+    ['/orders', 'post'],
+    ['/orders/{id}/cancel', 'post'],
+    ['/payments/{id}/refunds', 'post'],
+  ])('documents %s %s as idempotent', (path, method) => {
+    const op = doc.paths[path][method];
+    expect(op['x-idempotency']).toEqual({ header: 'Idempotency-Key', required: true, lease: '20s', retention: '48h', scope: 'client' });
+    const header = op.parameters!.find((p) => p.in === 'header' && p.name === 'Idempotency-Key')!;
+    expect(header.required).toBe(true);
+    expect(header.schema!.maxLength).toBe(255);
+    expect(header.description).toMatch(/quoted string/);
+    expect(header.description).toContain('48h');
+    expect(op.responses['409'].headers).toHaveProperty('Retry-After');
+    expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['400', '401', '409', '422']));
+    const success = Object.keys(op.responses).find((s) => /^2/.test(s))!;
+    expect(op.responses[success].headers).toHaveProperty('Idempotent-Replayed');
+    expect(op.description).toContain('Idempotent-Replayed');
+  });
+
+  it('does not mark read-only routes idempotent-keyed', () => {
+    expect(doc.paths['/payments'].get['x-idempotency']).toBeUndefined();
+    expect(doc.paths['/payments/{id}'].get.parameters!.some((p) => p.name === 'Idempotency-Key')).toBe(false);
+  });
+
+  it('serves the policy page that problem types point to', async () => {
+    const res = await request(t.app.getHttpServer()).get('/docs/idempotency').expect(200);
+    expect(res.headers['content-type']).toMatch(/^text\/markdown/);
+    expect(res.text).toContain('48h');
+  });
+});
