@@ -17,8 +17,10 @@ export function dataSourceOptions(url: string, poolSize: number): PostgresDataSo
     migrationsTransactionMode: 'each',
     extra: {
       max: poolSize,
-      // A request during an outage fails fast (503) instead of hanging.
+      // A request during an outage fails fast (503) instead of hanging: on a dead
+      // server at connect, on a frozen or partitioned one at the read timeout.
       connectionTimeoutMillis: 3_000,
+      query_timeout: 30_000,
       keepAlive: true,
       application_name: 'safe-retries',
     },

@@ -1,19 +1,25 @@
+import { QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
+
 /**
  * Tells "the database is unreachable" (a 503 the client should retry) from
  * every other failure (a 500). Judged by SQLSTATE class and socket error codes;
  * node-postgres's pool reports its connect timeout and a dropped connection only
- * as plain Errors, so those two are recognised here and nowhere else.
+ * as plain Errors, so those are recognised here and nowhere else.
  */
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '53000']);
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 const POOL_MESSAGES = [
   'timeout exceeded when trying to connect',
+  'Query read timeout',
   'Connection terminated',
   'Client has encountered a connection error',
   'Connection terminated unexpectedly',
 ];
 
 export function isDatabaseUnavailable(error: unknown): boolean {
+  // TypeORM releases a transaction's query runner when its connection dies; the
+  // transaction's next statement then fails with this error, not a socket error.
+  if (error instanceof QueryRunnerProviderAlreadyReleasedError) return true;
   for (let e: unknown = error, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
     const { code, message, driverError, cause } = e as {
       code?: unknown;

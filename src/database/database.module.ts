@@ -3,7 +3,7 @@ import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import { ClsModule } from 'nestjs-cls';
 import { ClsPluginTransactional } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { DataSource } from 'typeorm';
+import { DataSource, DataSourceOptions } from 'typeorm';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 
 export interface DatabaseModuleOptions {
@@ -33,12 +33,17 @@ export class DatabaseModule {
             retryAttempts: 0,
           }),
           dataSourceFactory: async (dsOptions) => {
-            const dataSource = await new DataSource(dsOptions!).initialize();
             if (options.migrate) {
-              const applied = await runMigrationsLocked(dataSource);
-              if (applied.length) logger.log(`applied migrations: ${applied.join(', ')}`);
+              // On a connection of their own without the read timeout: a migration may run long.
+              const migrator = await new DataSource({ ...dsOptions!, extra: { max: 2 } } as DataSourceOptions).initialize();
+              try {
+                const applied = await runMigrationsLocked(migrator);
+                if (applied.length) logger.log(`applied migrations: ${applied.join(', ')}`);
+              } finally {
+                await migrator.destroy();
+              }
             }
-            return dataSource;
+            return new DataSource(dsOptions!).initialize();
           },
         }),
         ClsModule.forRoot({

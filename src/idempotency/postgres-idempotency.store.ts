@@ -189,6 +189,8 @@ function createClaimPool(dataSource: DataSource, max: number): Pool {
     ssl: o.ssl as never,
     max,
     connectionTimeoutMillis: o.extra?.connectionTimeoutMillis ?? 3_000,
+    // Claims are single short statements: a frozen server is an outage (503).
+    query_timeout: 5_000,
     keepAlive: true,
     application_name: 'safe-retries-claims',
     options: '-c synchronous_commit=off',

@@ -17,7 +17,8 @@ import { resolve } from 'node:path';
 /** An API client seeded through API_KEYS into every process started here. */
 export const PROCESS_CLIENT = { name: 'fault-client', key: 'sk_test_fault_client_0123456789abcdef' };
 
-export const MAIN_JS = resolve(__dirname, '../../dist/src/main.js');
+/** The built entry point; APP_MAIN_JS points the suites at another build (e.g. a mutated copy). */
+export const MAIN_JS = resolve(process.env.APP_MAIN_JS ?? resolve(__dirname, '../../dist/src/main.js'));
 
 export interface AppProcessOptions {
   /** The service's environment; DATABASE_URL is required (no embedded database here). */
@@ -90,7 +91,7 @@ function healthStatus(port: number): Promise<number | undefined> {
 
 /** Keeps the variables a Node process needs; the service's own come only from `env`. */
 function baseEnv(): Record<string, string> {
-  const keep = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SystemRoot'];
+  const keep = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SystemRoot', 'NODE_PATH'];
   const env: Record<string, string> = {};
   for (const name of keep) {
     const value = process.env[name];
