@@ -33,8 +33,26 @@ export interface Page<T> {
 
 export const DEFAULT_PAGE_SIZE = 10;
 
+export interface KeysetSource<R> {
+  /** The caller's item with this id (the cursor), if any. */
+  find(id: string): Promise<R | undefined>;
+  /** Up to `limit + 1` items, newest first, created before `after` when given. */
+  fetch(limit: number, after?: R): Promise<R[]>;
+}
+
+/** One page of a client's items, newest first, after the `starting_after` cursor. */
+export async function keysetPage<R extends { id: string }, T>(query: PageQueryDto, source: KeysetSource<R>, map: (row: R) => T): Promise<Page<T>> {
+  const limit = query.limit ?? DEFAULT_PAGE_SIZE;
+  let after: R | undefined;
+  if (query.starting_after) {
+    after = await source.find(query.starting_after);
+    if (!after) throw invalidCursor(query.starting_after);
+  }
+  return toPage(await source.fetch(limit, after), limit, map);
+}
+
 /** Builds a page from `limit + 1` rows fetched (the extra row tells has_more). */
-export function toPage<R extends { id: string }, T>(rows: R[], limit: number, map: (row: R) => T): Page<T> {
+function toPage<R extends { id: string }, T>(rows: R[], limit: number, map: (row: R) => T): Page<T> {
   const has_more = rows.length > limit;
   const items = rows.slice(0, limit);
   return {

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DEFAULT_PAGE_SIZE, Page, PageQueryDto, invalidCursor, toPage } from '../common/pagination';
+import { Page, PageQueryDto, keysetPage } from '../common/pagination';
 import { problems } from '../common/problem';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrderResponse } from './dto/order.response';
@@ -34,14 +34,12 @@ export class OrdersService {
     return toOrderResponse(row);
   }
 
-  async list(clientId: string, query: PageQueryDto): Promise<Page<OrderResponse>> {
-    const limit = query.limit ?? DEFAULT_PAGE_SIZE;
-    let after: OrderRow | undefined;
-    if (query.starting_after) {
-      after = await this.orders.find(clientId, query.starting_after);
-      if (!after) throw invalidCursor(query.starting_after);
-    }
-    return toPage(await this.orders.listPage(clientId, limit, after), limit, toOrderResponse);
+  list(clientId: string, query: PageQueryDto): Promise<Page<OrderResponse>> {
+    return keysetPage(
+      query,
+      { find: (id) => this.orders.find(clientId, id), fetch: (limit, after) => this.orders.listPage(clientId, limit, after) },
+      toOrderResponse,
+    );
   }
 
   async cancel(clientId: string, id: string): Promise<OrderResponse> {

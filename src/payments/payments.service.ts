@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DEFAULT_PAGE_SIZE, Page, PageQueryDto, invalidCursor, toPage } from '../common/pagination';
+import { Page, PageQueryDto, keysetPage } from '../common/pagination';
 import { problems } from '../common/problem';
 import { violatedConstraint } from '../database/database-errors';
 import { IdempotencyContext } from '../idempotency/idempotency.context';
@@ -100,14 +100,12 @@ export class PaymentsService {
     return { ...toPaymentResponse(row), refunds: refunds.map(toRefundResponse) };
   }
 
-  async list(clientId: string, query: PageQueryDto): Promise<Page<PaymentResponse>> {
-    const limit = query.limit ?? DEFAULT_PAGE_SIZE;
-    let after: PaymentRow | undefined;
-    if (query.starting_after) {
-      after = await this.payments.find(clientId, query.starting_after);
-      if (!after) throw invalidCursor(query.starting_after);
-    }
-    return toPage(await this.payments.listPage(clientId, limit, after), limit, toPaymentResponse);
+  list(clientId: string, query: PageQueryDto): Promise<Page<PaymentResponse>> {
+    return keysetPage(
+      query,
+      { find: (id) => this.payments.find(clientId, id), fetch: (limit, after) => this.payments.listPage(clientId, limit, after) },
+      toPaymentResponse,
+    );
   }
 
   /** Refunds serialise on the payment's row lock; the total never exceeds the payment. */

@@ -1,7 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { freePort } from '../../src/database/embedded-postgres';
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 
 /**
@@ -58,18 +58,6 @@ function installExitHook(): void {
         // already gone
       }
     }
-  });
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
-    });
   });
 }
 
@@ -199,4 +187,18 @@ export async function startAppProcess(options: AppProcessOptions): Promise<AppPr
 /** Stops every given process (SIGTERM, then SIGKILL), ignoring the ones already gone. */
 export async function stopAll(apps: (AppProcess | undefined)[]): Promise<void> {
   await Promise.all(apps.map((a) => a?.stop().catch(() => undefined)));
+}
+
+/**
+ * Starts several processes at once (e.g. two instances booting together on an
+ * empty database); every one that came up is added to `apps` for cleanup, then
+ * the first failure, if any, is thrown.
+ */
+export async function startAppProcesses(options: AppProcessOptions[], apps: AppProcess[]): Promise<AppProcess[]> {
+  const started = await Promise.allSettled(options.map((o) => startAppProcess(o)));
+  const up = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  apps.push(...up);
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return up;
 }

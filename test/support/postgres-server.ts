@@ -5,7 +5,7 @@ import { appendFile, chown, mkdtemp, readFile, rm, unlink, writeFile } from 'nod
 import { tmpdir, userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
-import { freePort } from './app-process';
+import { freePort } from '../../src/database/embedded-postgres';
 
 /**
  * A PostgreSQL server of the test's own, that the test may stop and start (the

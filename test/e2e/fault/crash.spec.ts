@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import { AppProcess, PROCESS_CLIENT, startAppProcess, stopAll } from '../../support/app-process';
+import { AppProcess, PROCESS_CLIENT, startAppProcess, startAppProcesses, stopAll } from '../../support/app-process';
 import { TestDatabase, createTestDatabase } from '../../support/database';
 import { authHeaders, send, waitFor } from '../../support/http-client';
 
@@ -39,13 +39,10 @@ describe('fault: the app process crashes mid-request', () => {
 
   it('leaves an in-progress key that fences retries with 409, then runs once after the lease and replays', async () => {
     const env = { DATABASE_URL: db.url, IDEMPOTENCY_LEASE: LEASE };
-    const booted = await Promise.allSettled([
-      startAppProcess({ env: { ...env, CARD_NETWORK_DELAY: '3s' } }),
-      startAppProcess({ env: { ...env, CARD_NETWORK_DELAY: '50ms' } }),
-    ]);
-    for (const b of booted) if (b.status === 'fulfilled') apps.push(b.value);
-    for (const b of booted) if (b.status === 'rejected') throw b.reason;
-    const [victim, standby] = apps;
+    const [victim, standby] = await startAppProcesses(
+      [{ env: { ...env, CARD_NETWORK_DELAY: '3s' } }, { env: { ...env, CARD_NETWORK_DELAY: '50ms' } }],
+      apps,
+    );
 
     const key = randomUUID();
     const description = `crash ${key}`;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { migrations } from '../../../migrations';
-import { AppProcess, PROCESS_CLIENT, startAppProcess, stopAll } from '../../support/app-process';
+import { AppProcess, PROCESS_CLIENT, startAppProcesses, stopAll } from '../../support/app-process';
 import { TestDatabase, createTestDatabase } from '../../support/database';
 import { RawResponse, authHeaders, send } from '../../support/http-client';
 
@@ -31,10 +31,7 @@ describe('fault: two instances on one database', () => {
       IDEMPOTENCY_PURGE_ENABLED: 'false',
     };
     // Both boot at the same time on the empty database: both run the migrator.
-    const started = await Promise.allSettled([startAppProcess({ env }), startAppProcess({ env })]);
-    for (const s of started) if (s.status === 'fulfilled') apps.push(s.value);
-    const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) throw failed.reason;
+    await startAppProcesses([{ env }, { env }], apps);
     pg = new Client({ connectionString: db.url });
     await pg.connect();
   });
