@@ -1,0 +1,72 @@
+import { INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { ClsService } from 'nestjs-cls';
+import { DataSource } from 'typeorm';
+import { AppModule } from '../../src/app.module';
+import { AppConfig, loadConfig } from '../../src/config/config';
+import { fingerprint } from '../../src/idempotency/fingerprint';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../../src/idempotency/idempotency.options';
+import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from '../../src/idempotency/idempotency.store';
+
+export const BENCH_CLIENT = { name: 'bench', key: 'sk_bench_0123456789abcdef0123456789' };
+export const PAYMENT_BODY = { amount: 1000, currency: 'usd', source: 'tok_visa' };
+
+/** The app's configuration for the bench: defaults, except no purge schedule, no card delay, quiet logs. */
+export function benchConfig(databaseUrl: string): AppConfig {
+  return loadConfig({
+    DATABASE_URL: databaseUrl,
+    LOG_LEVEL: 'warn',
+    API_KEYS: `${BENCH_CLIENT.name}:${BENCH_CLIENT.key}`,
+    IDEMPOTENCY_PURGE_ENABLED: 'false',
+    CARD_NETWORK_DELAY: '0ms',
+  });
+}
+
+/** The real store, transaction host and data source, from a Nest application context of AppModule. */
+export interface StoreHarness {
+  context: INestApplicationContext;
+  store: IdempotencyStore;
+  txHost: TransactionHost<TransactionalAdapterTypeOrm>;
+  cls: ClsService;
+  dataSource: DataSource;
+  options: ResolvedIdempotencyOptions;
+  clientId: string;
+  /** A claim request for `key`, with the fingerprint of POST /payments with `body`. */
+  request(key: string, body?: unknown): Parameters<IdempotencyStore['claim']>[0];
+  /** The fenced completion inside its own business transaction (as the interceptor runs it). */
+  complete(owner: Ownership, response: StoredResponse): Promise<void>;
+}
+
+export async function createStoreHarness(databaseUrl: string): Promise<StoreHarness> {
+  const config = benchConfig(databaseUrl);
+  const context = await NestFactory.createApplicationContext(AppModule.register({ config, databaseUrl }), {
+    logger: ['error', 'warn'],
+  });
+  const dataSource = context.get(DataSource);
+  const store = context.get<IdempotencyStore>(IDEMPOTENCY_STORE);
+  const txHost = context.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+  const cls = context.get(ClsService);
+  const options = context.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
+  const [{ id: clientId }] = await dataSource.query<{ id: string }[]>('SELECT id FROM clients WHERE name = $1', [BENCH_CLIENT.name]);
+  return {
+    context,
+    store,
+    txHost,
+    cls,
+    dataSource,
+    options,
+    clientId,
+    request: (key, body = PAYMENT_BODY) => ({
+      clientId,
+      key,
+      fingerprint: fingerprint('POST', '/payments', body),
+      leaseMs: options.leaseMs,
+      retentionMs: options.retentionMs,
+    }),
+    complete: (owner, response) => cls.run(() => txHost.withTransaction(() => store.complete(owner, response))),
+  };
+}
+
+export const JSON_TYPE = 'application/json; charset=utf-8';

@@ -1,0 +1,35 @@
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { AppModule } from '../src/app.module';
+import { configureApp } from '../src/app.setup';
+import { BenchModule } from './bench.module';
+import { benchConfig } from './lib/app';
+
+/**
+ * The bench's HTTP server, a child process of run.js (so autocannon and the
+ * server do not share one event loop): AppModule as main.ts builds it, plus
+ * BenchModule's unprotected route, configured by configureApp, on a free
+ * loopback port that it reports to the parent over IPC. Stops on 'stop'.
+ */
+async function main(): Promise<void> {
+  const databaseUrl = process.env.BENCH_DATABASE_URL;
+  if (!databaseUrl || !process.send) throw new Error('bench/server.js is started by bench/run.js');
+  const config = benchConfig(databaseUrl);
+  const root = AppModule.register({ config, databaseUrl });
+  root.imports = [...(root.imports ?? []), BenchModule];
+  const app = await NestFactory.create<NestExpressApplication>(root, { bodyParser: false, bufferLogs: true });
+  configureApp(app, config);
+  await app.listen(0, '127.0.0.1');
+  const address = app.getHttpServer().address() as { port: number };
+  process.on('message', (m) => {
+    if (m === 'stop') void app.close().then(() => process.exit(0), () => process.exit(1));
+  });
+  process.on('disconnect', () => process.exit(0));
+  process.send({ port: address.port });
+}
+
+main().catch((error: unknown) => {
+  console.error('bench server failed:', error);
+  process.exit(1);
+});

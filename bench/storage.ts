@@ -1,0 +1,90 @@
+import { randomUUID } from 'node:crypto';
+import { JSON_TYPE, PAYMENT_BODY, StoreHarness } from './lib/app';
+import { round } from './lib/stats';
+
+/**
+ * §4 Storage: `keys` completed keys (UUIDv4) whose stored response has the
+ * reference's shape {"id":…,"amount":…,"currency":"usd"}, written through the
+ * real store (claim, then the fenced completion in a transaction) by
+ * `concurrency` workers. Bytes per key = pg_total_relation_size (heap, TOAST
+ * and both indexes) / count, right after the load and after a VACUUM.
+ */
+export interface Size {
+  rows: number;
+  totalBytes: number;
+  heapBytes: number;
+  indexBytes: number;
+  bytesPerKey: number;
+  deadTuples: number;
+}
+
+export interface StorageResult {
+  keys: number;
+  concurrency: number;
+  loadSeconds: number;
+  keysPerSecond: number;
+  hotUpdates: number;
+  withoutVacuum: Size;
+  afterVacuum: Size;
+  /** Informational: VACUUM FULL rewrites the table and indexes compactly (a lower bound). */
+  afterVacuumFull: Size;
+}
+
+async function size(h: StoreHarness): Promise<Size> {
+  const [r] = await h.dataSource.query<Record<string, string>[]>(`
+    SELECT (SELECT count(*) FROM idempotency_keys) AS rows,
+           pg_total_relation_size('idempotency_keys') AS total,
+           pg_relation_size('idempotency_keys') AS heap,
+           pg_indexes_size('idempotency_keys') AS idx,
+           (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'idempotency_keys') AS dead`);
+  const rows = Number(r.rows);
+  const totalBytes = Number(r.total);
+  return {
+    rows,
+    totalBytes,
+    heapBytes: Number(r.heap),
+    indexBytes: Number(r.idx),
+    bytesPerKey: round(totalBytes / rows, 1),
+    deadTuples: Number(r.dead ?? 0),
+  };
+}
+
+export async function storage(h: StoreHarness, keys: number, concurrency: number): Promise<StorageResult> {
+  await h.dataSource.query('TRUNCATE idempotency_keys');
+  let issued = 0;
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (issued < keys) {
+        issued++;
+        const amount = 100 + Math.floor(Math.random() * 99_900);
+        const claim = await h.store.claim(h.request(randomUUID(), { ...PAYMENT_BODY, amount }));
+        if (claim.kind !== 'claimed') throw new Error(`storage: expected a claim, got ${claim.kind}`);
+        const body = JSON.stringify({ id: randomUUID(), amount, currency: 'usd' });
+        await h.complete(claim.owner, { status: 201, body, contentType: JSON_TYPE });
+      }
+    }),
+  );
+  const loadSeconds = Number(process.hrtime.bigint() - started) / 1e9;
+  // Statistics are sent asynchronously by the backends: give them a moment.
+  await h.dataSource.query('SELECT pg_stat_force_next_flush()').catch(() => undefined);
+  await new Promise((r) => setTimeout(r, 1_000));
+  const withoutVacuum = await size(h);
+  const [{ hot }] = await h.dataSource.query<{ hot: string }[]>(
+    `SELECT n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE relname = 'idempotency_keys'`,
+  );
+  await h.dataSource.query('VACUUM (ANALYZE) idempotency_keys');
+  const afterVacuum = await size(h);
+  await h.dataSource.query('VACUUM FULL idempotency_keys');
+  const afterVacuumFull = await size(h);
+  return {
+    keys,
+    concurrency,
+    loadSeconds: round(loadSeconds, 2),
+    keysPerSecond: round(keys / loadSeconds, 0),
+    hotUpdates: Number(hot),
+    withoutVacuum,
+    afterVacuum,
+    afterVacuumFull,
+  };
+}
