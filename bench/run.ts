@@ -66,14 +66,13 @@ const OUT_DIR = resolve(__dirname, '../../bench');
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
 
 function machine() {
-  let pgVersion = '';
-  let kernel = '';
+  let kernel: string;
   try {
     kernel = execFileSync('uname', ['-sr']).toString().trim();
   } catch {
     kernel = process.platform;
   }
-  return { nproc: availableParallelism(), cpu: cpus()[0]?.model ?? 'unknown', memoryGiB: round(totalmem() / 2 ** 30, 1), node: process.version, kernel, pgVersion };
+  return { nproc: availableParallelism(), cpu: cpus()[0]?.model ?? 'unknown', memoryGiB: round(totalmem() / 2 ** 30, 1), node: process.version, kernel };
 }
 
 async function main(): Promise<void> {

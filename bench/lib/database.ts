@@ -38,7 +38,7 @@ export async function openBenchDatabase(log: (m: string) => void): Promise<Bench
     try {
       await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(name)}`);
     } catch (error) {
-      throw new Error(`the bench needs a database of its own and could not create one on DATABASE_URL: ${(error as Error).message}`);
+      throw new Error(`the bench needs a database of its own and could not create one on DATABASE_URL: ${(error as Error).message}`, { cause: error });
     } finally {
       await admin.end();
     }

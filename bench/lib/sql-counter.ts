@@ -15,6 +15,7 @@ export class SqlCounter {
     if (this.original) return;
     const original = Client.prototype.query;
     this.original = original;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the patched method's `this` is the pg Client
     const counter = this;
     Client.prototype.query = function (this: Client, ...args: unknown[]) {
       if (counter.active) {

@@ -18,7 +18,7 @@ runWithAppContext('client:create', async (context) => {
     console.log(`created client "${client.name}" (${client.id})`);
     console.log(`API key (shown once, store it now): ${apiKey}`);
   } catch (error) {
-    if (violatedConstraint(error) === 'clients_name_key') throw new Error(`a client named "${name}" already exists`);
+    if (violatedConstraint(error) === 'clients_name_key') throw new Error(`a client named "${name}" already exists`, { cause: error });
     throw error;
   }
 });

@@ -73,7 +73,7 @@ const DELTA_SECONDS = /^\d+$/;
  * anything (V8 reads `-5` as a date in 2001) and reads asctime dates as local time.
  */
 export function parseRetryAfter(value: string | null | undefined, now: number = Date.now()): number | undefined {
-  if (value == null) return undefined;
+  if (value === null || value === undefined) return undefined;
   const trimmed = value.trim();
   if (DELTA_SECONDS.test(trimmed)) return Number(trimmed) * 1000;
   const date = parseHttpDate(trimmed, now);

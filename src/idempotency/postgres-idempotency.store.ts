@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { Pool } from 'pg';
+import { Pool, PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
@@ -11,11 +11,12 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, StoredResponse 
 /**
  * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
  *
- * - Claim-or-get is ONE autocommit statement: INSERT ... ON CONFLICT DO NOTHING
- *   plus a read of the existing row. DO NOTHING never locks the existing row, so
- *   a duplicate never queues behind the request that owns the key (ON CONFLICT
- *   DO UPDATE would lock it even when its WHERE is false). Replay, conflict and
- *   mismatch are answered by that one round trip and write nothing.
+ * - Claim-or-get is ONE autocommit statement (prepared): a read of the existing
+ *   row, and INSERT ... ON CONFLICT DO NOTHING only when there is none. Nothing
+ *   locks an existing row, so a duplicate never queues behind the request that
+ *   owns the key (ON CONFLICT DO UPDATE would lock it even when its WHERE is
+ *   false). Replay, conflict and mismatch are answered by that one round trip
+ *   and write nothing.
  * - The fencing token (`lease`) is the lease deadline in microseconds since the
  *   epoch, from the database clock. It is an int8 and round-trips exactly (a
  *   timestamptz read back into JS loses microseconds), and every new claim or
@@ -36,10 +37,21 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, StoredResponse 
 const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
 const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 
+// The existing row is read first, in the same statement: when it is there the
+// INSERT is not even attempted, so a duplicate never waits on the owner's
+// uncommitted completion (an INSERT that meets a row being updated would wait
+// for that transaction to end). When the row committed after this statement's
+// snapshot, neither branch returns a row: the caller answers 409, retry.
 const CLAIM_SQL = `
-WITH ins AS (
+WITH cur AS (
+  SELECT lease, fingerprint = $3::bytea AS same, status, body, headers,
+         expires_at <= now() AS expired, lease - ${NOW_US} AS remaining_us
+    FROM idempotency_keys
+   WHERE client_id = $1::uuid AND key = $2::text
+), ins AS (
   INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at)
-  VALUES ($1::uuid, $2::text, $3::bytea, ${NOW_US} + $4::int8 * 1000, now() + $5::int8 * interval '1 millisecond')
+  SELECT $1::uuid, $2::text, $3::bytea, ${NOW_US} + $4::int8 * 1000, now() + $5::int8 * interval '1 millisecond'
+   WHERE NOT EXISTS (SELECT 1 FROM cur)
   ON CONFLICT (client_id, key) DO NOTHING
   RETURNING lease
 )
@@ -47,12 +59,9 @@ SELECT lease::text AS lease, true AS claimed, NULL::bool AS same, NULL::int2 AS 
        NULL::text AS body, NULL::text AS headers, NULL::bool AS expired, NULL::int8 AS remaining_us
   FROM ins
 UNION ALL
-SELECT k.lease::text, false, k.fingerprint = $3::bytea, k.status,
-       CASE WHEN k.fingerprint = $3::bytea THEN k.body END,
-       CASE WHEN k.fingerprint = $3::bytea THEN k.headers END,
-       k.expires_at <= now(), k.lease - ${NOW_US}
-  FROM idempotency_keys k
- WHERE k.client_id = $1::uuid AND k.key = $2::text`;
+SELECT lease::text, false, same, status, CASE WHEN same THEN body END, CASE WHEN same THEN headers END,
+       expired, remaining_us
+  FROM cur`;
 
 const TAKEOVER_SQL = `
 UPDATE idempotency_keys SET lease = ${NOW_US} + $4::int8 * 1000
@@ -121,16 +130,22 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
     const { clientId, key, fingerprint, leaseMs, retentionMs } = request;
-    const { rows } = await this.claimPool.query<ClaimRow>(CLAIM_SQL, [clientId, key, fingerprint, leaseMs, retentionMs]);
+    const { rows } = await this.claimPool.query<ClaimRow>({
+      name: 'idempotency_claim',
+      text: CLAIM_SQL,
+      values: [clientId, key, fingerprint, leaseMs, retentionMs],
+    });
     const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     if (row.claimed) return { kind: 'claimed', owner: { clientId, key, token: row.lease }, takenOver: false };
 
     if (row.expired) {
       // Past retention: the key is new again, whatever it stored.
-      const replaced = await this.claimPool.query<{ lease: string }>(REPLACE_SQL, [
-        clientId, key, row.lease, leaseMs, fingerprint, retentionMs,
-      ]);
+      const replaced = await this.claimPool.query<{ lease: string }>({
+        name: 'idempotency_replace',
+        text: REPLACE_SQL,
+        values: [clientId, key, row.lease, leaseMs, fingerprint, retentionMs],
+      });
       return replaced.rows[0]
         ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false }
         : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
@@ -143,7 +158,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     if (remainingMs > 0) return { kind: 'in_progress', retryAfterMs: remainingMs };
 
     // In progress, lease expired: the owner crashed or is too slow. One winner.
-    const taken = await this.claimPool.query<{ lease: string }>(TAKEOVER_SQL, [clientId, key, row.lease, leaseMs]);
+    const taken = await this.claimPool.query<{ lease: string }>({
+      name: 'idempotency_takeover',
+      text: TAKEOVER_SQL,
+      values: [clientId, key, row.lease, leaseMs],
+    });
     return taken.rows[0]
       ? { kind: 'claimed', owner: { clientId, key, token: taken.rows[0].lease }, takenOver: true }
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
@@ -155,16 +174,18 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     }
     const runner = this.txHost.tx.queryRunner;
     if (!runner) throw new Error('the ambient transaction has no query runner');
-    const result = await runner.query(
-      COMPLETE_SQL,
-      [owner.clientId, owner.key, owner.token, response.status, response.body, encodeHeaders(response)],
-      true,
-    );
-    if (result.affected !== 1) throw new LeaseLostError();
+    // The transaction's own connection (connect() returns it), with a prepared statement.
+    const connection = (await runner.connect()) as PoolClient;
+    const result = await connection.query({
+      name: 'idempotency_complete',
+      text: COMPLETE_SQL,
+      values: [owner.clientId, owner.key, owner.token, response.status, response.body, encodeHeaders(response)],
+    });
+    if (result.rowCount !== 1) throw new LeaseLostError();
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.claimPool.query(RELEASE_SQL, [owner.clientId, owner.key, owner.token]);
+    await this.claimPool.query({ name: 'idempotency_release', text: RELEASE_SQL, values: [owner.clientId, owner.key, owner.token] });
   }
 }
 

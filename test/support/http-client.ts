@@ -10,7 +10,7 @@ export interface RawResponse {
   text: string;
   /** Milliseconds from sending to the end of the response. */
   ms: number;
-  json<T = any>(): T;
+  json<T = unknown>(): T;
 }
 
 export interface RawRequest {
