@@ -242,7 +242,7 @@ function target(name: string, measured: string, goal: string, met: boolean): Tar
 function report(
   r: {
     date: string;
-    machine: ReturnType<typeof machine> & { loadAverage: { start: number[]; end: number[] } };
+    machine: ReturnType<typeof machine> & { pgVersion: string; loadAverage: { start: number[]; end: number[] } };
     totalSeconds: number;
     storeCost: PathCost[];
     pileup: PileupResult;
