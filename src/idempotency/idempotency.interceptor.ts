@@ -27,6 +27,8 @@ interface RouteSettings {
 }
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+/** Retry-After of a 409 for a request still in progress. */
+const IN_PROGRESS_RETRY_AFTER_S = 1;
 
 /**
  * The request path of an @Idempotent() route (see docs/idempotency.md):
@@ -93,7 +95,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
         throw idempotencyErrors.reused(policyUrl);
       case 'in_progress':
         this.metrics.count('in_progress');
-        throw idempotencyErrors.inProgress(policyUrl, Math.max(1, Math.ceil(claim.retryAfterMs / 1000)));
+        // The lease bounds a crashed owner; a live one usually answers within a
+        // second, so clients are asked back soon rather than after the whole lease.
+        throw idempotencyErrors.inProgress(policyUrl, Math.min(IN_PROGRESS_RETRY_AFTER_S, Math.max(1, Math.ceil(claim.retryAfterMs / 1000))));
       case 'claimed':
         this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
         this.context.enter(parsed.key);
