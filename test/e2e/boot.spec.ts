@@ -50,7 +50,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
 
   it('starts, answers, and shuts down cleanly on SIGTERM', async () => {
     const port = await freePort();
-    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), EMBEDDED_PG_DIR: join(dir, 'pg'), API_KEYS: `boot:${KEY}`, LOG_LEVEL: 'warn' };
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), EMBEDDED_PG_DIR: join(dir, 'pg'), API_KEYS: `boot:${KEY}`, LOG_LEVEL: 'info' };
     delete env.DATABASE_URL;
     child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
@@ -89,6 +89,9 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     console.log(`SIGTERM to exit: ${Date.now() - stopping} ms`);
     expect(Date.now() - stopping).toBeLessThan(10_000);
     expect(postgresProcessesFor(dir)).toEqual([]);
+    // Requests were logged (JSON, with the request id), the API key never.
+    expect(output).toContain('"reqId"');
+    expect(output).toContain('[redacted]');
     expect(output).not.toContain(KEY);
   });
 

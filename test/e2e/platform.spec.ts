@@ -1,0 +1,56 @@
+import request from 'supertest';
+import { TestApp, createTestApp } from '../support/app';
+
+/** Cross-cutting HTTP behaviour: CORS for browser clients, request ids, problem+json for the framework's own errors. */
+describe('platform (e2e)', () => {
+  let t: TestApp;
+  const http = () => request(t.app.getHttpServer());
+
+  beforeAll(async () => {
+    t = await createTestApp({ env: { CORS_ORIGINS: 'https://shop.example,https://admin.example' } });
+  });
+  afterAll(() => t.close());
+
+  it('answers a CORS preflight for an allowed origin with the idempotency headers allowed', async () => {
+    const res = await http()
+      .options('/payments')
+      .set('Origin', 'https://shop.example')
+      .set('Access-Control-Request-Method', 'POST')
+      .set('Access-Control-Request-Headers', 'idempotency-key,authorization,content-type')
+      .expect(204);
+    expect(res.headers['access-control-allow-origin']).toBe('https://shop.example');
+    const allowed = res.headers['access-control-allow-headers'].toLowerCase();
+    for (const h of ['idempotency-key', 'authorization', 'content-type']) expect(allowed).toContain(h);
+  });
+
+  it('exposes Idempotent-Replayed, Retry-After and X-Request-Id to browsers', async () => {
+    const res = await http().get('/orders').set(t.auth()).set('Origin', 'https://admin.example').expect(200);
+    const exposed = res.headers['access-control-expose-headers'].toLowerCase();
+    for (const h of ['idempotent-replayed', 'retry-after', 'x-request-id']) expect(exposed).toContain(h);
+  });
+
+  it('does not allow other origins', async () => {
+    const res = await http().get('/orders').set(t.auth()).set('Origin', 'https://evil.example').expect(200);
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('echoes a plain incoming X-Request-Id and makes one otherwise', async () => {
+    expect((await http().get('/health').set('X-Request-Id', 'req-123.abc').expect(200)).headers['x-request-id']).toBe('req-123.abc');
+    const made = (await http().get('/health').set('X-Request-Id', 'bad id with spaces').expect(200)).headers['x-request-id'];
+    expect(made).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('answers an unknown route with a 404 problem and an unsupported method alike', async () => {
+    const res = await http().get('/nope').set(t.auth()).expect(404);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body).toMatchObject({ status: 404, code: 'not_found', title: 'Not Found' });
+    await http().delete('/payments').set(t.auth()).expect(404);
+  });
+
+  it('serves Prometheus metrics with the HTTP histogram by route and status', async () => {
+    await http().get('/orders').set(t.auth()).expect(200);
+    const text = (await http().get('/metrics').expect(200)).text;
+    expect(text).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/orders",status="200"\} [1-9]/);
+    expect(text).toContain('process_cpu_seconds_total');
+  });
+});
