@@ -102,7 +102,6 @@ export class BusinessOutcomeException extends ProblemException implements Idempo
       status: this.problem.status,
       contentType: `${PROBLEM_CONTENT_TYPE}; charset=utf-8`,
       body: JSON.stringify(this.toBody()),
-      headers: this.headers,
     };
   }
 }

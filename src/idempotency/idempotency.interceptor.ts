@@ -95,9 +95,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
         throw idempotencyErrors.reused(policyUrl);
       case 'in_progress':
         this.metrics.count('in_progress');
-        // The lease bounds a crashed owner; a live one usually answers within a
-        // second, so clients are asked back soon rather than after the whole lease.
-        throw idempotencyErrors.inProgress(policyUrl, Math.min(IN_PROGRESS_RETRY_AFTER_S, Math.max(1, Math.ceil(claim.retryAfterMs / 1000))));
+        // The lease (claim.retryAfterMs left of it) only bounds a crashed owner; a
+        // live one usually answers within a second, so clients are asked back soon.
+        throw idempotencyErrors.inProgress(policyUrl, IN_PROGRESS_RETRY_AFTER_S);
       case 'claimed':
         this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
         this.context.enter(parsed.key);
@@ -114,9 +114,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
           result = this.serialize(res, await lastValueFrom(next.handle(), { defaultValue: undefined }));
         } catch (error) {
           if (!isIdempotentOutcome(error)) throw error;
-          const rendered = error[IDEMPOTENT_OUTCOME]();
-          for (const [name, value] of Object.entries(rendered.headers ?? {})) res.setHeader(name, value);
-          result = { status: rendered.status, body: rendered.body, contentType: rendered.contentType };
+          const { status, body, contentType } = error[IDEMPOTENT_OUTCOME]();
+          result = { status, body, contentType };
         }
         await this.store.complete(owner, result);
         return result;

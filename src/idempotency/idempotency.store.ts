@@ -28,6 +28,7 @@ export interface StoredResponse {
 export type ClaimResult =
   | { kind: 'claimed'; owner: Ownership; takenOver: boolean }
   | { kind: 'completed'; response: StoredResponse }
+  /** `retryAfterMs`: what is left of the owner's lease (1 s when the row was not yet visible). */
   | { kind: 'in_progress'; retryAfterMs: number }
   | { kind: 'mismatch' };
 

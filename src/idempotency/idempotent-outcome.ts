@@ -8,11 +8,11 @@
  */
 export const IDEMPOTENT_OUTCOME = Symbol.for('safe-retries.idempotent-outcome');
 
+/** What is sent and stored for an outcome: exactly these bytes, on every replay too. */
 export interface OutcomeResponse {
   status: number;
   contentType: string;
   body: string;
-  headers?: Record<string, string>;
 }
 
 export interface IdempotentOutcome {
