@@ -88,8 +88,9 @@ export interface PileupResult {
   speedup: number;
   /**
    * Ours, sampled, with the owner completing 2 ms into the burst: its completion
-   * UPDATE holds the row until its COMMIT, and a duplicate's INSERT ... ON
-   * CONFLICT DO NOTHING that meets the row then waits for that transaction.
+   * UPDATE holds the row until its COMMIT. The claim reads the row first and
+   * attempts no INSERT when it exists, so duplicates should not wait on that
+   * transaction; this row checks it.
    */
   oursOwnerCompletesMidBurst: {
     holdMs: number;

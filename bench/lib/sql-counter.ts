@@ -51,8 +51,8 @@ export class SqlCounter {
 /** A short name for a statement: its leading keywords and table. */
 function describe(sql: string): string {
   const s = sql.replace(/\s+/g, ' ').trim();
-  const cte = /^WITH \w+ AS \( (INSERT INTO \w+)/i.exec(s);
-  if (cte) return `WITH … ${cte[1]}`;
+  const cte = /^WITH (\w+) AS \(/i.exec(s);
+  if (cte) return `WITH ${cte[1]} AS (…)`;
   const m = /^(INSERT INTO \w+|UPDATE \w+|DELETE FROM \w+|SELECT|START TRANSACTION|BEGIN|COMMIT|ROLLBACK)/i.exec(s);
   return m ? m[1] : s.slice(0, 30);
 }

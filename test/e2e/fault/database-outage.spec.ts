@@ -172,7 +172,7 @@ describe('fault: the database goes away and comes back', () => {
     expect(await query('SELECT 1 FROM payments WHERE description = $1', [body.description])).toEqual([]);
 
     // The claim outlived the outage (the release could not reach the database):
-    // a retry waits out the lease as Retry-After says, then runs once.
+    // retries get 409 (Retry-After: 1) until the lease ends, then one runs.
     let res = await pay(key, body);
     for (let i = 0; i < 10 && res.status === 409; i++) {
       expect(res.json()).toMatchObject({ code: 'idempotency_request_in_progress' });
