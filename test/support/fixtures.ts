@@ -11,22 +11,16 @@ export function paymentBody(overrides: Record<string, unknown> = {}) {
   return { amount: 1000, currency: 'usd', source: 'tok_visa', ...overrides };
 }
 
-export async function createOrder(t: TestApp, body = orderBody(), client = CLIENT_A) {
-  const res = await request(t.app.getHttpServer())
-    .post('/orders')
-    .set(t.auth(client))
-    .set('Idempotency-Key', randomUUID())
-    .send(body)
-    .expect(201);
-  return res.body as { id: string; amount_total: number; currency: string; status: string };
+/** POST with a fresh key, expecting 201: the created resource. */
+async function create<T>(t: TestApp, path: string, body: object, client: { key: string }): Promise<T> {
+  const res = await request(t.app.getHttpServer()).post(path).set(t.auth(client)).set('Idempotency-Key', randomUUID()).send(body).expect(201);
+  return res.body as T;
 }
 
-export async function createPayment(t: TestApp, body = paymentBody(), client = CLIENT_A) {
-  const res = await request(t.app.getHttpServer())
-    .post('/payments')
-    .set(t.auth(client))
-    .set('Idempotency-Key', randomUUID())
-    .send(body)
-    .expect(201);
-  return res.body as { id: string; amount: number; status: string };
+export function createOrder(t: TestApp, body = orderBody(), client = CLIENT_A) {
+  return create<{ id: string; amount_total: number; currency: string; status: string }>(t, '/orders', body, client);
+}
+
+export function createPayment(t: TestApp, body = paymentBody(), client = CLIENT_A) {
+  return create<{ id: string; amount: number; status: string }>(t, '/payments', body, client);
 }
