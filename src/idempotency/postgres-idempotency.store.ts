@@ -27,6 +27,9 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, StoredResponse 
  *   transaction: zero rows means another attempt owns the key, so the whole
  *   transaction (business writes included) rolls back.
  *
+ * Every statement is prepared (named): behind PgBouncer in transaction mode
+ * that needs PgBouncer 1.21+ with max_prepared_statements set.
+ *
  * Claims, takeovers and releases commit with synchronous_commit = off, on a pool
  * of their own. That is safe: WAL is flushed in order, so when a business
  * transaction that followed a claim commits durably, the claim's earlier commit
