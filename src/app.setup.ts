@@ -32,7 +32,7 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): IN
       maxAge: 600,
     });
   }
-  setupOpenApi(app, config);
+  setupOpenApi(app);
   answerMalformedRequestsWithProblems(app);
   return app;
 }
@@ -55,7 +55,7 @@ function answerMalformedRequestsWithProblems(app: NestExpressApplication): void 
   });
 }
 
-function setupOpenApi(app: NestExpressApplication, _config: AppConfig): void {
+function setupOpenApi(app: NestExpressApplication): void {
   const policy = app.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
   const markdown = policyMarkdown(policy);
   // The policy page is the `type` of every idempotency problem; it needs no key.

@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../../src/database/embedded-postgres';
+import { waitFor } from '../support/http-client';
 
 /**
  * The built app (dist/, as `npm start` runs it) on a machine with no
@@ -19,16 +20,6 @@ function postgresProcessesFor(dir: string): string[] {
       .filter((line) => line.includes(dir));
   } catch {
     return []; // pgrep exits 1 when nothing matches
-  }
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await fn().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
   }
 }
 
@@ -62,7 +53,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
       if (child!.exitCode !== null) throw new Error(`the app exited early:\n${output}`);
       const res = await fetch(`${base}/health`);
       return res.status === 200 ? res : undefined;
-    }).catch((error: Error) => {
+    }, { timeoutMs: 30_000, intervalMs: 200 }).catch((error: Error) => {
       throw new Error(`${error.message}\n${output}`);
     });
     expect(health.status).toBe(200);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { PaymentsClient, ProblemError, RetryEvent } from '../../src/client';
 import { CLIENT_A, TestApp, countRows, createTestApp } from '../support/app';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
-import { send } from '../support/race';
+import { send } from '../support/http-client';
 
 /**
  * The retrying client against the real server, through a fault-injecting proxy:
@@ -50,14 +50,14 @@ describe('PaymentsClient against the real server (e2e)', () => {
     const idempotencyKey = randomUUID();
     const body = { amount: 1300, currency: 'usd', source: 'tok_visa', description: `busy ${idempotencyKey}` };
     // Another attempt with the same key is already running on the server.
-    const first = send(t.url!, 'POST', '/payments', { ...t.auth(), 'Idempotency-Key': idempotencyKey, 'Content-Type': 'application/json' }, JSON.stringify(body));
+    const first = send(t.url!, { method: 'POST', path: '/payments', headers: { ...t.auth(), 'Idempotency-Key': idempotencyKey }, body });
     await new Promise((r) => setTimeout(r, 100));
     const res = await client().createPayment(body, { idempotencyKey });
     expect(res.status).toBe(201);
     expect(retries[0]).toMatchObject({ attempt: 1, reason: 'status', status: 409 });
     expect(res.attempts).toBeGreaterThanOrEqual(2);
     const original = await first;
-    expect(res.body.id).toBe(JSON.parse(original.body).id);
+    expect(res.body.id).toBe(original.json<{ id: string }>().id);
     expect(res.replayed).toBe(true);
     expect(await countRows(t.dataSource, 'payments', 'description = $1', [body.description])).toBe(1);
   });

@@ -10,6 +10,9 @@ export interface RawResponse {
   text: string;
   /** Milliseconds from sending to the end of the response. */
   ms: number;
+  /** performance.now() when the request was sent and when its response ended (to show overlap). */
+  started: number;
+  ended: number;
   json<T = unknown>(): T;
 }
 
@@ -40,11 +43,14 @@ export function send(baseUrl: string, options: RawRequest): Promise<RawResponse>
       res.on('end', () => {
         clearTimeout(timer);
         const text = Buffer.concat(chunks).toString('utf8');
+        const ended = performance.now();
         resolveResponse({
           status: res.statusCode ?? 0,
           headers: res.headers,
           text,
-          ms: performance.now() - started,
+          ms: ended - started,
+          started,
+          ended,
           json: () => JSON.parse(text),
         });
       });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../../support/app';
 import { paymentBody } from '../../support/fixtures';
-import { send } from '../../support/race';
+import { send } from '../../support/http-client';
 
 /**
  * Keys are scoped per client: client B racing with client A's key and body at
@@ -16,14 +16,14 @@ describe('isolation between clients (e2e)', () => {
 
   it("executes B's reuse of A's key and body independently, and B cannot read A's payment", async () => {
     const key = randomUUID();
-    const body = JSON.stringify(paymentBody({ amount: 4242, description: `iso ${key}` }));
-    const headers = (client?: { key: string }) => ({ ...t.auth(client), 'Idempotency-Key': key, 'Content-Type': 'application/json' });
+    const body = paymentBody({ amount: 4242, description: `iso ${key}` });
+    const headers = (client?: { key: string }) => ({ ...t.auth(client), 'Idempotency-Key': key });
     const responses = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => send(t.url!, 'POST', '/payments', headers(i % 2 ? CLIENT_B : undefined), body)),
+      Array.from({ length: 20 }, (_, i) => send(t.url!, { method: 'POST', path: '/payments', headers: headers(i % 2 ? CLIENT_B : undefined), body })),
     );
     const originals = responses.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined);
     expect(originals).toHaveLength(2);
-    const [a, b] = originals.map((r) => JSON.parse(r.body).id as string);
+    const [a, b] = originals.map((r) => r.json<{ id: string }>().id);
     expect(a).not.toBe(b);
     expect(await countRows(t.dataSource, 'payments', 'description = $1', [`iso ${key}`])).toBe(2);
     expect(responses.every((r) => r.status === 201 || r.status === 409)).toBe(true);
@@ -31,13 +31,13 @@ describe('isolation between clients (e2e)', () => {
     // Each payment is visible to exactly one client.
     const owners: Record<string, string> = {};
     for (const id of [a, b]) {
-      const asA = await send(t.url!, 'GET', `/payments/${id}`, t.auth());
-      const asB = await send(t.url!, 'GET', `/payments/${id}`, t.auth(CLIENT_B));
+      const asA = await send(t.url!, { path: `/payments/${id}`, headers: t.auth() });
+      const asB = await send(t.url!, { path: `/payments/${id}`, headers: t.auth(CLIENT_B) });
       expect([asA.status, asB.status].sort()).toEqual([200, 404]);
       owners[id] = asA.status === 200 ? 'A' : 'B';
     }
     expect(Object.values(owners).sort()).toEqual(['A', 'B']);
-    const listB = JSON.parse((await send(t.url!, 'GET', '/payments?limit=100', t.auth(CLIENT_B))).body);
+    const listB = (await send(t.url!, { path: '/payments?limit=100', headers: t.auth(CLIENT_B) })).json<{ data: { id: string }[] }>();
     const idsB = listB.data.map((p: { id: string }) => p.id);
     for (const id of [a, b]) expect(idsB.includes(id)).toBe(owners[id] === 'B');
   });

@@ -3,7 +3,8 @@ import { IDEMPOTENCY_STORE } from '../../../src/idempotency/idempotency.store';
 import { TestApp, countRows, createTestApp } from '../../support/app';
 import { paymentBody } from '../../support/fixtures';
 import { NaiveIdempotencyStore } from '../../support/naive-idempotency.store';
-import { TimedResponse, histogram, peakConcurrency, send } from '../../support/race';
+import { RawResponse, send } from '../../support/http-client';
+import { histogram, peakConcurrency } from '../../support/race';
 
 /**
  * The project's claim: N identical POST /payments with one fresh key, truly
@@ -14,11 +15,11 @@ import { TimedResponse, histogram, peakConcurrency, send } from '../../support/r
 const RUNS = Number(process.env.RACE_RUNS ?? 3);
 const SIZES = [50, 100];
 
-async function race(t: TestApp, n: number): Promise<{ responses: TimedResponse[]; payments: number; key: string }> {
+async function race(t: TestApp, n: number): Promise<{ responses: RawResponse[]; payments: number; key: string }> {
   const key = randomUUID();
-  const body = JSON.stringify(paymentBody({ amount: 777, description: `race ${key}` }));
-  const headers = { ...t.auth(), 'Idempotency-Key': key, 'Content-Type': 'application/json' };
-  const responses = await Promise.all(Array.from({ length: n }, () => send(t.url!, 'POST', '/payments', headers, body)));
+  const body = paymentBody({ amount: 777, description: `race ${key}` });
+  const headers = { ...t.auth(), 'Idempotency-Key': key };
+  const responses = await Promise.all(Array.from({ length: n }, () => send(t.url!, { method: 'POST', path: '/payments', headers, body })));
   const payments = await countRows(t.dataSource, 'payments', 'description = $1', [`race ${key}`]);
   return { responses, payments, key };
 }
@@ -43,11 +44,11 @@ describe('race: identical concurrent payments (e2e)', () => {
         expect(payments).toBe(1);
         const originals = responses.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined);
         expect(originals).toHaveLength(1);
-        const id = JSON.parse(originals[0].body).id as string;
+        const id = originals[0].json<{ id: string }>().id as string;
         for (const r of responses) {
           expect([201, 409]).toContain(r.status);
-          if (r.status === 201) expect(JSON.parse(r.body).id).toBe(id);
-          if (r.status === 409) expect(JSON.parse(r.body).code).toBe('idempotency_request_in_progress');
+          if (r.status === 201) expect(r.json<{ id: string }>().id).toBe(id);
+          if (r.status === 409) expect(r.json<{ code: string }>().code).toBe('idempotency_request_in_progress');
         }
         // The requests really overlapped: most were in flight at the same time.
         expect(peak).toBeGreaterThanOrEqual(Math.floor(n / 2));
