@@ -34,21 +34,24 @@ export interface Page<T> {
 export const DEFAULT_PAGE_SIZE = 10;
 
 export interface KeysetSource<R> {
-  /** The caller's item with this id (the cursor), if any. */
-  find(id: string): Promise<R | undefined>;
-  /** Up to `limit + 1` items, newest first, created before `after` when given. */
-  fetch(limit: number, after?: R): Promise<R[]>;
+  /** Whether the caller has an item with this id (a valid cursor). */
+  exists(id: string): Promise<boolean>;
+  /** Up to `limit + 1` items, newest first, created before the item `afterId` when given. */
+  fetch(limit: number, afterId?: string): Promise<R[]>;
 }
 
-/** One page of a client's items, newest first, after the `starting_after` cursor. */
+/**
+ * One page of a client's items, newest first, after the `starting_after` cursor.
+ * The cursor is an id, resolved to its exact (created_at, id) inside the query;
+ * only an empty page asks whether the cursor exists (400 invalid_cursor if not).
+ */
 export async function keysetPage<R extends { id: string }, T>(query: PageQueryDto, source: KeysetSource<R>, map: (row: R) => T): Promise<Page<T>> {
   const limit = query.limit ?? DEFAULT_PAGE_SIZE;
-  let after: R | undefined;
-  if (query.starting_after) {
-    after = await source.find(query.starting_after);
-    if (!after) throw invalidCursor(query.starting_after);
+  const rows = await source.fetch(limit, query.starting_after);
+  if (query.starting_after && rows.length === 0 && !(await source.exists(query.starting_after))) {
+    throw invalidCursor(query.starting_after);
   }
-  return toPage(await source.fetch(limit, after), limit, map);
+  return toPage(rows, limit, map);
 }
 
 /** Builds a page from `limit + 1` rows fetched (the extra row tells has_more). */

@@ -23,13 +23,21 @@ export abstract class SqlRepository {
     return result as T[];
   }
 
-  /** Keyset page, newest first: `limit + 1` rows so the caller can tell has_more. */
-  protected page<T>(table: string, columns: string, clientId: string, limit: number, after?: { created_at: Date; id: string }): Promise<T[]> {
-    return after
+  /**
+   * Keyset page, newest first: `limit + 1` rows so the caller can tell has_more.
+   * The cursor is the id of the last item seen, and its (created_at, id) is read
+   * inside the statement: created_at has microseconds, which a value read into a
+   * JS Date would lose, skipping every row of the cursor's millisecond that is a
+   * few microseconds older. The comparison therefore never leaves PostgreSQL.
+   */
+  protected page<T>(table: string, columns: string, clientId: string, limit: number, afterId?: string): Promise<T[]> {
+    return afterId
       ? this.rows<T>(
-          `SELECT ${columns} FROM ${table} WHERE client_id = $1 AND (created_at, id) < ($2, $3)
-           ORDER BY created_at DESC, id DESC LIMIT $4`,
-          [clientId, after.created_at, after.id, limit + 1],
+          `SELECT ${columns} FROM ${table}
+            WHERE client_id = $1
+              AND (created_at, id) < (SELECT created_at, id FROM ${table} WHERE client_id = $1 AND id = $2)
+            ORDER BY created_at DESC, id DESC LIMIT $3`,
+          [clientId, afterId, limit + 1],
         )
       : this.rows<T>(`SELECT ${columns} FROM ${table} WHERE client_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [
           clientId,

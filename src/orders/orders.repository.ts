@@ -49,7 +49,8 @@ export class OrdersRepository extends SqlRepository {
     return row;
   }
 
-  listPage(clientId: string, limit: number, after?: { created_at: Date; id: string }): Promise<OrderRow[]> {
-    return this.page<OrderRow>('orders', COLUMNS, clientId, limit, after);
+  /** Newest first, older than the item `afterId` when given (see SqlRepository.page). */
+  listPage(clientId: string, limit: number, afterId?: string): Promise<OrderRow[]> {
+    return this.page<OrderRow>('orders', COLUMNS, clientId, limit, afterId);
   }
 }

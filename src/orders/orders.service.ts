@@ -37,7 +37,10 @@ export class OrdersService {
   list(clientId: string, query: PageQueryDto): Promise<Page<OrderResponse>> {
     return keysetPage(
       query,
-      { find: (id) => this.orders.find(clientId, id), fetch: (limit, after) => this.orders.listPage(clientId, limit, after) },
+      {
+        exists: async (id) => (await this.orders.find(clientId, id)) !== undefined,
+        fetch: (limit, afterId) => this.orders.listPage(clientId, limit, afterId),
+      },
       toOrderResponse,
     );
   }

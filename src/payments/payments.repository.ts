@@ -73,7 +73,8 @@ export class PaymentsRepository extends SqlRepository {
     return row;
   }
 
-  listPage(clientId: string, limit: number, after?: { created_at: Date; id: string }): Promise<PaymentRow[]> {
-    return this.page<PaymentRow>('payments', COLUMNS, clientId, limit, after);
+  /** Newest first, older than the item `afterId` when given (see SqlRepository.page). */
+  listPage(clientId: string, limit: number, afterId?: string): Promise<PaymentRow[]> {
+    return this.page<PaymentRow>('payments', COLUMNS, clientId, limit, afterId);
   }
 }

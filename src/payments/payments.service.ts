@@ -103,7 +103,10 @@ export class PaymentsService {
   list(clientId: string, query: PageQueryDto): Promise<Page<PaymentResponse>> {
     return keysetPage(
       query,
-      { find: (id) => this.payments.find(clientId, id), fetch: (limit, after) => this.payments.listPage(clientId, limit, after) },
+      {
+        exists: async (id) => (await this.payments.find(clientId, id)) !== undefined,
+        fetch: (limit, afterId) => this.payments.listPage(clientId, limit, afterId),
+      },
       toPaymentResponse,
     );
   }
