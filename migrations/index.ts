@@ -1,6 +1,7 @@
 import { CreateClients1764460800000 } from './1764460800000-CreateClients';
 import { CreateIdempotencyKeys1764460800001 } from './1764460800001-CreateIdempotencyKeys';
 import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-CreateOrdersPaymentsRefunds';
+import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
 
 /**
  * Every migration, in order. The data source gets classes, not a glob (TypeORM
@@ -11,4 +12,5 @@ export const migrations = [
   CreateClients1764460800000,
   CreateIdempotencyKeys1764460800001,
   CreateOrdersPaymentsRefunds1764460800002,
+  PaymentPhases1764460800003,
 ];

@@ -60,6 +60,7 @@ export class AppModule implements NestModule {
               batchSize: config.idempotency.purge.batchSize,
               budget: config.idempotency.purge.budgetMs,
             },
+            recovery: { enabled: config.recovery.enabled, interval: config.recovery.intervalMs },
           }),
         }),
         AuthModule,

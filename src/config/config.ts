@@ -7,6 +7,9 @@ import { parseDuration } from './duration';
  * stops the boot with a message that names the variable (see ConfigError).
  */
 
+/** The documented test key of the bundled card network simulator (not a secret). */
+export const DEFAULT_CARD_NETWORK_SECRET = 'sk_test_simulator_0123456789abcdef';
+
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 * 1024 };
 
 const duration = (fallback: string) =>
@@ -133,6 +136,17 @@ const schema = z
     IDEMPOTENCY_PURGE_BATCH: integer(5000, 1, 1_000_000),
     IDEMPOTENCY_PURGE_BUDGET: duration('60s'),
     CARD_NETWORK_DELAY: duration('50ms'),
+    CARD_NETWORK_URL: emptyToUndefined.refine((v) => v === undefined || /^https?:\/\/[^/]+\/?$/.test(v), {
+      message: 'expected the API base, e.g. https://api.stripe.com or http://127.0.0.1:4242',
+    }),
+    STRIPE_API_KEY: z
+      .string()
+      .default(DEFAULT_CARD_NETWORK_SECRET)
+      .refine((v) => /^sk_(test|live)_[A-Za-z0-9_]+$/.test(v.trim()), { message: 'expected a secret key sk_test_... or sk_live_...' }),
+    CARD_NETWORK_TIMEOUT: duration('5s'),
+    CARD_NETWORK_MAX_RETRIES: integer(2, 0, 10),
+    RECOVERY_ENABLED: boolean(true),
+    RECOVERY_INTERVAL: duration('1m'),
   })
   .superRefine((env, ctx) => {
     if (env.IDEMPOTENCY_LEASE <= 0) {
@@ -144,6 +158,12 @@ const schema = z
         path: ['IDEMPOTENCY_LEASE'],
         message: 'must be shorter than IDEMPOTENCY_RETENTION',
       });
+    }
+    if (env.CARD_NETWORK_TIMEOUT <= 0) {
+      ctx.addIssue({ code: 'custom', path: ['CARD_NETWORK_TIMEOUT'], message: 'must be longer than 0' });
+    }
+    if (env.RECOVERY_INTERVAL <= 0) {
+      ctx.addIssue({ code: 'custom', path: ['RECOVERY_INTERVAL'], message: 'must be longer than 0' });
     }
   });
 
@@ -167,7 +187,16 @@ export interface AppConfig {
     claimPoolSize: number;
     purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
   };
-  cardNetwork: { delayMs: number };
+  cardNetwork: {
+    /** Stripe's API base; undefined: the bundled simulator runs inside the app. */
+    url?: string;
+    apiKey: string;
+    /** Latency of the embedded simulator. */
+    delayMs: number;
+    timeoutMs: number;
+    maxRetries: number;
+  };
+  recovery: { enabled: boolean; intervalMs: number };
 }
 
 export class ConfigError extends Error {
@@ -211,6 +240,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
         budgetMs: e.IDEMPOTENCY_PURGE_BUDGET,
       },
     },
-    cardNetwork: { delayMs: e.CARD_NETWORK_DELAY },
+    cardNetwork: {
+      url: e.CARD_NETWORK_URL?.replace(/\/$/, ''),
+      apiKey: e.STRIPE_API_KEY.trim(),
+      delayMs: e.CARD_NETWORK_DELAY,
+      timeoutMs: e.CARD_NETWORK_TIMEOUT,
+      maxRetries: e.CARD_NETWORK_MAX_RETRIES,
+    },
+    recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
   };
 }

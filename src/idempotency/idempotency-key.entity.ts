@@ -2,14 +2,15 @@ import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
 /**
  * One row per (client, key), written on every protected request, so it is kept
- * small: eight columns (the tuple header stays 24 bytes), no created_at (the
- * row stores its expiry instead, which is what retention and purge need), the
+ * small: nine columns (a ninth column costs a row with NULLs 8 bytes of tuple
+ * header alignment; the recovery point needs it), no created_at (the row stores its expiry instead, which is what retention and purge need), the
  * lease deadline doubling as the fencing token, and headers stored only when
  * they differ from plain JSON. The module's SQL lives in the store; this entity
  * exists so the schema is declared once and `migration:generate` sees it.
  */
 @Entity({ name: 'idempotency_keys' })
 @Index('idempotency_keys_expires_at_idx', ['expiresAt'])
+@Index('idempotency_keys_recovery_idx', ['lease'], { where: 'status IS NULL AND recovery IS NOT NULL' })
 @Check('idempotency_keys_fingerprint_length', 'octet_length(fingerprint) = 32')
 export class IdempotencyKeyEntity {
   @PrimaryColumn({ name: 'client_id', type: 'uuid', primaryKeyConstraintName: 'idempotency_keys_pkey' })
@@ -41,4 +42,8 @@ export class IdempotencyKeyEntity {
   /** Content-Type and Location when they differ from plain JSON (compact JSON). */
   @Column({ type: 'text', nullable: true })
   headers!: string | null;
+
+  /** A phased operation's last recovery point (see PhasedOperation); NULL otherwise. */
+  @Column({ type: 'jsonb', nullable: true })
+  recovery!: unknown;
 }

@@ -54,11 +54,11 @@ const PURGE_BATCH_SQL = `
 DELETE FROM idempotency_keys
  WHERE ctid = ANY(ARRAY(
          SELECT ctid FROM idempotency_keys
-          WHERE expires_at <= now() AND (status IS NOT NULL OR lease <= ${NOW_US})
+          WHERE expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))
-   AND expires_at <= now() AND (status IS NOT NULL OR lease <= ${NOW_US})`;
+   AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))`;
 
 export interface PurgeResult {
   /** Keys deleted by this run. */

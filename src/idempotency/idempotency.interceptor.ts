@@ -18,9 +18,12 @@ import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from '
 import { parseIdempotencyKey } from './idempotency-key';
 import { fingerprint } from './fingerprint';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
+import { PHASED_OPERATION, PhasedOperation } from './phased-operation';
 
 interface RouteSettings {
   required: boolean;
+  /** The operation name of a phased route (see PhasedOperation). */
+  phased?: string;
   leaseMs: number;
   retentionMs: number;
   fingerprint?: IdempotentOptions['fingerprint'];
@@ -98,10 +101,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
         // The lease (claim.retryAfterMs left of it) only bounds a crashed owner; a
         // live one usually answers within a second, so clients are asked back soon.
         throw idempotencyErrors.inProgress(policyUrl, IN_PROGRESS_RETRY_AFTER_S);
-      case 'claimed':
+      case 'claimed': {
         this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
         this.context.enter(parsed.key);
-        return from(this.execute(res, next, claim.owner));
+        if (!route.phased) return from(this.execute(res, next, claim.owner));
+        // Nest has set the route's status already: a success answers with it.
+        const operation = new PhasedOperation(claim.owner, route.phased, res.statusCode, claim.recovery, this.store, this.txHost);
+        (req as unknown as Record<symbol, unknown>)[PHASED_OPERATION] = operation;
+        return from(this.executePhased(res, next, operation, claim.owner));
+      }
     }
   }
 
@@ -130,6 +138,47 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw error;
     }
     return this.send(res, response, false);
+  }
+
+  /**
+   * A phased route: the handler runs its own phases (no transaction here) and
+   * ends with finish() (sent as stored) or release(); see PhasedOperation.
+   */
+  private async executePhased(res: Response, next: CallHandler, operation: PhasedOperation, owner: Ownership): Promise<string> {
+    try {
+      await lastValueFrom(next.handle(), { defaultValue: undefined });
+    } catch (error) {
+      const ending = operation.outcome;
+      if (ending?.kind === 'finished') return this.send(res, ending.response, false);
+      await this.settleFailure(operation, owner, error);
+      throw error;
+    }
+    const ending = operation.outcome;
+    if (ending?.kind === 'finished') return this.send(res, ending.response, false);
+    const error = new Error(`the phased handler of ${operation.name} returned without finish() or release()`);
+    await this.settleFailure(operation, owner, error);
+    throw error;
+  }
+
+  /** After a phased handler failed: what becomes of the key (see PhasedOperation). */
+  private async settleFailure(operation: PhasedOperation, owner: Ownership, error: unknown): Promise<void> {
+    if (error instanceof LeaseLostError) {
+      this.metrics.count('lease_lost');
+      throw idempotencyErrors.leaseLost(this.options.policyUrl);
+    }
+    if (operation.outcome?.kind === 'released') return;
+    if (operation.recoveryPoint === null) {
+      await this.release(owner);
+      return;
+    }
+    // Something committed and the rest is unknown: keep the key and its recovery
+    // point, and let the next attempt take over now rather than after the lease.
+    try {
+      await this.store.yieldLease(owner);
+      this.metrics.count('yielded');
+    } catch (yieldError) {
+      this.logger.warn(`could not give up the lease after a failure: ${(yieldError as Error).message}`);
+    }
   }
 
   private async release(owner: Ownership): Promise<void> {
@@ -172,6 +221,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const o = this.reflector.getAllAndOverride(IdempotentMetadata, [handler, context.getClass()]) ?? {};
       settings = {
         required: o.required ?? true,
+        phased: o.phased,
         leaseMs: o.lease === undefined ? this.options.leaseMs : parseDuration(o.lease),
         retentionMs: o.retention === undefined ? this.options.retentionMs : parseDuration(o.retention),
         fingerprint: o.fingerprint,

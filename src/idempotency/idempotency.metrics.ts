@@ -9,7 +9,9 @@ export type IdempotencyOutcome =
   | 'mismatch'
   | 'lease_lost'
   | 'taken_over'
-  | 'released';
+  | 'released'
+  /** A phased request failed after a recovery point: key kept, lease given up. */
+  | 'yielded';
 
 @Injectable()
 export class IdempotencyMetrics {
@@ -18,6 +20,7 @@ export class IdempotencyMetrics {
   readonly purgedKeys: Counter;
   readonly purgeDuration: Histogram;
   readonly purgeFailures: Counter;
+  readonly recoveries: Counter<'result'>;
 
   constructor(@Inject(IDEMPOTENCY_REGISTRY) registry: Registry) {
     const registers = [registry];
@@ -41,6 +44,12 @@ export class IdempotencyMetrics {
       registers,
     });
     this.purgeFailures = new Counter({ name: 'idempotency_purge_failures_total', help: 'Purge runs that failed', registers });
+    this.recoveries = new Counter({
+      name: 'idempotency_recoveries_total',
+      help: 'Abandoned phased operations driven on by the recovery job, by result (finished, released, failed, unknown_operation)',
+      labelNames: ['result'],
+      registers,
+    });
   }
 
   count(outcome: IdempotencyOutcome): void {

@@ -6,6 +6,7 @@ import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IdempotencyPurgeService } from './idempotency-purge.service';
+import { IdempotencyRecovery } from './idempotency-recovery.service';
 import {
   IDEMPOTENCY_OPTIONS,
   IDEMPOTENCY_REGISTRY,
@@ -32,6 +33,11 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
       cron: o.purge?.cron ?? '0 */10 * * * *',
       batchSize: o.purge?.batchSize ?? 5_000,
       budgetMs: parseDuration(o.purge?.budget ?? '60s'),
+    },
+    recovery: {
+      enabled: o.recovery?.enabled ?? true,
+      intervalMs: parseDuration(o.recovery?.interval ?? '1m'),
+      batchSize: o.recovery?.batchSize ?? 100,
     },
   };
 }
@@ -74,12 +80,13 @@ export class IdempotencyModule {
       IdempotencyInterceptor,
       IdempotencyContext,
       IdempotencyPurgeService,
+      IdempotencyRecovery,
     ];
     return {
       module: IdempotencyModule,
       imports: [...imports, ScheduleModule.forRoot()],
       providers,
-      exports: [IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE, IdempotencyMetrics, IdempotencyInterceptor, IdempotencyContext, IdempotencyPurgeService],
+      exports: [IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE, IdempotencyMetrics, IdempotencyInterceptor, IdempotencyContext, IdempotencyPurgeService, IdempotencyRecovery],
     };
   }
 }

@@ -37,6 +37,15 @@ export interface IdempotencyModuleOptions {
     /** Time budget of one run; the next run continues. Default `60s`. */
     budget?: Duration;
   };
+  /** The recovery job of phased operations (see IdempotencyRecovery). */
+  recovery?: {
+    /** Run the job in this process. Default true. */
+    enabled?: boolean;
+    /** How often it looks for operations abandoned past their lease. Default `1m`. */
+    interval?: Duration;
+    /** Operations taken over per run. Default 100. */
+    batchSize?: number;
+  };
 }
 
 /** Per-route options of `@Idempotent()`. */
@@ -53,6 +62,14 @@ export interface IdempotentOptions {
    * legitimately changes between retries. Method, path and query always count.
    */
   fingerprint?: (request: Request) => unknown;
+  /**
+   * Runs the route in atomic phases instead of one transaction (for work that
+   * calls something outside the database): the handler receives a
+   * PhasedOperation through `@Operation()`. The value names the operation, under
+   * which a resume function is registered with IdempotencyRecovery so that the
+   * recovery job can finish it when no client retries.
+   */
+  phased?: string;
 }
 
 export interface ResolvedIdempotencyOptions {
@@ -62,6 +79,7 @@ export interface ResolvedIdempotencyOptions {
   claimPoolSize: number;
   policyUrl: string;
   purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
+  recovery: { enabled: boolean; intervalMs: number; batchSize: number };
 }
 
 export const IDEMPOTENCY_OPTIONS = Symbol('IDEMPOTENCY_OPTIONS');

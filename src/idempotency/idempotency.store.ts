@@ -25,8 +25,21 @@ export interface StoredResponse {
   location?: string;
 }
 
+/**
+ * Where a phased operation stands (see PhasedOperation): the last phase that
+ * committed, the state it saved, the operation's name (who can resume it without
+ * a request) and the status its success answers with. Stored on the key's row.
+ */
+export interface RecoveryPoint {
+  operation: string;
+  point: string;
+  state: unknown;
+  status: number;
+}
+
 export type ClaimResult =
-  | { kind: 'claimed'; owner: Ownership; takenOver: boolean }
+  /** `recovery`: where an operation taken over had got to (null for a fresh claim). */
+  | { kind: 'claimed'; owner: Ownership; takenOver: boolean; recovery: RecoveryPoint | null }
   | { kind: 'completed'; response: StoredResponse }
   /** `retryAfterMs`: what is left of the owner's lease (1 s when the row was not yet visible). */
   | { kind: 'in_progress'; retryAfterMs: number }
@@ -42,6 +55,30 @@ export interface IdempotencyStore {
   complete(owner: Ownership, response: StoredResponse): Promise<void>;
   /** Deletes the key if it is still ours and unfinished (after a rollback). */
   release(owner: Ownership): Promise<void>;
+  /**
+   * Records a recovery point, fenced on the owner's token, inside the ambient
+   * transaction of the phase it concludes. Throws LeaseLostError when the key is
+   * no longer ours.
+   */
+  checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void>;
+  /**
+   * Deletes the key, fenced, inside the ambient transaction (a phased operation
+   * that ends with nothing done undoes its phases and frees the key at once).
+   * Throws LeaseLostError when the key is no longer ours.
+   */
+  releaseInTransaction(owner: Ownership): Promise<void>;
+  /**
+   * Ends the owner's lease now and keeps the key with its recovery point: after
+   * an indeterminate outcome, the next attempt (a retry or the recovery job)
+   * takes over at once and resumes.
+   */
+  yieldLease(owner: Ownership): Promise<void>;
+  /**
+   * Takes over up to `limit` operations left at a recovery point past their
+   * lease (their request crashed or gave up), each with a new lease of its own.
+   * One winner per key across instances.
+   */
+  takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]>;
 }
 
 export const IDEMPOTENCY_STORE = Symbol('IDEMPOTENCY_STORE');

@@ -6,3 +6,6 @@ export { IDEMPOTENCY_STORE, IdempotencyStore } from './idempotency.store';
 export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
 export { IdempotencyContext } from './idempotency.context';
 export { IdempotencyPurgeService } from './idempotency-purge.service';
+export { Operation, PhasedOperation } from './phased-operation';
+export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
+export { LeaseLostError } from './idempotency.errors';

@@ -2,11 +2,11 @@ import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { Pool, PoolClient } from 'pg';
+import { Pool, PoolClient, QueryResult } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
-import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 
 /**
  * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
@@ -70,19 +70,45 @@ const TAKEOVER_SQL = `
 UPDATE idempotency_keys SET lease = ${NOW_US} + $4::int8 * 1000
  WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8
    AND status IS NULL AND lease <= ${NOW_US}
-RETURNING lease::text AS lease`;
+RETURNING lease::text AS lease, recovery`;
 
 const REPLACE_SQL = `
 UPDATE idempotency_keys
    SET fingerprint = $5::bytea, lease = ${NOW_US} + $4::int8 * 1000,
        expires_at = now() + $6::int8 * interval '1 millisecond', status = NULL, body = NULL, headers = NULL
  WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8
-   AND expires_at <= now() AND (status IS NOT NULL OR lease <= ${NOW_US})
+   AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
 RETURNING lease::text AS lease`;
 
 const COMPLETE_SQL = `
 UPDATE idempotency_keys SET status = $4::int2, body = $5::text, headers = $6::text
  WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+
+// A phase's recovery point, fenced like the completion, in the phase's transaction.
+const CHECKPOINT_SQL = `
+UPDATE idempotency_keys SET recovery = $4::jsonb
+ WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+
+// The lease ends now; the token stays, so only this owner can yield, and any
+// takeover makes a larger one.
+const YIELD_SQL = `
+UPDATE idempotency_keys SET lease = ${NOW_US}
+ WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL AND lease > ${NOW_US}`;
+
+// SKIP LOCKED: instances running the recovery job at once split the work; the
+// lease compare-and-set makes each takeover a single winner against retries too.
+const TAKE_OVER_ABANDONED_SQL = `
+WITH abandoned AS (
+  SELECT client_id, key, lease FROM idempotency_keys
+   WHERE status IS NULL AND recovery IS NOT NULL AND lease <= ${NOW_US}
+   ORDER BY lease
+   LIMIT $1
+   FOR UPDATE SKIP LOCKED
+)
+UPDATE idempotency_keys k SET lease = ${NOW_US} + $2::int8 * 1000
+  FROM abandoned a
+ WHERE k.client_id = a.client_id AND k.key = a.key AND k.lease = a.lease
+RETURNING k.client_id::text AS client_id, k.key, k.lease::text AS lease, k.recovery`;
 
 const RELEASE_SQL = `
 DELETE FROM idempotency_keys
@@ -140,7 +166,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     });
     const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
-    if (row.claimed) return { kind: 'claimed', owner: { clientId, key, token: row.lease }, takenOver: false };
+    if (row.claimed) return { kind: 'claimed', owner: { clientId, key, token: row.lease }, takenOver: false, recovery: null };
 
     if (row.expired) {
       // Past retention: the key is new again, whatever it stored.
@@ -150,7 +176,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
         values: [clientId, key, row.lease, leaseMs, fingerprint, retentionMs],
       });
       return replaced.rows[0]
-        ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false }
+        ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false, recovery: null }
         : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     }
     if (!row.same) return { kind: 'mismatch' };
@@ -161,34 +187,66 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     if (remainingMs > 0) return { kind: 'in_progress', retryAfterMs: remainingMs };
 
     // In progress, lease expired: the owner crashed or is too slow. One winner.
-    const taken = await this.claimPool.query<{ lease: string }>({
+    const taken = await this.claimPool.query<{ lease: string; recovery: RecoveryPoint | null }>({
       name: 'idempotency_takeover',
       text: TAKEOVER_SQL,
       values: [clientId, key, row.lease, leaseMs],
     });
-    return taken.rows[0]
-      ? { kind: 'claimed', owner: { clientId, key, token: taken.rows[0].lease }, takenOver: true }
+    const won = taken.rows[0];
+    return won
+      ? { kind: 'claimed', owner: { clientId, key, token: won.lease }, takenOver: true, recovery: won.recovery }
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
-    if (!this.txHost.isTransactionActive()) {
-      throw new Error('the idempotent completion must run inside the business transaction');
-    }
-    const runner = this.txHost.tx.queryRunner;
-    if (!runner) throw new Error('the ambient transaction has no query runner');
-    // The transaction's own connection (connect() returns it), with a prepared statement.
-    const connection = (await runner.connect()) as PoolClient;
-    const result = await connection.query({
-      name: 'idempotency_complete',
-      text: COMPLETE_SQL,
-      values: [owner.clientId, owner.key, owner.token, response.status, response.body, encodeHeaders(response)],
-    });
+    const result = await this.inTransaction('idempotency_complete', COMPLETE_SQL, [
+      owner.clientId,
+      owner.key,
+      owner.token,
+      response.status,
+      response.body,
+      encodeHeaders(response),
+    ]);
+    if (result.rowCount !== 1) throw new LeaseLostError();
+  }
+
+  async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
+    const result = await this.inTransaction('idempotency_checkpoint', CHECKPOINT_SQL, [owner.clientId, owner.key, owner.token, JSON.stringify(recovery)]);
+    if (result.rowCount !== 1) throw new LeaseLostError();
+  }
+
+  async releaseInTransaction(owner: Ownership): Promise<void> {
+    const result = await this.inTransaction('idempotency_release', RELEASE_SQL, [owner.clientId, owner.key, owner.token]);
     if (result.rowCount !== 1) throw new LeaseLostError();
   }
 
   async release(owner: Ownership): Promise<void> {
     await this.claimPool.query({ name: 'idempotency_release', text: RELEASE_SQL, values: [owner.clientId, owner.key, owner.token] });
+  }
+
+  async yieldLease(owner: Ownership): Promise<void> {
+    await this.claimPool.query({ name: 'idempotency_yield', text: YIELD_SQL, values: [owner.clientId, owner.key, owner.token] });
+  }
+
+  async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
+    const { rows } = await this.claimPool.query<{ client_id: string; key: string; lease: string; recovery: RecoveryPoint }>({
+      name: 'idempotency_take_over_abandoned',
+      text: TAKE_OVER_ABANDONED_SQL,
+      values: [limit, leaseMs],
+    });
+    return rows.map((r) => ({ owner: { clientId: r.client_id, key: r.key, token: r.lease }, recovery: r.recovery }));
+  }
+
+  /** A prepared statement on the ambient business transaction's own connection. */
+  private async inTransaction(name: string, text: string, values: unknown[]): Promise<QueryResult> {
+    if (!this.txHost.isTransactionActive()) {
+      throw new Error(`${name} must run inside the business transaction`);
+    }
+    const runner = this.txHost.tx.queryRunner;
+    if (!runner) throw new Error('the ambient transaction has no query runner');
+    // The transaction's own connection (connect() returns it), with a prepared statement.
+    const connection = (await runner.connect()) as PoolClient;
+    return connection.query({ name, text, values });
   }
 }
 

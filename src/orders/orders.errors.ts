@@ -11,7 +11,7 @@ export class OrderNotCancelableException extends BusinessOutcomeException {
       status: 422,
       code: OrderErrorCode.NotCancelable,
       title: 'Order Not Cancelable',
-      detail: `Order ${id} is ${status}; only a pending order can be canceled.`,
+      detail: `Order ${id} is ${status}; only a pending order with no payment in progress can be canceled.`,
     });
   }
 }

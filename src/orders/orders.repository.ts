@@ -40,6 +40,12 @@ export class OrdersRepository extends SqlRepository {
     return row;
   }
 
+  /** Whether a payment of the order is between its Start and Finish phases. */
+  async hasPaymentInProgress(clientId: string, id: string): Promise<boolean> {
+    const rows = await this.rows(`SELECT 1 FROM payments WHERE client_id = $1 AND order_id = $2 AND status = 'processing' LIMIT 1`, [clientId, id]);
+    return rows.length > 0;
+  }
+
   /** Moves a pending order to a new status; undefined when it was not pending. */
   async transition(clientId: string, id: string, to: OrderStatus): Promise<OrderRow | undefined> {
     const [row] = await this.rows<OrderRow>(

@@ -45,18 +45,30 @@ export class OrdersService {
     );
   }
 
+  /**
+   * Only a pending order with no payment in progress can be canceled: a payment
+   * reserves its order while the card network is asked. The row lock waits for a
+   * payment's Start phase to commit, and the check that follows then sees it.
+   */
   async cancel(clientId: string, id: string): Promise<OrderResponse> {
-    const canceled = await this.orders.transition(clientId, id, 'canceled');
-    if (canceled) return toOrderResponse(canceled);
-    const row = await this.orders.find(clientId, id);
+    const row = await this.orders.findForUpdate(clientId, id);
     if (!row) throw problems.notFound(`No order ${id}.`);
-    throw new OrderNotCancelableException(id, row.status);
+    if (row.status !== 'pending') throw new OrderNotCancelableException(id, row.status);
+    if (await this.orders.hasPaymentInProgress(clientId, id)) throw new OrderNotCancelableException(id, 'being paid');
+    const canceled = await this.orders.transition(clientId, id, 'canceled');
+    if (!canceled) throw new Error(`order ${id} changed under its row lock`);
+    return toOrderResponse(canceled);
   }
 
   /** The caller's order, locked until the transaction ends, or undefined. */
   async lockForPayment(clientId: string, id: string): Promise<OrderResponse | undefined> {
     const row = await this.orders.findForUpdate(clientId, id);
     return row && toOrderResponse(row);
+  }
+
+  /** Whether a payment of the order is between its Start and Finish phases. */
+  hasPaymentInProgress(clientId: string, id: string): Promise<boolean> {
+    return this.orders.hasPaymentInProgress(clientId, id);
   }
 
   async markPaid(clientId: string, id: string): Promise<void> {

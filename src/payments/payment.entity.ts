@@ -3,16 +3,18 @@ import { ClientEntity } from '../auth/client.entity';
 import { OrderEntity } from '../orders/order.entity';
 import { bigintToNumber } from '../common/money';
 
-export type PaymentStatus = 'succeeded' | 'failed';
+/** processing: between its Start and Finish phases (the card network may have charged). */
+export const PAYMENT_STATUSES = ['processing', 'succeeded', 'failed'] as const;
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 @Entity({ name: 'payments' })
 @Index('payments_client_created_idx', ['clientId', 'createdAt', 'id'])
-// The second guard against paying an order twice (the first is the order row lock).
-@Index('payments_one_success_per_order', ['clientId', 'orderId'], {
+// A processing or succeeded payment reserves its order: no second charge of it starts.
+@Index('payments_one_active_per_order', ['clientId', 'orderId'], {
   unique: true,
-  where: `status = 'succeeded' AND order_id IS NOT NULL`,
+  where: `status IN ('processing', 'succeeded') AND order_id IS NOT NULL`,
 })
-@Check('payments_status_check', `status IN ('succeeded', 'failed')`)
+@Check('payments_status_check', `status IN ('processing', 'succeeded', 'failed')`)
 @Check('payments_amount_check', 'amount BETWEEN 1 AND 99999999')
 @Check('payments_currency_check', `currency ~ '^[a-z]{3}$'`)
 @Check('payments_refunded_check', 'amount_refunded BETWEEN 0 AND amount')
@@ -41,6 +43,11 @@ export class PaymentEntity {
   @Column({ name: 'failure_code', type: 'text', nullable: true })
   failureCode!: string | null;
 
+  /** The card source charged, kept so that any attempt can resume the charge. */
+  @Column({ name: 'payment_method', type: 'text', nullable: true })
+  paymentMethod!: string | null;
+
+  /** The card network's id of the charge (a PaymentIntent id). */
   @Column({ name: 'network_charge_id', type: 'text', nullable: true })
   networkChargeId!: string | null;
 

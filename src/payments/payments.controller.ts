@@ -1,15 +1,14 @@
-import { Body, Controller, Get, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, Param, Post, Query } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
-import type { Response } from 'express';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../common/openapi';
 import { PageQueryDto } from '../common/pagination';
 import { ParseIdPipe } from '../common/parse-id.pipe';
-import { Idempotent } from '../idempotency/idempotent.decorator';
+import { Idempotent, Operation } from '../idempotency';
 import { CreatePaymentDto, CreateRefundDto } from './dto/create-payment.dto';
 import { PaymentPage, PaymentResponse, RefundResponse } from './dto/payment.response';
-import { PaymentsService } from './payments.service';
+import { PAYMENT_OPERATION, PaymentOperation, PaymentsService, REFUND_OPERATION, RefundOperation } from './payments.service';
 
 @ApiTags('payments')
 @ApiProblems(401)
@@ -18,18 +17,20 @@ export class PaymentsController {
   constructor(private readonly payments: PaymentsService) {}
 
   @Post()
-  @Idempotent()
-  @ApiOperation({ summary: 'Charge a card, optionally paying a pending order' })
+  @Idempotent({ phased: PAYMENT_OPERATION })
+  @ApiOperation({
+    summary: 'Charge a card, optionally paying a pending order',
+    description:
+      'Runs in phases: the payment is recorded as processing, the card network is asked with an idempotency key of this payment, then the outcome is recorded with the stored response. 503 card_network_unavailable means the outcome is not known yet: retry with the same key and body (it resumes, never charges twice).',
+  })
   @ApiCreatedResponse({ type: PaymentResponse, headers: { Location: { description: '/payments/{id}', schema: { type: 'string' } } } })
   @ApiProblems(402, 502, 503)
-  async create(
+  create(
     @CurrentClient() client: AuthenticatedClient,
     @Body() dto: CreatePaymentDto,
-    @Res({ passthrough: true }) res: Response,
+    @Operation() op: PaymentOperation,
   ): Promise<PaymentResponse> {
-    const payment = await this.payments.create(client.id, dto);
-    res.location(`/payments/${payment.id}`);
-    return payment;
+    return this.payments.create(client.id, dto, op);
   }
 
   @Get()
@@ -49,18 +50,19 @@ export class PaymentsController {
   }
 
   @Post(':id/refunds')
-  @Idempotent()
-  @ApiOperation({ summary: 'Refund a succeeded payment (default: what remains)' })
+  @Idempotent({ phased: REFUND_OPERATION })
+  @ApiOperation({
+    summary: 'Refund a succeeded payment (default: what remains)',
+    description: 'Runs in phases like a payment: the amount is reserved, the card network refunds it, then the refund is recorded.',
+  })
   @ApiCreatedResponse({ type: RefundResponse })
-  @ApiProblems(404)
-  async refund(
+  @ApiProblems(404, 502, 503)
+  refund(
     @CurrentClient() client: AuthenticatedClient,
     @Param('id', ParseIdPipe) id: string,
     @Body() dto: CreateRefundDto,
-    @Res({ passthrough: true }) res: Response,
+    @Operation() op: RefundOperation,
   ): Promise<RefundResponse> {
-    const refund = await this.payments.refund(client.id, id, dto);
-    res.location(`/payments/${id}`);
-    return refund;
+    return this.payments.refund(client.id, id, dto, op);
   }
 }

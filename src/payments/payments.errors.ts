@@ -9,6 +9,7 @@ export enum PaymentErrorCode {
   RefundExceedsPayment = 'refund_exceeds_payment',
   PaymentNotRefundable = 'payment_not_refundable',
   CardNetworkError = 'card_network_error',
+  CardNetworkUnavailable = 'card_network_unavailable',
   OrderPaymentConflict = 'order_payment_conflict',
 }
 
@@ -66,7 +67,7 @@ export class PaymentNotRefundableException extends BusinessOutcomeException {
   }
 }
 
-/** 502: the network failed; nothing was recorded and the key is released. */
+/** 502: the network answered that it did nothing; nothing is recorded and the key is released. */
 export class CardNetworkFailedException extends ProblemException {
   constructor() {
     super({
@@ -78,6 +79,25 @@ export class CardNetworkFailedException extends ProblemException {
   }
 }
 
+/**
+ * 503: the card network gave no definite answer (timeout, dropped connection,
+ * 5xx). The charge may have happened: the payment stays processing and the key
+ * stays claimed, and a retry with the same key resumes at once and learns the
+ * outcome (the network's idempotency makes it the same charge).
+ */
+export class CardNetworkUnavailableException extends ProblemException {
+  constructor() {
+    super({
+      status: 503,
+      code: PaymentErrorCode.CardNetworkUnavailable,
+      title: 'Card Network Unavailable',
+      detail:
+        'The card network did not answer in time; the charge may or may not have happened. Retry with the same Idempotency-Key and body to get the outcome: it is never charged twice.',
+      headers: { 'Retry-After': '1' },
+    });
+  }
+}
+
 /** The database refused a second successful payment of one order (the second guard). */
 export class OrderPaymentConflictException extends ProblemException {
   constructor(orderId: string) {
@@ -85,7 +105,7 @@ export class OrderPaymentConflictException extends ProblemException {
       status: 409,
       code: PaymentErrorCode.OrderPaymentConflict,
       title: 'Order Payment Conflict',
-      detail: `Another payment of order ${orderId} committed first. Retry to see the outcome.`,
+      detail: `Another payment of order ${orderId} is in progress or has succeeded. Retry to see the outcome.`,
       headers: { 'Retry-After': '1' },
     });
   }

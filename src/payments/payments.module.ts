@@ -1,8 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { OrdersModule } from '../orders/orders.module';
-import { CardNetwork } from './card-network/card-network';
-import { SimulatedCardNetwork } from './card-network/simulated-card-network';
+import { CardNetworkModule } from './card-network/card-network.module';
 import { PaymentEntity } from './payment.entity';
 import { PaymentsController } from './payments.controller';
 import { PaymentsRepository } from './payments.repository';
@@ -10,9 +9,9 @@ import { PaymentsService } from './payments.service';
 import { RefundEntity } from './refund.entity';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule],
+  imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule],
   controllers: [PaymentsController],
-  providers: [PaymentsService, PaymentsRepository, { provide: CardNetwork, useClass: SimulatedCardNetwork }],
+  providers: [PaymentsService, PaymentsRepository],
   exports: [PaymentsService],
 })
 export class PaymentsModule {}

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { SqlRepository } from '../database/sql-repository';
 import { PaymentStatus } from './payment.entity';
+import { RefundStatus } from './refund.entity';
 
 export interface PaymentRow {
   id: string;
@@ -11,6 +12,8 @@ export interface PaymentRow {
   description: string | null;
   failure_code: string | null;
   amount_refunded: string;
+  payment_method: string | null;
+  network_charge_id: string | null;
   created_at: Date;
 }
 
@@ -18,31 +21,51 @@ export interface RefundRow {
   id: string;
   payment_id: string;
   amount: string;
+  status: RefundStatus;
   created_at: Date;
 }
 
 export interface NewPayment {
   orderId: string | null;
-  status: PaymentStatus;
   amount: number;
   currency: string;
   description: string | null;
-  failureCode: string | null;
-  networkChargeId: string | null;
+  paymentMethod: string;
 }
 
-const COLUMNS = 'id, order_id, status, amount, currency, description, failure_code, amount_refunded, created_at';
+const COLUMNS = 'id, order_id, status, amount, currency, description, failure_code, amount_refunded, payment_method, network_charge_id, created_at';
+const REFUND_COLUMNS = 'id, payment_id, amount, status, created_at';
 
 /** All SQL of payments and refunds, in the ambient transaction, always by client_id. */
 @Injectable()
 export class PaymentsRepository extends SqlRepository {
-  async insert(clientId: string, p: NewPayment): Promise<PaymentRow> {
+  /** A payment in its Start phase: processing, it reserves its order (payments_one_active_per_order). */
+  async insertProcessing(clientId: string, p: NewPayment): Promise<PaymentRow> {
     const [row] = await this.rows<PaymentRow>(
-      `INSERT INTO payments (client_id, order_id, status, amount, currency, description, failure_code, network_charge_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${COLUMNS}`,
-      [clientId, p.orderId, p.status, p.amount, p.currency, p.description, p.failureCode, p.networkChargeId],
+      `INSERT INTO payments (client_id, order_id, status, amount, currency, description, payment_method)
+       VALUES ($1, $2, 'processing', $3, $4, $5, $6) RETURNING ${COLUMNS}`,
+      [clientId, p.orderId, p.amount, p.currency, p.description, p.paymentMethod],
     );
     return row;
+  }
+
+  /** The Finish phase: a processing payment becomes succeeded or failed, once. */
+  async settle(
+    clientId: string,
+    id: string,
+    outcome: { status: 'succeeded' | 'failed'; failureCode: string | null; networkChargeId: string | null },
+  ): Promise<PaymentRow | undefined> {
+    const [row] = await this.rows<PaymentRow>(
+      `UPDATE payments SET status = $3, failure_code = $4, network_charge_id = $5
+        WHERE client_id = $1 AND id = $2 AND status = 'processing' RETURNING ${COLUMNS}`,
+      [clientId, id, outcome.status, outcome.failureCode, outcome.networkChargeId],
+    );
+    return row;
+  }
+
+  /** Undoes a Start phase when the card network did nothing. */
+  async deleteProcessing(clientId: string, id: string): Promise<void> {
+    await this.rows(`DELETE FROM payments WHERE client_id = $1 AND id = $2 AND status = 'processing'`, [clientId, id]);
   }
 
   async find(clientId: string, id: string): Promise<PaymentRow | undefined> {
@@ -56,21 +79,52 @@ export class PaymentsRepository extends SqlRepository {
     return row;
   }
 
+  /** The refunds of a payment, oldest first. */
   async refunds(clientId: string, paymentId: string): Promise<RefundRow[]> {
     return this.rows<RefundRow>(
-      'SELECT id, payment_id, amount, created_at FROM refunds WHERE client_id = $1 AND payment_id = $2 ORDER BY created_at, id',
+      `SELECT ${REFUND_COLUMNS} FROM refunds WHERE client_id = $1 AND payment_id = $2 ORDER BY created_at, id`,
       [clientId, paymentId],
     );
   }
 
-  /** Records a refund; the CHECK amount_refunded <= amount is the second guard. */
-  async addRefund(clientId: string, paymentId: string, amount: number): Promise<RefundRow> {
+  async findRefund(clientId: string, id: string): Promise<RefundRow | undefined> {
+    const [row] = await this.rows<RefundRow>(`SELECT ${REFUND_COLUMNS} FROM refunds WHERE client_id = $1 AND id = $2`, [clientId, id]);
+    return row;
+  }
+
+  /**
+   * A refund in its Start phase: the amount is reserved against the payment at
+   * once (the CHECK amount_refunded <= amount is the second guard), so no two
+   * refunds can together ask the card network for more than was paid.
+   */
+  async reserveRefund(clientId: string, paymentId: string, amount: number): Promise<RefundRow> {
     await this.rows('UPDATE payments SET amount_refunded = amount_refunded + $3 WHERE client_id = $1 AND id = $2', [clientId, paymentId, amount]);
     const [row] = await this.rows<RefundRow>(
-      'INSERT INTO refunds (client_id, payment_id, amount) VALUES ($1, $2, $3) RETURNING id, payment_id, amount, created_at',
+      `INSERT INTO refunds (client_id, payment_id, amount, status) VALUES ($1, $2, $3, 'processing') RETURNING ${REFUND_COLUMNS}`,
       [clientId, paymentId, amount],
     );
     return row;
+  }
+
+  /** The card network made the refund. */
+  async settleRefund(clientId: string, id: string, networkRefundId: string): Promise<RefundRow | undefined> {
+    const [row] = await this.rows<RefundRow>(
+      `UPDATE refunds SET status = 'succeeded', network_refund_id = $3
+        WHERE client_id = $1 AND id = $2 AND status = 'processing' RETURNING ${REFUND_COLUMNS}`,
+      [clientId, id, networkRefundId],
+    );
+    return row;
+  }
+
+  /** The card network refused the refund: its reservation is given back. */
+  async cancelRefund(clientId: string, id: string): Promise<void> {
+    await this.rows(
+      `WITH gone AS (
+         DELETE FROM refunds WHERE client_id = $1 AND id = $2 AND status = 'processing' RETURNING payment_id, amount)
+       UPDATE payments p SET amount_refunded = p.amount_refunded - gone.amount
+         FROM gone WHERE p.client_id = $1 AND p.id = gone.payment_id`,
+      [clientId, id],
+    );
   }
 
   /** Newest first, older than the item `afterId` when given (see SqlRepository.page). */

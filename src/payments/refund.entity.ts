@@ -2,9 +2,13 @@ import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, 
 import { PaymentEntity } from './payment.entity';
 import { bigintToNumber } from '../common/money';
 
+export const REFUND_STATUSES = ['processing', 'succeeded'] as const;
+export type RefundStatus = (typeof REFUND_STATUSES)[number];
+
 @Entity({ name: 'refunds' })
 @Index('refunds_payment_idx', ['clientId', 'paymentId', 'createdAt'])
 @Check('refunds_amount_check', 'amount > 0')
+@Check('refunds_status_check', `status IN ('processing', 'succeeded')`)
 export class RefundEntity {
   @PrimaryColumn({ name: 'client_id', type: 'uuid', primaryKeyConstraintName: 'refunds_pkey' })
   clientId!: string;
@@ -17,6 +21,13 @@ export class RefundEntity {
 
   @Column({ type: 'bigint', transformer: bigintToNumber })
   amount!: number;
+
+  /** processing: reserved against the payment, not yet confirmed by the card network. */
+  @Column({ type: 'text', default: 'succeeded' })
+  status!: RefundStatus;
+
+  @Column({ name: 'network_refund_id', type: 'text', nullable: true })
+  networkRefundId!: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt!: Date;

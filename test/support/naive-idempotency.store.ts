@@ -4,7 +4,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { decodeResponse, encodeHeaders } from '../../src/idempotency/postgres-idempotency.store';
-import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, StoredResponse } from '../../src/idempotency/idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from '../../src/idempotency/idempotency.store';
 
 /**
  * A DELIBERATELY NAIVE store, for the race suite to prove it has teeth:
@@ -36,7 +36,7 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
        ON CONFLICT (client_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`,
       [r.clientId, r.key, r.fingerprint],
     );
-    return { kind: 'claimed', owner: { clientId: r.clientId, key: r.key, token: '0' }, takenOver: false };
+    return { kind: 'claimed', owner: { clientId: r.clientId, key: r.key, token: '0' }, takenOver: false, recovery: null };
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
@@ -51,5 +51,24 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
 
   async release(owner: Ownership): Promise<void> {
     await this.dataSource.query('DELETE FROM idempotency_keys WHERE client_id = $1 AND key = $2 AND status IS NULL', [owner.clientId, owner.key]);
+  }
+
+  // Phases, as naive as the rest: unfenced writes, never a takeover.
+  async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
+    await this.txHost.tx.query('UPDATE idempotency_keys SET recovery = $3 WHERE client_id = $1 AND key = $2', [
+      owner.clientId,
+      owner.key,
+      JSON.stringify(recovery),
+    ]);
+  }
+
+  async releaseInTransaction(owner: Ownership): Promise<void> {
+    await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE client_id = $1 AND key = $2 AND status IS NULL', [owner.clientId, owner.key]);
+  }
+
+  async yieldLease(): Promise<void> {}
+
+  async takeOverAbandoned(): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
+    return [];
   }
 }

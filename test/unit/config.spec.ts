@@ -142,8 +142,33 @@ describe('loadConfig defaults', () => {
         claimPoolSize: 10,
         purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5000, budgetMs: 60_000 },
       },
-      cardNetwork: { delayMs: 50 },
+      cardNetwork: { url: undefined, apiKey: 'sk_test_simulator_0123456789abcdef', delayMs: 50, timeoutMs: 5_000, maxRetries: 2 },
+      recovery: { enabled: true, intervalMs: 60_000 },
     });
+  });
+
+  it.each([
+    ['CARD_NETWORK_URL', 'ftp://x', 'CARD_NETWORK_URL'],
+    ['CARD_NETWORK_URL', 'https://api.stripe.com/v1', 'CARD_NETWORK_URL'],
+    ['STRIPE_API_KEY', 'pk_test_abc', 'STRIPE_API_KEY'],
+    ['CARD_NETWORK_TIMEOUT', '0ms', 'CARD_NETWORK_TIMEOUT'],
+    ['CARD_NETWORK_MAX_RETRIES', '11', 'CARD_NETWORK_MAX_RETRIES'],
+    ['RECOVERY_INTERVAL', '0s', 'RECOVERY_INTERVAL'],
+  ])('refuses %s=%s', (name, value, path) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`${path}: `));
+  });
+
+  it('reads the card network and recovery settings', () => {
+    const c = loadConfig({
+      CARD_NETWORK_URL: 'https://api.stripe.com/',
+      STRIPE_API_KEY: 'sk_test_abc123',
+      CARD_NETWORK_TIMEOUT: '2s',
+      CARD_NETWORK_MAX_RETRIES: '0',
+      RECOVERY_ENABLED: 'false',
+      RECOVERY_INTERVAL: '10s',
+    });
+    expect(c.cardNetwork).toMatchObject({ url: 'https://api.stripe.com', apiKey: 'sk_test_abc123', timeoutMs: 2_000, maxRetries: 0 });
+    expect(c.recovery).toEqual({ enabled: false, intervalMs: 10_000 });
   });
 
   it.each<[string, (c: ReturnType<typeof loadConfig>) => unknown, unknown]>([
@@ -194,6 +219,12 @@ describe('loadConfig values', () => {
       IDEMPOTENCY_PURGE_BATCH: '100',
       IDEMPOTENCY_PURGE_BUDGET: '5s',
       CARD_NETWORK_DELAY: '0',
+      CARD_NETWORK_URL: 'http://127.0.0.1:4242',
+      STRIPE_API_KEY: 'sk_test_other_key_123',
+      CARD_NETWORK_TIMEOUT: '1s',
+      CARD_NETWORK_MAX_RETRIES: '1',
+      RECOVERY_ENABLED: 'false',
+      RECOVERY_INTERVAL: '5s',
     });
     expect(config).toEqual({
       port: 8080,
@@ -211,7 +242,8 @@ describe('loadConfig values', () => {
         claimPoolSize: 4,
         purge: { enabled: false, cron: '*/5 * * * *', batchSize: 100, budgetMs: 5000 },
       },
-      cardNetwork: { delayMs: 0 },
+      cardNetwork: { url: 'http://127.0.0.1:4242', apiKey: 'sk_test_other_key_123', delayMs: 0, timeoutMs: 1000, maxRetries: 1 },
+      recovery: { enabled: false, intervalMs: 5000 },
     });
   });
 

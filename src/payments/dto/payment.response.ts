@@ -1,4 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { PAYMENT_STATUSES, PaymentStatus } from '../payment.entity';
+import { REFUND_STATUSES, RefundStatus } from '../refund.entity';
 
 export class RefundResponse {
   @ApiProperty({ format: 'uuid' })
@@ -10,6 +12,9 @@ export class RefundResponse {
   @ApiProperty({ example: 1000, description: 'Minor units' })
   amount!: number;
 
+  @ApiProperty({ enum: REFUND_STATUSES, description: 'processing: reserved, the card network has not confirmed it yet' })
+  status!: RefundStatus;
+
   @ApiProperty({ format: 'date-time' })
   created_at!: string;
 }
@@ -18,8 +23,12 @@ export class PaymentResponse {
   @ApiProperty({ format: 'uuid' })
   id!: string;
 
-  @ApiProperty({ enum: ['succeeded', 'failed'], example: 'succeeded' })
-  status!: 'succeeded' | 'failed';
+  @ApiProperty({
+    enum: PAYMENT_STATUSES,
+    example: 'succeeded',
+    description: 'processing: the card network has been (or is being) asked and the outcome is not recorded yet; it ends succeeded or failed',
+  })
+  status!: PaymentStatus;
 
   @ApiProperty({ example: 3998, description: 'Minor units' })
   amount!: number;
@@ -33,7 +42,7 @@ export class PaymentResponse {
   @ApiProperty({ type: String, nullable: true })
   description!: string | null;
 
-  @ApiProperty({ example: 0, description: 'Minor units refunded so far' })
+  @ApiProperty({ example: 0, description: 'Minor units refunded so far, refunds in processing included' })
   amount_refunded!: number;
 
   @ApiProperty({ type: String, nullable: true, enum: ['card_declined', 'insufficient_funds'], description: 'Why a failed payment failed' })

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { AppProcess, PROCESS_CLIENT, startAppProcess, startAppProcesses, stopAll } from '../../support/app-process';
+import { CardNetworkProcess, startCardNetworkProcess } from '../../support/card-network';
 import { TestDatabase, createTestDatabase } from '../../support/database';
 import { authHeaders, send, waitFor } from '../../support/http-client';
 
@@ -25,6 +26,7 @@ describe('fault: the app process crashes mid-request', () => {
   let db: TestDatabase;
   let pg: Client;
   const apps: AppProcess[] = [];
+  let network: CardNetworkProcess | undefined;
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -33,16 +35,16 @@ describe('fault: the app process crashes mid-request', () => {
   });
   afterAll(async () => {
     await stopAll(apps);
+    await network?.stop();
     await pg?.end().catch(() => undefined);
     await db?.drop();
   });
 
   it('leaves an in-progress key that fences retries with 409, then runs once after the lease and replays', async () => {
-    const env = { DATABASE_URL: db.url, IDEMPOTENCY_LEASE: LEASE };
-    const [victim, standby] = await startAppProcesses(
-      [{ env: { ...env, CARD_NETWORK_DELAY: '3s' } }, { env: { ...env, CARD_NETWORK_DELAY: '50ms' } }],
-      apps,
-    );
+    // The card network outlives the app: a process of its own, answering after 3 s.
+    network = await startCardNetworkProcess({ delay: '3s' });
+    const env = { DATABASE_URL: db.url, IDEMPOTENCY_LEASE: LEASE, CARD_NETWORK_URL: network.url, RECOVERY_ENABLED: 'false' };
+    const [victim, standby] = await startAppProcesses([{ env }, { env }], apps);
 
     const key = randomUUID();
     const description = `crash ${key}`;
@@ -50,14 +52,14 @@ describe('fault: the app process crashes mid-request', () => {
     const pay = (url: string) =>
       send(url, { method: 'POST', path: '/payments', headers: authHeaders(PROCESS_CLIENT.key, key), body, timeoutMs: 30_000 });
 
-    // The original request: claimed, then asleep in the 3 s card network call.
+    // The original request: claimed, started, then waiting on the 3 s card network call.
     const inFlight = pay(victim.url).then(
       (res) => ({ res }),
       (error: Error) => ({ error }),
     );
-    await waitFor('the key to be claimed (status NULL)', async () => {
-      const { rows } = await pg.query('SELECT status FROM idempotency_keys WHERE key = $1', [key]);
-      return rows.length === 1 && rows[0].status === null;
+    await waitFor('the Start phase to commit (a processing payment)', async () => {
+      const { rows } = await pg.query('SELECT status FROM payments WHERE description = $1', [description]);
+      return rows.length === 1 && rows[0].status === 'processing';
     });
     victim.kill('SIGKILL');
     expect(await victim.exited).toBeNull(); // ended by the signal, no exit code
@@ -79,11 +81,13 @@ describe('fault: the app process crashes mid-request', () => {
     );
     expect(orphan.rows).toHaveLength(1);
     expect(orphan.rows[0].status).toBeNull();
-    expect((await pg.query('SELECT 1 FROM payments WHERE description = $1', [description])).rowCount).toBe(0);
+    // The Start phase had committed: the payment is processing, the charge asked for.
+    const started = await pg.query<{ id: string; status: string }>('SELECT id, status FROM payments WHERE description = $1', [description]);
+    expect(started.rows).toEqual([{ id: expect.any(String), status: 'processing' }]);
 
     // A new process on the same database, started after the crash.
     const restartedAt = Date.now();
-    const fresh = await startAppProcess({ env: { ...env, CARD_NETWORK_DELAY: '50ms' } });
+    const fresh = await startAppProcess({ env });
     apps.push(fresh);
     console.log(`crash: lease left after the crash ${orphan.rows[0].remaining_ms} ms; new process up in ${Date.now() - restartedAt} ms`);
 
@@ -108,8 +112,11 @@ describe('fault: the app process crashes mid-request', () => {
       expect(replay.text).toBe(taken.text);
     }
 
+    // The resumed attempt finished the same payment, and the card was charged once.
+    expect(payment.id).toBe(started.rows[0].id);
     const { rows } = await pg.query<{ id: string }>('SELECT id FROM payments WHERE description = $1', [description]);
     expect(rows.map((r) => r.id)).toEqual([payment.id]);
+    expect(await network.ledger.charges({ key: 'payment_id', value: payment.id })).toHaveLength(1);
     const stored = await pg.query('SELECT status FROM idempotency_keys WHERE key = $1', [key]);
     expect(stored.rows).toEqual([{ status: 201 }]);
   });

@@ -169,10 +169,12 @@ describe('fault: the database goes away and comes back', () => {
 
     await server.start();
     await waitHealthy();
-    expect(await query('SELECT 1 FROM payments WHERE description = $1', [body.description])).toEqual([]);
+    // The Start phase had committed before the outage: the payment is processing
+    // and the key keeps its recovery point (nothing could release or yield it).
+    const started = await query<{ id: string; status: string }>('SELECT id, status FROM payments WHERE description = $1', [body.description]);
+    expect(started).toEqual([{ id: expect.any(String), status: 'processing' }]);
 
-    // The claim outlived the outage (the release could not reach the database):
-    // retries get 409 (Retry-After: 1) until the lease ends, then one runs.
+    // Retries get 409 (Retry-After: 1) until the lease ends, then one resumes the same payment.
     let res = await pay(key, body);
     for (let i = 0; i < 10 && res.status === 409; i++) {
       expect(res.json()).toMatchObject({ code: 'idempotency_request_in_progress' });
@@ -188,6 +190,7 @@ describe('fault: the database goes away and comes back', () => {
 
     const mine = await query<{ id: string }>('SELECT id FROM payments WHERE description = $1', [body.description]);
     expect(mine.map((p) => p.id)).toEqual([res.json<{ id: string }>().id]);
+    expect(mine[0].id).toBe(started[0].id);
     const payments = await query<{ id: string }>('SELECT id FROM payments');
     expect(payments.map((p) => p.id).sort()).toEqual([...charged].sort());
     expect(await query('SELECT key FROM idempotency_keys WHERE status IS NULL')).toEqual([]);

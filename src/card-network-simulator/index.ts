@@ -1,0 +1,1 @@
+export { RunningSimulator, SimulatorOptions, startCardNetworkSimulator } from './simulator';

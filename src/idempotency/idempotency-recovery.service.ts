@@ -1,0 +1,140 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { ClsService } from 'nestjs-cls';
+import { LeaseLostError } from './idempotency.errors';
+import { IdempotencyMetrics } from './idempotency.metrics';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, RecoveryPoint } from './idempotency.store';
+import { PhasedOperation } from './phased-operation';
+
+/** Drives a phased operation on from its recovery point to finish() or release(). */
+export type ResumeFunction = (operation: PhasedOperation) => Promise<unknown>;
+
+export interface RecoveryRunResult {
+  /** Operations taken over by this run. */
+  taken: number;
+  finished: number;
+  released: number;
+  /** Still unknown (e.g. the outside system is down): kept, to be resumed by the next attempt. */
+  failed: number;
+}
+
+/**
+ * Recovery without the client. A phased request that crashed (or gave up on an
+ * unknown outcome) after a recovery point leaves its key in progress with that
+ * point; if the client never retries, nobody would ever learn whether the
+ * outside effect happened. This job, every `recovery.interval` on every instance,
+ * takes such keys over once their lease has expired (SKIP LOCKED plus the lease
+ * compare-and-set: one winner per key, across instances and against a retry),
+ * and calls the resume function registered under the operation's name, which
+ * drives it to its end exactly as a retry would: the effect that happened gets
+ * its record and its stored response (a later retry replays it), one that did
+ * not is released. An operation that still cannot end gives its lease up and is
+ * tried again by the next attempt.
+ */
+@Injectable()
+export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('IdempotencyRecovery');
+  private readonly resumers = new Map<string, ResumeFunction>();
+  private timer?: NodeJS.Timeout;
+  private inFlight?: Promise<RecoveryRunResult>;
+
+  constructor(
+    @Inject(IDEMPOTENCY_STORE) private readonly store: IdempotencyStore,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    private readonly cls: ClsService,
+    private readonly metrics: IdempotencyMetrics,
+  ) {}
+
+  /** Registers how the operation `name` (the `phased` of its route) is resumed without a request. */
+  register(name: string, resume: ResumeFunction): void {
+    if (this.resumers.has(name)) throw new Error(`a resume function for ${name} is already registered`);
+    this.resumers.set(name, resume);
+  }
+
+  onApplicationBootstrap(): void {
+    const { enabled, intervalMs } = this.options.recovery;
+    if (!enabled) return;
+    this.timer = setInterval(() => void this.runScheduled(), intervalMs);
+    this.timer.unref();
+    this.logger.log(`recovery of abandoned phased operations every ${intervalMs} ms`);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    clearInterval(this.timer);
+    await this.inFlight?.catch(() => undefined);
+  }
+
+  private async runScheduled(): Promise<void> {
+    try {
+      await this.runOnce();
+    } catch (error) {
+      this.logger.error(`recovery run failed: ${(error as Error).message}`);
+    }
+  }
+
+  /** One run: takes over a batch of abandoned operations and resumes each. */
+  runOnce(): Promise<RecoveryRunResult> {
+    if (this.inFlight) return Promise.resolve({ taken: 0, finished: 0, released: 0, failed: 0 });
+    const run = this.run().finally(() => {
+      this.inFlight = undefined;
+    });
+    this.inFlight = run;
+    return run;
+  }
+
+  private async run(): Promise<RecoveryRunResult> {
+    const taken = await this.store.takeOverAbandoned(this.options.recovery.batchSize, this.options.leaseMs);
+    const result: RecoveryRunResult = { taken: taken.length, finished: 0, released: 0, failed: 0 };
+    for (const { owner, recovery } of taken) {
+      const ending = await this.resume(owner, recovery);
+      if (ending === 'finished') result.finished++;
+      else if (ending === 'released') result.released++;
+      else result.failed++;
+    }
+    if (taken.length) this.logger.log(`recovery: ${JSON.stringify(result)}`);
+    return result;
+  }
+
+  private async resume(owner: Ownership, recovery: RecoveryPoint): Promise<'finished' | 'released' | 'failed'> {
+    const resume = this.resumers.get(recovery.operation);
+    if (!resume) {
+      this.metrics.recoveries.inc({ result: 'unknown_operation' });
+      this.logger.warn(`no resume function registered for ${recovery.operation}; key left for a later attempt`);
+      await this.giveUp(owner);
+      return 'failed';
+    }
+    const operation = new PhasedOperation(owner, recovery.operation, recovery.status, recovery, this.store, this.txHost);
+    try {
+      // The job has no request: the ambient transaction needs a CLS context of its own.
+      await this.cls.run(() => resume(operation));
+    } catch (error) {
+      const ending = operation.outcome?.kind;
+      if (ending === 'finished' || ending === 'released') {
+        this.metrics.recoveries.inc({ result: ending });
+        return ending;
+      }
+      this.metrics.recoveries.inc({ result: 'failed' });
+      this.logger.warn(`could not recover ${recovery.operation} at ${recovery.point}: ${(error as Error).message}`);
+      if (!(error instanceof LeaseLostError)) await this.giveUp(owner);
+      return 'failed';
+    }
+    const ending = operation.outcome?.kind;
+    if (ending === 'finished' || ending === 'released') {
+      this.metrics.recoveries.inc({ result: ending });
+      return ending;
+    }
+    this.metrics.recoveries.inc({ result: 'failed' });
+    this.logger.warn(`the resume function of ${recovery.operation} returned without finish() or release()`);
+    await this.giveUp(owner);
+    return 'failed';
+  }
+
+  private async giveUp(owner: Ownership): Promise<void> {
+    await this.store.yieldLease(owner).catch((error: unknown) => {
+      this.logger.warn(`could not give up the lease of a recovered operation: ${(error as Error).message}`);
+    });
+  }
+}

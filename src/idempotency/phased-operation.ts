@@ -1,0 +1,177 @@
+import { ExecutionContext, createParamDecorator } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
+import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
+
+/**
+ * A request whose work reaches outside the database (a card network, a
+ * provider's API) runs in atomic phases instead of one transaction, so that no
+ * connection or lock is held while the outside world answers, and so that an
+ * effect out there always ends recorded here (recovery points, after Brandur
+ * Leach's "Implementing Stripe-like Idempotency Keys in Postgres"):
+ *
+ *   op.checkpoint('started', tx1)   -- its writes + the recovery point, one transaction
+ *   <call the outside world>       -- no transaction; a key of ours that is the same on every resume
+ *   op.finish(tx2)                  -- its writes + the stored response, one transaction
+ *
+ * Every phase is fenced on the owner's lease token, like the completion: an
+ * attempt whose key was taken over cannot commit any phase (LeaseLostError).
+ * An attempt that takes the key over after the lease (a retry, or the recovery
+ * job when no one retries) gets the last recovery point and its saved state, and
+ * resumes from there. Three endings:
+ *   finish   -> the response is stored with the last writes and sent
+ *   release  -> nothing happened out there: the phases are undone by the given
+ *               writes and the key is deleted in the same transaction
+ *   an error -> before any recovery point: the key is released, as for any route;
+ *               after one: the outcome is unknown, so the key and its point are
+ *               kept and the lease is given up at once (the next attempt resumes)
+ * A business outcome (IdempotentOutcome) thrown inside a phase commits that
+ * phase's writes with the outcome stored as the response, as on other routes.
+ */
+/** How a phased operation ended: its response stored, or the key given back. */
+export type OperationEnding = { kind: 'finished'; response: StoredResponse } | { kind: 'released' };
+
+export class PhasedOperation<S = unknown> {
+  private point: string | null;
+  private saved: S | null;
+  private ending: OperationEnding | null = null;
+
+  /** @internal Created by the interceptor (a request) or the recovery job. */
+  constructor(
+    private readonly owner: Ownership,
+    /** The name under which the recovery job finds this operation's resume function. */
+    readonly name: string,
+    /** The status a success answers with (the route's). */
+    private readonly successStatus: number,
+    recovery: RecoveryPoint | null,
+    private readonly store: IdempotencyStore,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+  ) {
+    this.point = recovery?.point ?? null;
+    this.saved = (recovery?.state as S | undefined) ?? null;
+  }
+
+  /** The scope (principal id) that owns the key. */
+  get scope(): string {
+    return this.owner.clientId;
+  }
+
+  /** The Idempotency-Key, as the client sent it (normalised). */
+  get key(): string {
+    return this.owner.key;
+  }
+
+  /** The last recovery point that committed (null: nothing committed yet, start from the beginning). */
+  get recoveryPoint(): string | null {
+    return this.point;
+  }
+
+  /** The state saved with the last recovery point. */
+  get state(): S | null {
+    return this.saved;
+  }
+
+  /** @internal How the operation ended, for the interceptor and the recovery job. */
+  get outcome(): OperationEnding | null {
+    return this.ending;
+  }
+
+  /**
+   * Runs `work` in one transaction that also records the recovery point `point`
+   * with `state(result)`. From then on, any attempt at this key resumes there.
+   */
+  async checkpoint<T>(point: string, work: () => Promise<T>, state: (result: T) => S): Promise<T> {
+    this.assertOpen();
+    let saved: S | undefined;
+    const result = await this.atomic(async () => {
+      const value = await work();
+      saved = state(value);
+      await this.store.checkpoint(this.owner, { operation: this.name, point, state: saved, status: this.successStatus });
+      return value;
+    });
+    // Committed: from now on this is where the operation stands.
+    this.point = point;
+    this.saved = saved ?? null;
+    return result;
+  }
+
+  /**
+   * The last phase: `work` and the stored response commit in one transaction.
+   * The response is `work`'s result as JSON with the route's status, and a
+   * `Location` from `location(result)` when given.
+   */
+  async finish<T>(work: () => Promise<T>, options: { location?: (result: T) => string } = {}): Promise<T> {
+    this.assertOpen();
+    let response: StoredResponse | undefined;
+    const result = await this.atomic(async () => {
+      const value = await work();
+      response = {
+        status: this.successStatus,
+        body: value === undefined ? '' : JSON.stringify(value),
+        contentType: 'application/json; charset=utf-8',
+        location: options.location?.(value),
+      };
+      await this.store.complete(this.owner, response);
+      return value;
+    });
+    this.ending = { kind: 'finished', response: response! };
+    return result;
+  }
+
+  /**
+   * Nothing happened outside: `undo` reverts what the phases wrote and the key is
+   * deleted, in one transaction, so a retry runs the operation anew.
+   */
+  async release(undo: () => Promise<void>): Promise<void> {
+    this.assertOpen();
+    await this.txHost.withTransaction(async () => {
+      await undo();
+      await this.store.releaseInTransaction(this.owner);
+    });
+    this.ending = { kind: 'released' };
+  }
+
+  /**
+   * A phase's transaction. A business outcome thrown by `work` is stored as the
+   * response in the same transaction, which then COMMITS, and is rethrown after
+   * the commit; any other error rolls the phase back.
+   */
+  private async atomic<T>(work: () => Promise<T>): Promise<T> {
+    let outcome: { error: unknown; response: StoredResponse } | undefined;
+    const result = await this.txHost.withTransaction(async () => {
+      try {
+        return await work();
+      } catch (error) {
+        if (!isIdempotentOutcome(error)) throw error;
+        const response = error[IDEMPOTENT_OUTCOME]();
+        await this.store.complete(this.owner, response);
+        outcome = { error, response };
+        return undefined;
+      }
+    });
+    if (outcome) {
+      this.ending = { kind: 'finished', response: outcome.response };
+      throw outcome.error;
+    }
+    return result as T;
+  }
+
+  private assertOpen(): void {
+    if (this.ending) throw new Error(`the operation ${this.name} has already ended (${this.ending.kind})`);
+  }
+}
+
+/** Where the interceptor leaves the operation for the handler. */
+export const PHASED_OPERATION = Symbol.for('safe-retries.phased-operation');
+
+/**
+ * The PhasedOperation of the current request, on a route declared with
+ * `@Idempotent({ phased: 'name' })`.
+ */
+export const Operation = createParamDecorator((_data: unknown, context: ExecutionContext): PhasedOperation => {
+  const request = context.switchToHttp().getRequest<{ [PHASED_OPERATION]?: PhasedOperation }>();
+  const operation = request[PHASED_OPERATION];
+  if (!operation) throw new Error('@Operation() is only available on @Idempotent({ phased }) routes');
+  return operation;
+});

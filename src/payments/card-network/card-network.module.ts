@@ -1,0 +1,60 @@
+import { Inject, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
+import { startCardNetworkSimulator } from '../../card-network-simulator';
+import type { AppConfig } from '../../config/config';
+import { APP_CONFIG } from '../../config/config.module';
+import { CardNetwork } from './card-network';
+import { StripeCardNetwork } from './stripe-card-network';
+
+/** Where the card network answers, and how to let go of it. */
+export interface CardNetworkEndpoint {
+  url: string;
+  /** True when the bundled simulator runs inside this process. */
+  embedded: boolean;
+  close(): Promise<void>;
+}
+
+export const CARD_NETWORK_ENDPOINT = Symbol('CARD_NETWORK_ENDPOINT');
+
+/**
+ * CARD_NETWORK_URL set: that API (the standalone simulator, or Stripe itself).
+ * Unset: the bundled simulator starts inside the app on a free loopback port,
+ * as the embedded PostgreSQL does, so `npm start` needs nothing else; its ledger
+ * then lives as long as the app.
+ */
+async function openEndpoint(config: AppConfig): Promise<CardNetworkEndpoint> {
+  const { url, apiKey, delayMs } = config.cardNetwork;
+  if (url) return { url, embedded: false, close: async () => undefined };
+  const simulator = await startCardNetworkSimulator({ secrets: [apiKey], delayMs, port: 0, host: '127.0.0.1' });
+  new Logger('CardNetwork').log(`embedded card network simulator on ${simulator.url} (set CARD_NETWORK_URL to use another)`);
+  return { url: simulator.url, embedded: true, close: () => simulator.close() };
+}
+
+@Injectable()
+class CardNetworkLifecycle implements OnApplicationShutdown {
+  constructor(@Inject(CARD_NETWORK_ENDPOINT) private readonly endpoint: CardNetworkEndpoint) {}
+
+  /** After the HTTP server has drained: no request still waits on the network. */
+  async onApplicationShutdown(): Promise<void> {
+    await this.endpoint.close();
+  }
+}
+
+@Module({
+  providers: [
+    { provide: CARD_NETWORK_ENDPOINT, inject: [APP_CONFIG], useFactory: openEndpoint },
+    {
+      provide: CardNetwork,
+      inject: [APP_CONFIG, CARD_NETWORK_ENDPOINT],
+      useFactory: (config: AppConfig, endpoint: CardNetworkEndpoint) =>
+        new StripeCardNetwork({
+          url: endpoint.url,
+          apiKey: config.cardNetwork.apiKey,
+          timeoutMs: config.cardNetwork.timeoutMs,
+          maxRetries: config.cardNetwork.maxRetries,
+        }),
+    },
+    CardNetworkLifecycle,
+  ],
+  exports: [CardNetwork, CARD_NETWORK_ENDPOINT],
+})
+export class CardNetworkModule {}

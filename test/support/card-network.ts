@@ -1,0 +1,162 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { freePort } from '../../src/database/embedded-postgres';
+import { DEFAULT_CARD_NETWORK_SECRET } from '../../src/config/config';
+import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from '../../src/payments/card-network/card-network.module';
+import type { TestApp } from './app';
+
+/**
+ * The card network as the suites see it: its ledger, read through its own
+ * Stripe-shaped API (what was charged, whatever our tables say), its fault
+ * controls, and the simulator as a process of its own, so that its ledger
+ * outlives an app that is killed.
+ */
+
+export interface PaymentIntent {
+  id: string;
+  status: string;
+  amount: number;
+  currency: string;
+  description: string | null;
+  metadata: Record<string, string>;
+}
+
+export interface Refund {
+  id: string;
+  amount: number;
+  payment_intent: string;
+  metadata: Record<string, string>;
+}
+
+export class Ledger {
+  constructor(
+    readonly url: string,
+    private readonly secret = DEFAULT_CARD_NETWORK_SECRET,
+  ) {}
+
+  /** The ledger of an app that runs the simulator inside its process. */
+  static of(t: TestApp): Ledger {
+    return new Ledger(t.app.get<CardNetworkEndpoint>(CARD_NETWORK_ENDPOINT).url, t.config.cardNetwork.apiKey);
+  }
+
+  private async call<T>(method: string, path: string, body?: Record<string, string | number>): Promise<T> {
+    const res = await fetch(`${this.url}${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${this.secret}`, ...(body ? { 'Content-Type': 'application/x-www-form-urlencoded' } : {}) },
+      body: body ? new URLSearchParams(Object.entries(body).map(([k, v]) => [k, String(v)])).toString() : undefined,
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  private async all<T extends { id: string }>(path: string): Promise<T[]> {
+    const items: T[] = [];
+    let after: string | undefined;
+    const join = path.includes('?') ? '&' : '?';
+    for (;;) {
+      const page = await this.call<{ data: T[]; has_more: boolean }>('GET', `${path}${join}limit=100${after ? `&starting_after=${after}` : ''}`);
+      items.push(...page.data);
+      if (!page.has_more || page.data.length === 0) return items;
+      after = page.data[page.data.length - 1].id;
+    }
+  }
+
+  /** Every PaymentIntent, newest first. */
+  intents(): Promise<PaymentIntent[]> {
+    return this.all<PaymentIntent>('/v1/payment_intents');
+  }
+
+  /** The succeeded charges, optionally only those whose metadata has `key=value`. */
+  async charges(filter?: { key: string; value: string }): Promise<PaymentIntent[]> {
+    return (await this.intents()).filter((i) => i.status === 'succeeded' && (!filter || i.metadata[filter.key] === filter.value));
+  }
+
+  /** The succeeded charges with this description. */
+  async chargesDescribed(description: string): Promise<PaymentIntent[]> {
+    return (await this.intents()).filter((i) => i.status === 'succeeded' && i.description === description);
+  }
+
+  refunds(paymentIntent?: string): Promise<Refund[]> {
+    return this.all<Refund>(paymentIntent ? `/v1/refunds?payment_intent=${paymentIntent}` : '/v1/refunds');
+  }
+
+  /** The next `times` executed POSTs lose their answer (drop), never get one (hang), or get a 500 (error). */
+  fault(fault: 'drop' | 'hang' | 'error', times: number): Promise<void> {
+    return this.call('POST', '/_simulator/faults', { fault, times });
+  }
+
+  clearFaults(): Promise<void> {
+    return this.call('DELETE', '/_simulator/faults');
+  }
+
+  /** Requests are accepted but not executed until release(); one whose caller leaves is discarded. */
+  hold(): Promise<void> {
+    return this.call('POST', '/_simulator/hold');
+  }
+
+  release(): Promise<void> {
+    return this.call('POST', '/_simulator/release');
+  }
+
+  async held(): Promise<number> {
+    return (await this.call<{ held: number }>('GET', '/_simulator/stats')).held;
+  }
+}
+
+export const SIMULATOR_MAIN_JS = resolve(__dirname, '../../dist/src/card-network-simulator/main.js');
+
+export interface CardNetworkProcess {
+  url: string;
+  ledger: Ledger;
+  stop(): Promise<void>;
+}
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+/** `npm run card-network`'s built entry as its own process, ready when it prints its address. */
+export async function startCardNetworkProcess(options: { delay?: string } = {}): Promise<CardNetworkProcess> {
+  if (!existsSync(SIMULATOR_MAIN_JS)) throw new Error(`${SIMULATOR_MAIN_JS} is missing: build first (npx nest build)`);
+  const port = await freePort();
+  const child = spawn(process.execPath, [SIMULATOR_MAIN_JS], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      CARD_NETWORK_PORT: String(port),
+      CARD_NETWORK_SECRET: DEFAULT_CARD_NETWORK_SECRET,
+      CARD_NETWORK_DELAY: options.delay ?? '0ms',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  live.add(child);
+  let output = '';
+  const exited = new Promise<void>((done) => child.once('exit', () => (live.delete(child), done())));
+  await new Promise<void>((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`the card network did not start:\n${output}`)), 15_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('listening on')) {
+        clearTimeout(timer);
+        ready();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      fail(new Error(`the card network exited with ${code}:\n${output}`));
+    });
+  });
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    ledger: new Ledger(url),
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
