@@ -1,36 +1,53 @@
+/**
+ * The simulator as a process of its own (`npm run card-network`), so the app can
+ * be pointed at a remote card network over a real socket, as it would be at
+ * Stripe. The single ready line on stdout is what scripts and tests wait for.
+ * The secret is configuration, never output.
+ */
 import { parseDuration } from '../config/duration';
 import { startCardNetworkSimulator } from './simulator';
 
-/**
- * `npm run card-network`: the simulator as a process of its own, so that its
- * ledger outlives the app (point the app at it with CARD_NETWORK_URL). Its
- * variables are its own, read only here: CARD_NETWORK_PORT (4242),
- * CARD_NETWORK_HOST (127.0.0.1), CARD_NETWORK_SECRET (comma-separated keys,
- * default the documented test key), CARD_NETWORK_DELAY (50ms),
- * CARD_NETWORK_KEY_TTL (24h).
- */
-async function main(): Promise<void> {
-  const env = process.env;
-  const secrets = (env.CARD_NETWORK_SECRET || 'sk_test_simulator_0123456789abcdef')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  const simulator = await startCardNetworkSimulator({
-    secrets,
-    delayMs: parseDuration(env.CARD_NETWORK_DELAY || '50ms'),
-    idempotencyTtlMs: parseDuration(env.CARD_NETWORK_KEY_TTL || '24h'),
-    port: Number(env.CARD_NETWORK_PORT || 4242),
-    host: env.CARD_NETWORK_HOST || '127.0.0.1',
-  });
-  console.log(`card network simulator listening on ${simulator.url}`);
-  const stop = () => {
-    void simulator.close().then(() => process.exit(0));
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+function fail(message: string): never {
+  process.stderr.write(`card network simulator: ${message}\n`);
+  process.exit(1);
 }
 
-main().catch((error: unknown) => {
-  console.error(`card network simulator failed to start: ${(error as Error).message}`);
-  process.exit(1);
-});
+function duration(name: string, fallback: string): number {
+  try {
+    return parseDuration(process.env[name] || fallback);
+  } catch (e) {
+    return fail(`${name}: ${(e as Error).message}`);
+  }
+}
+
+async function main(): Promise<void> {
+  const rawPort = process.env.CARD_NETWORK_PORT || '4242';
+  const port = Number(rawPort);
+  if (!/^\d+$/.test(rawPort) || port > 65_535) fail(`CARD_NETWORK_PORT: not a port number: ${rawPort}`);
+  const host = process.env.CARD_NETWORK_HOST || '127.0.0.1';
+  const secrets = (process.env.CARD_NETWORK_SECRET || 'sk_test_simulator_0123456789abcdef')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  if (secrets.length === 0) fail('CARD_NETWORK_SECRET: no secret key given');
+  const delayMs = duration('CARD_NETWORK_DELAY', '50ms');
+  const idempotencyTtlMs = duration('CARD_NETWORK_KEY_TTL', '24h');
+  if (idempotencyTtlMs === 0) fail('CARD_NETWORK_KEY_TTL: must be more than 0');
+
+  const simulator = await startCardNetworkSimulator({ secrets, delayMs, idempotencyTtlMs, port, host });
+  process.stdout.write(`card network simulator listening on ${simulator.url}\n`);
+
+  let stopping = false;
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    simulator.close().then(
+      () => process.exit(0),
+      (e: unknown) => fail(`close failed: ${(e as Error).message}`),
+    );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main().catch((e: unknown) => fail((e as Error).message));

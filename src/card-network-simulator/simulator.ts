@@ -1,50 +1,46 @@
+/**
+ * A card network that speaks a small subset of Stripe's HTTP API, so the payment
+ * path can be exercised against a real remote protocol (latency, lost answers,
+ * Stripe's own Idempotency-Key rules) without the internet. Plain node:http and
+ * in-memory state: it starts in milliseconds inside a test and never needs Nest.
+ *
+ * Why the timing matters: every charge and refund is recorded the moment the
+ * request arrives and is visible at once through the GET endpoints, while the
+ * answer goes out `delayMs` after arrival. A caller that crashes or gives up
+ * during the delay therefore leaves "card charged, answer lost", which is the
+ * case exactly-once payments must survive (a retry with the same key replays).
+ *
+ * Fault injection (per secret key, same Bearer auth as the API):
+ *
+ *   POST   /_simulator/faults   {"fault": "drop" | "hang" | "error", "times": n}  (JSON or form)
+ *          The next n POSTs to /v1/* that execute and save a result (not replays,
+ *          not validation errors, not processing errors) are executed and saved
+ *          normally, then their answer is lost: `drop` destroys the socket, `hang`
+ *          never answers (the socket stays open until the client gives up or
+ *          close()), `error` answers 500 api_error without a `code`.
+ *   DELETE /_simulator/faults   clears the pending faults.
+ *   POST   /_simulator/hold     incoming POSTs to /v1/* are accepted but not
+ *          executed. A held request whose client disconnects is discarded
+ *          without effect ("the request never reached the network").
+ *   POST   /_simulator/release  executes the still-connected held requests in
+ *          arrival order (their delay counts from the release) and stops holding.
+ *   GET    /_simulator/stats    {"held": n, "holding": bool, "pending_faults": n}
+ *
+ * Test payment methods with fault behaviour of their own: pm_card_chargeThenDrop,
+ * pm_card_chargeThenHang and pm_card_chargeThenError charge like pm_card_visa and
+ * save the success under the Idempotency-Key, but the first answer is lost the
+ * same way; a replay then answers normally.
+ */
 import { randomBytes } from 'node:crypto';
-import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 
-/**
- * A card network that speaks a subset of Stripe's HTTP API, with Stripe's
- * idempotency semantics, so that "was the card charged, and how often?" has an
- * answer outside the app: its ledger. It runs inside the app (the default, like
- * the embedded PostgreSQL) or as its own process (`npm run card-network`), whose
- * ledger then outlives a crashed app.
- *
- * The one timing rule that makes it useful: a charge or refund is RECORDED AS
- * SOON AS THE REQUEST ARRIVES and answered `delayMs` later. A caller that dies
- * during the delay leaves "card charged, answer lost", as in the real world;
- * the result is still saved under its Idempotency-Key, so a retry replays it.
- *
- * Endpoints: POST/GET /v1/payment_intents, GET /v1/payment_intents/:id,
- * POST/GET /v1/refunds. Form-encoded bodies (metadata[k]=v), Bearer secret keys;
- * every key has a ledger and idempotency keys of its own, like a Stripe account.
- *
- * Idempotency (every POST with an Idempotency-Key): the same key and parameters
- * replay the saved status and body with `Idempotent-Replayed: true`; other
- * parameters get 400 idempotency_error; a key still in flight gets 409. Saved are
- * 2xx and 402 card errors; validation errors and the processing error are not
- * saved (the key stays free). Keys expire after `idempotencyTtlMs` (24 h).
- *
- * Test payment methods: pm_card_visa / _mastercard / _amex succeed;
- * pm_card_chargeDeclined and pm_card_chargeDeclinedInsufficientFunds are 402
- * card errors (the declined intent is recorded); pm_card_processingError is a
- * 500 api_error `processing_error` with nothing recorded; any other is 400.
- *
- * Fault injection, for tests:
- * - pm_card_chargeThenDrop / pm_card_chargeThenHang / pm_card_chargeThenError
- *   charge and save like pm_card_visa, but the FIRST answer for their key is
- *   lost: the socket is destroyed, never answered, or answered 500 (no code).
- * - POST /_simulator/faults {fault: drop|hang|error, times}: the next `times`
- *   executed POSTs do the same. DELETE /_simulator/faults clears.
- * - POST /_simulator/hold, /_simulator/release: while held, POSTs are accepted
- *   but not executed; one whose caller disconnects is discarded unexecuted
- *   ("never reached the network"). GET /_simulator/stats -> {held}.
- */
 export interface SimulatorOptions {
-  /** Accepted secret keys, e.g. `sk_test_simulator_0123456789abcdef`. */
+  /** Accepted secret keys (Bearer, or HTTP Basic username); each one is an account of its own. */
   secrets: string[];
-  /** Latency: the answer leaves this long after the request arrived. */
+  /** Latency: the answer goes out this long after the request arrived. */
   delayMs: number;
-  /** How long Idempotency-Keys are kept. Default 24 h. */
+  /** How long a saved Idempotency-Key result is kept; default 24h. */
   idempotencyTtlMs?: number;
 }
 
@@ -54,23 +50,24 @@ export interface RunningSimulator {
   close(): Promise<void>;
 }
 
-type Fault = 'drop' | 'hang' | 'error';
-type Params = Record<string, string | Record<string, string>>;
+export type SimulatorFault = 'drop' | 'hang' | 'error';
 
-interface Answer {
-  status: number;
-  body: string;
+const DEFAULT_TTL_MS = 24 * 3_600_000;
+const MAX_BODY_BYTES = 1 << 20;
+const MAX_KEY_LENGTH = 255;
+const MAX_AMOUNT = 99_999_999;
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+type Metadata = Record<string, string>;
+
+interface PaymentError {
+  type: 'card_error';
+  code: 'card_declined';
+  decline_code: string;
+  message: string;
 }
 
-interface KeyEntry {
-  fingerprint: string;
-  answer?: Answer;
-  expiresAt: number;
-  /** The first answer of a fault payment method is lost once. */
-  faultPending?: Fault;
-}
-
-interface Intent {
+interface PaymentIntent {
   id: string;
   object: 'payment_intent';
   amount: number;
@@ -80,454 +77,665 @@ interface Intent {
   payment_method: string;
   confirmation_method: 'automatic';
   description: string | null;
-  metadata: Record<string, string>;
+  metadata: Metadata;
   created: number;
   latest_charge: string | null;
-  last_payment_error: null | { type: string; code: string; decline_code: string; message: string };
+  last_payment_error: PaymentError | null;
   livemode: false;
 }
 
-interface RefundObject {
+interface Refund {
   id: string;
   object: 'refund';
   amount: number;
+  charge: string | null;
   currency: string;
   payment_intent: string;
   status: 'succeeded';
-  metadata: Record<string, string>;
+  metadata: Metadata;
   created: number;
 }
 
+interface IntentRecord {
+  intent: PaymentIntent;
+  refunded: number;
+}
+
+type KeyEntry =
+  | { state: 'in_flight'; fingerprint: string }
+  | { state: 'done'; fingerprint: string; status: number; body: string; requestId: string; expiresAt: number };
+
 interface Account {
-  intents: Intent[];
-  intentById: Map<string, Intent>;
-  refunded: Map<string, number>;
-  refunds: RefundObject[];
+  /** Insertion order is creation order: the lists walk these maps backwards. */
+  intents: Map<string, IntentRecord>;
+  refunds: Map<string, Refund>;
   keys: Map<string, KeyEntry>;
+  faults: SimulatorFault[];
+  holding: boolean;
+  held: Set<PendingPost>;
+}
+
+interface PendingPost {
+  res: ServerResponse;
+  requestId: string;
+  route: PostRoute;
+  params: ParsedParams;
+  key: string | undefined;
+}
+
+type PostRoute = 'payment_intents' | 'refunds';
+
+interface ParsedParams {
+  values: Map<string, string>;
+  metadata: Metadata | undefined;
+}
+
+/** What an executed POST answers; `save` says whether it is kept under the key. */
+interface Outcome {
+  status: number;
+  body: unknown;
+  save: boolean;
+  fault?: SimulatorFault;
+}
+
+/** As Stripe does for answers a retry cannot change (a decline, a processing error): SDKs then do not retry. */
+function retryAdvice(outcome: Outcome): Record<string, string> {
+  const code = (outcome.body as { error?: { code?: string } }).error?.code;
+  return outcome.status === 402 || code === 'processing_error' ? { 'Stripe-Should-Retry': 'false' } : {};
+}
+
+interface ErrorBody {
+  type: 'invalid_request_error' | 'idempotency_error' | 'api_error' | 'card_error';
+  code?: string;
+  param?: string;
+  message: string;
 }
 
 class ApiError extends Error {
   constructor(
     readonly status: number,
-    readonly error: Record<string, unknown>,
-    /** Saved under the idempotency key (a 402 card error) or not. */
-    readonly saved = false,
+    readonly error: ErrorBody,
   ) {
-    super(String(error.message));
+    super(error.message);
   }
 }
 
-const SUCCEEDING = new Set(['pm_card_visa', 'pm_card_mastercard', 'pm_card_amex']);
-const FAULT_METHODS: Record<string, Fault> = {
-  pm_card_chargeThenDrop: 'drop',
-  pm_card_chargeThenHang: 'hang',
-  pm_card_chargeThenError: 'error',
-};
-const DECLINES: Record<string, { decline_code: string; message: string }> = {
-  pm_card_chargeDeclined: { decline_code: 'generic_decline', message: 'Your card was declined.' },
-  pm_card_chargeDeclinedInsufficientFunds: { decline_code: 'insufficient_funds', message: 'Your card has insufficient funds.' },
-};
-const DAY_MS = 24 * 3_600_000;
-const MAX_BODY = 64 * 1024;
+interface MethodBehaviour {
+  kind: 'charge' | 'decline' | 'processing_error';
+  decline?: { decline_code: string; message: string };
+  fault?: SimulatorFault;
+}
 
-const id = (prefix: string) => `${prefix}_${randomBytes(18).toString('base64url').replace(/[-_]/g, '').slice(0, 24)}`;
-const nowSeconds = () => Math.floor(Date.now() / 1000);
-const invalid = (message: string, extra: Record<string, unknown> = {}) =>
-  new ApiError(400, { type: 'invalid_request_error', message, ...extra });
+/** Stripe's test PaymentMethods, plus three that lose the first answer. */
+const PAYMENT_METHODS: Record<string, MethodBehaviour> = {
+  pm_card_visa: { kind: 'charge' },
+  pm_card_mastercard: { kind: 'charge' },
+  pm_card_amex: { kind: 'charge' },
+  pm_card_chargeDeclined: {
+    kind: 'decline',
+    decline: { decline_code: 'generic_decline', message: 'Your card was declined.' },
+  },
+  pm_card_chargeDeclinedInsufficientFunds: {
+    kind: 'decline',
+    decline: { decline_code: 'insufficient_funds', message: 'Your card has insufficient funds.' },
+  },
+  pm_card_processingError: { kind: 'processing_error' },
+  pm_card_chargeThenDrop: { kind: 'charge', fault: 'drop' },
+  pm_card_chargeThenHang: { kind: 'charge', fault: 'hang' },
+  pm_card_chargeThenError: { kind: 'charge', fault: 'error' },
+};
 
-/** Stripe's form encoding: `a=1&metadata[k]=v`. */
-function parseForm(text: string): Params {
-  const params: Params = {};
-  for (const [name, value] of new URLSearchParams(text)) {
-    const nested = /^([a-z_]+)\[([^\]]*)\]$/.exec(name);
-    if (nested) {
-      const bag = (params[nested[1]] ??= {});
-      if (typeof bag === 'string') throw invalid(`Invalid parameter ${nested[1]}`, { code: 'parameter_invalid', param: nested[1] });
-      bag[nested[2]] = value;
+const FAULTS: readonly SimulatorFault[] = ['drop', 'hang', 'error'];
+
+function randomId(prefix: string, length: number): string {
+  const bytes = randomBytes(length);
+  let id = prefix;
+  for (const byte of bytes) id += ALNUM[byte % ALNUM.length];
+  return id;
+}
+
+function unixSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/** `sk_test_****cdef`: enough to recognise a key in a log, never enough to use it. */
+export function maskSecret(secret: string): string {
+  const prefix = /^(sk|rk|pk)_(test|live)_/.exec(secret)?.[0] ?? '';
+  const rest = secret.slice(prefix.length);
+  return `${prefix}****${rest.length > 8 ? rest.slice(-4) : ''}`;
+}
+
+function invalid(message: string, code?: string, param?: string, status = 400): ApiError {
+  return new ApiError(status, { type: 'invalid_request_error', ...(code ? { code } : {}), ...(param ? { param } : {}), message });
+}
+
+const noSuch = (kind: string, id: string, param: string, status = 400): ApiError =>
+  invalid(`No such ${kind}: '${id}'`, 'resource_missing', param, status);
+
+/**
+ * What POST /v1/payment_intents accepts. `automatic_payment_methods[...]` is how a
+ * server confirms a card with no redirect-based method (Stripe then needs no
+ * return_url); every card here is such a method, so it is accepted and changes nothing.
+ */
+const PAYMENT_INTENT_PARAMS = [
+  'amount',
+  'currency',
+  'payment_method',
+  'confirm',
+  'description',
+  'automatic_payment_methods[enabled]',
+  'automatic_payment_methods[allow_redirects]',
+] as const;
+
+/** Stripe's bracket notation: `metadata[k]=v` goes into an object, anything unlisted is refused. */
+function parseParams(search: URLSearchParams, allowed: readonly string[], withMetadata: boolean): ParsedParams {
+  const values = new Map<string, string>();
+  let metadata: Metadata | undefined;
+  for (const [name, value] of search) {
+    const meta = withMetadata ? /^metadata\[([^[\]]+)\]$/.exec(name) : null;
+    if (meta) {
+      metadata ??= {};
+      metadata[meta[1]] = value;
+    } else if (allowed.includes(name)) {
+      values.set(name, value);
     } else {
-      params[name] = value;
+      throw invalid(`Received unknown parameter: ${name}`, 'parameter_unknown', name);
     }
   }
-  return params;
+  return { values, metadata };
 }
 
-function canonical(params: Params): string {
-  const sorted = (o: Record<string, unknown>): unknown =>
-    Object.keys(o)
-      .sort()
-      .map((k) => [k, typeof o[k] === 'object' ? sorted(o[k] as Record<string, unknown>) : o[k]]);
-  return JSON.stringify(sorted(params));
+/** Order-independent: the same parameters in any order give the same fingerprint. */
+function fingerprint(method: string, path: string, params: ParsedParams): string {
+  const byName = (a: [string, string], b: [string, string]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
+  return JSON.stringify([
+    method,
+    path,
+    [...params.values].sort(byName),
+    params.metadata ? Object.entries(params.metadata).sort(byName) : null,
+  ]);
 }
 
-function only(params: Params, allowed: string[]): void {
-  for (const name of Object.keys(params)) {
-    if (!allowed.includes(name)) throw invalid(`Received unknown parameter: ${name}`, { code: 'parameter_unknown', param: name });
-  }
+function requiredString(params: ParsedParams, name: string): string {
+  const value = params.values.get(name);
+  if (value === undefined) throw invalid(`Missing required param: ${name}.`, 'parameter_missing', name);
+  if (value === '') throw invalid(`You passed an empty string for '${name}'. We assume empty values are an attempt to unset a parameter; however '${name}' cannot be unset.`, 'parameter_invalid_empty', name);
+  return value;
 }
 
-function str(params: Params, name: string, required: boolean): string | undefined {
-  const v = params[name];
-  if (v === undefined || v === '') {
-    if (required) throw invalid(`Missing required param: ${name}.`, { code: 'parameter_missing', param: name });
-    return undefined;
+function integer(params: ParsedParams, name: string, min: number, max: number, tooSmallCode: string): number | undefined {
+  const raw = params.values.get(name);
+  if (raw === undefined) return undefined;
+  if (!/^-?\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+    throw invalid(`Invalid integer: ${raw}`, 'parameter_invalid_integer', name);
   }
-  if (typeof v !== 'string') throw invalid(`Invalid ${name}`, { code: 'parameter_invalid', param: name });
-  return v;
+  const value = Number(raw);
+  if (value < min) throw invalid(`This value must be greater than or equal to ${min}.`, tooSmallCode, name);
+  if (value > max) throw invalid(`This value must be less than or equal to ${max}.`, name === 'amount' ? 'amount_too_large' : 'parameter_invalid_integer', name);
+  return value;
 }
 
-function int(params: Params, name: string, required: boolean): number | undefined {
-  const v = str(params, name, required);
-  if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v) || Number(v) < 1 || !Number.isSafeInteger(Number(v))) {
-    throw invalid(`Invalid integer: ${v}`, { code: 'parameter_invalid_integer', param: name });
-  }
-  return Number(v);
+function boolean(params: ParsedParams, name: string): boolean {
+  const raw = params.values.get(name);
+  if (raw === undefined || raw === 'false') return false;
+  if (raw === 'true') return true;
+  throw invalid(`Invalid boolean: ${raw}`, 'parameter_invalid_boolean', name);
 }
 
-function metadata(params: Params): Record<string, string> {
-  const m = params.metadata;
-  if (m === undefined) return {};
-  if (typeof m === 'string') throw invalid('Invalid metadata', { code: 'parameter_invalid', param: 'metadata' });
-  return { ...m };
+function checkMetadata(metadata: Metadata | undefined): Metadata {
+  const entries = Object.entries(metadata ?? {});
+  if (entries.length > 50) throw invalid('Metadata can have at most 50 keys.', 'parameter_invalid_metadata', 'metadata');
+  for (const [k, v] of entries) {
+    if (k.length > 40) throw invalid(`Metadata keys can be at most 40 characters: ${k}`, 'parameter_invalid_metadata', `metadata[${k}]`);
+    if (v.length > 500) throw invalid(`Metadata values can be at most 500 characters.`, 'parameter_invalid_metadata', `metadata[${k}]`);
+  }
+  return Object.fromEntries(entries);
 }
 
-class Simulator {
-  private readonly accounts = new Map<string, Account>();
-  private readonly ttlMs: number;
-  private faults: { fault: Fault; times: number } | null = null;
-  private holding = false;
-  private readonly held: { run: () => void; gone: () => boolean }[] = [];
-  private readonly timers = new Set<NodeJS.Timeout>();
-  private readonly sweeper: NodeJS.Timeout;
-
-  constructor(private readonly options: SimulatorOptions) {
-    this.ttlMs = options.idempotencyTtlMs ?? DAY_MS;
-    for (const secret of options.secrets) {
-      this.accounts.set(secret, { intents: [], intentById: new Map(), refunded: new Map(), refunds: [], keys: new Map() });
-    }
-    this.sweeper = setInterval(() => this.sweep(), Math.min(this.ttlMs, 60_000));
-    this.sweeper.unref();
+function paginate<T extends { id: string }>(newestFirst: T[], params: ParsedParams, url: string) {
+  const limit = integer(params, 'limit', 1, 100, 'parameter_invalid_integer') ?? 10;
+  let start = 0;
+  const after = params.values.get('starting_after');
+  if (after !== undefined) {
+    const index = newestFirst.findIndex((item) => item.id === after);
+    if (index < 0) throw noSuch(url.endsWith('refunds') ? 'refund' : 'payment_intent', after, 'starting_after');
+    start = index + 1;
   }
+  const data = newestFirst.slice(start, start + limit);
+  return { object: 'list', url, data, has_more: start + limit < newestFirst.length };
+}
 
-  stop(): void {
-    clearInterval(this.sweeper);
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
+function newAccount(): Account {
+  return { intents: new Map(), refunds: new Map(), keys: new Map(), faults: [], holding: false, held: new Set() };
+}
+
+export function startCardNetworkSimulator(
+  options: SimulatorOptions & { port?: number; host?: string },
+): Promise<RunningSimulator> {
+  const delayMs = options.delayMs;
+  const ttlMs = options.idempotencyTtlMs ?? DEFAULT_TTL_MS;
+  if (!Number.isFinite(delayMs) || delayMs < 0) throw new RangeError('delayMs must be a non-negative number');
+  if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new RangeError('idempotencyTtlMs must be a positive number');
+  if (options.secrets.length === 0 || options.secrets.some((s) => s.length === 0)) {
+    throw new RangeError('at least one non-empty secret key is required');
   }
+  const accounts = new Map(options.secrets.map((secret) => [secret, newAccount()] as const));
+  const timers = new Set<NodeJS.Timeout>();
+  let closed = false;
 
-  private sweep(): void {
-    const now = Date.now();
-    for (const account of this.accounts.values()) {
-      for (const [key, entry] of account.keys) if (entry.answer && entry.expiresAt <= now) account.keys.delete(key);
-    }
-  }
+  const send = (res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void => {
+    if (res.headersSent || res.destroyed) return;
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    res.setHeader('Content-Length', Buffer.byteLength(body));
+    res.statusCode = status;
+    res.end(body);
+  };
+  const sendJson = (res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>) =>
+    send(res, status, JSON.stringify(body), headers);
+  const sendError = (res: ServerResponse, e: ApiError, headers?: Record<string, string>) =>
+    sendJson(res, e.status, { error: e.error }, headers);
 
-  private later(ms: number, fn: () => void): void {
-    const t = setTimeout(() => {
-      this.timers.delete(t);
-      fn();
-    }, ms);
-    this.timers.add(t);
-  }
-
-  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    res.setHeader('Request-Id', id('req'));
-    try {
-      const account = this.authenticate(req);
-      const url = new URL(req.url ?? '/', 'http://simulator');
-      const body = req.method === 'POST' || req.method === 'DELETE' ? await readBody(req) : '';
-      if (url.pathname.startsWith('/_simulator/')) return this.control(req.method ?? '', url.pathname, body, res);
-      if (req.method === 'GET') return send(res, { status: 200, body: JSON.stringify(this.read(account, url)) });
-      if (req.method !== 'POST') throw new ApiError(405, { type: 'invalid_request_error', message: `Unsupported method ${req.method}` });
-      const params = req.headers['content-type']?.includes('application/json')
-        ? (JSON.parse(body || '{}') as Params)
-        : parseForm(body);
-      const run = () => this.post(account, req, res, url.pathname, params);
-      if (this.holding) {
-        this.held.push({ run, gone: () => req.socket.destroyed });
+  /** The answer of an effect that happened, lost on its way: dropped, never sent, or a 500. */
+  function loseAnswer(res: ServerResponse, fault: SimulatorFault, headers: Record<string, string>): void {
+    switch (fault) {
+      case 'drop':
+        res.socket?.destroy();
         return;
-      }
-      run();
-    } catch (error) {
-      if (error instanceof ApiError) return send(res, { status: error.status, body: JSON.stringify({ error: error.error }) });
-      send(res, { status: 500, body: JSON.stringify({ error: { type: 'api_error', message: (error as Error).message } }) });
+      case 'hang':
+        return;
+      case 'error':
+        return sendJson(res, 500, { error: { type: 'api_error', message: 'An unknown error occurred while processing your request.' } }, headers);
     }
   }
 
-  private authenticate(req: IncomingMessage): Account {
+  function authenticate(req: IncomingMessage): Account {
     const header = req.headers.authorization ?? '';
-    let secret = '';
-    if (header.startsWith('Bearer ')) secret = header.slice(7).trim();
-    else if (header.startsWith('Basic ')) secret = Buffer.from(header.slice(6), 'base64').toString().split(':')[0];
-    const account = this.accounts.get(secret);
-    if (!account) {
-      const masked = secret.length > 8 ? `${secret.slice(0, 8)}****${secret.slice(-4)}` : '****';
-      throw new ApiError(401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${masked}` });
+    let secret: string | undefined;
+    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    const basic = /^Basic\s+(\S+)\s*$/i.exec(header);
+    if (bearer) secret = bearer[1];
+    else if (basic) secret = Buffer.from(basic[1], 'base64').toString('utf8').split(':')[0];
+    if (!secret) {
+      throw invalid(
+        "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
+        undefined,
+        undefined,
+        401,
+      );
     }
+    const account = accounts.get(secret);
+    if (!account) throw invalid(`Invalid API Key provided: ${maskSecret(secret)}`, undefined, undefined, 401);
     return account;
   }
 
-  private control(method: string, path: string, body: string, res: ServerResponse): void {
-    const ok = (value: unknown) => send(res, { status: 200, body: JSON.stringify(value) });
-    if (path === '/_simulator/faults' && method === 'POST') {
-      const p = body.trim().startsWith('{') ? (JSON.parse(body) as Record<string, unknown>) : Object.fromEntries(new URLSearchParams(body));
-      const fault = String(p.fault) as Fault;
-      if (!['drop', 'hang', 'error'].includes(fault)) throw invalid('fault must be drop, hang or error', { param: 'fault' });
-      this.faults = { fault, times: Number(p.times ?? 1) };
-      return ok(this.faults);
-    }
-    if (path === '/_simulator/faults' && method === 'DELETE') {
-      this.faults = null;
-      return ok({});
-    }
-    if (path === '/_simulator/hold' && method === 'POST') {
-      this.holding = true;
-      return ok({ holding: true });
-    }
-    if (path === '/_simulator/release' && method === 'POST') {
-      this.holding = false;
-      for (const h of this.held.splice(0)) if (!h.gone()) h.run();
-      return ok({ holding: false });
-    }
-    if (path === '/_simulator/stats' && method === 'GET') {
-      return ok({ held: this.held.filter((h) => !h.gone()).length });
-    }
-    throw new ApiError(404, { type: 'invalid_request_error', message: `Unrecognized request URL (${method}: ${path})` });
+  function recordIntent(account: Account, intent: PaymentIntent): void {
+    account.intents.set(intent.id, { intent, refunded: 0 });
   }
 
-  /** A POST: idempotency first, then the operation, recorded now and answered after the delay. */
-  private post(account: Account, req: IncomingMessage, res: ServerResponse, path: string, params: Params): void {
-    const rawKey = req.headers['idempotency-key'];
-    const key = typeof rawKey === 'string' && rawKey !== '' ? rawKey : undefined;
-    if (key) res.setHeader('Idempotency-Key', key);
-    const fingerprint = `${path}\n${canonical(params)}`;
-    let entry: KeyEntry | undefined;
-    if (key) {
-      if (key.length > 255) {
-        return send(res, { status: 400, body: JSON.stringify({ error: { type: 'invalid_request_error', message: 'Idempotency-Key too long' } }) });
-      }
-      const found = account.keys.get(key);
-      if (found && found.expiresAt <= Date.now() && found.answer) account.keys.delete(key);
-      const existing = account.keys.get(key);
-      if (existing) {
-        if (existing.fingerprint !== fingerprint) {
-          return sendError(res, 400, {
-            type: 'idempotency_error',
-            message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
-          });
-        }
-        if (!existing.answer) {
-          return sendError(res, 409, {
-            type: 'idempotency_error',
-            code: 'idempotency_key_in_use',
-            message: `There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): ${key}. Please try again later.`,
-          });
-        }
-        res.setHeader('Idempotent-Replayed', 'true');
-        return send(res, existing.answer);
-      }
-      entry = { fingerprint, expiresAt: Date.now() + this.ttlMs };
-      account.keys.set(key, entry);
-    }
+  function createPaymentIntent(account: Account, params: ParsedParams): Outcome {
+    const amount = integer(params, 'amount', 1, MAX_AMOUNT, 'amount_too_small');
+    if (amount === undefined) throw invalid('Missing required param: amount.', 'parameter_missing', 'amount');
+    const currency = requiredString(params, 'currency');
+    if (!/^[a-zA-Z]{3}$/.test(currency)) throw invalid(`Invalid currency: ${currency}.`, 'parameter_invalid_currency', 'currency');
+    const paymentMethod = requiredString(params, 'payment_method');
+    const confirm = boolean(params, 'confirm');
+    const description = params.values.get('description') ?? null;
+    const metadata = checkMetadata(params.metadata);
+    const behaviour = PAYMENT_METHODS[paymentMethod];
+    if (!behaviour) throw invalid(`No such PaymentMethod: '${paymentMethod}'`, 'resource_missing', 'payment_method');
 
-    let answer: Answer;
-    let saved: boolean;
-    let fault: Fault | undefined;
-    try {
-      const result = this.execute(account, path, params);
-      answer = { status: 200, body: JSON.stringify(result.object) };
-      saved = true;
-      fault = result.fault;
-    } catch (error) {
-      const e = error instanceof ApiError ? error : new ApiError(500, { type: 'api_error', message: (error as Error).message });
-      answer = { status: e.status, body: JSON.stringify({ error: e.error }) };
-      saved = e.saved;
-      // As Stripe does for answers a retry cannot change: the SDK then does not retry.
-      if (e.status === 402 || e.error.code === 'processing_error') res.setHeader('Stripe-Should-Retry', 'false');
-    }
-    if (saved && this.faults && this.faults.times > 0) {
-      fault ??= this.faults.fault;
-      if (--this.faults.times === 0) this.faults = null;
-    }
-    this.later(this.options.delayMs, () => {
-      if (entry && key) {
-        if (saved) entry.answer = answer;
-        else account.keys.delete(key);
-      }
-      switch (fault) {
-        case 'drop':
-          res.socket?.destroy();
-          return;
-        case 'hang':
-          return;
-        case 'error':
-          return sendError(res, 500, { type: 'api_error', message: 'An unexpected error occurred after the request was processed.' });
-        default:
-          send(res, answer);
-      }
-    });
-  }
-
-  private execute(account: Account, path: string, params: Params): { object: unknown; fault?: Fault } {
-    if (path === '/v1/payment_intents') return this.createIntent(account, params);
-    if (path === '/v1/refunds') return { object: this.createRefund(account, params) };
-    throw new ApiError(404, { type: 'invalid_request_error', message: `Unrecognized request URL (POST: ${path})` });
-  }
-
-  private createIntent(account: Account, params: Params): { object: Intent; fault?: Fault } {
-    only(params, ['amount', 'currency', 'payment_method', 'confirm', 'description', 'metadata', 'automatic_payment_methods', 'payment_method_types']);
-    const amount = int(params, 'amount', true)!;
-    const currency = str(params, 'currency', true)!.toLowerCase();
-    if (!/^[a-z]{3}$/.test(currency)) throw invalid(`Invalid currency: ${currency}`, { code: 'parameter_invalid', param: 'currency' });
-    const method = str(params, 'payment_method', true)!;
-    const confirm = str(params, 'confirm', false) === 'true';
-    const known = SUCCEEDING.has(method) || method in FAULT_METHODS || method in DECLINES || method === 'pm_card_processingError';
-    if (!known) throw invalid(`No such PaymentMethod: '${method}'`, { code: 'resource_missing', param: 'payment_method' });
-    if (confirm && method === 'pm_card_processingError') {
-      throw new ApiError(500, {
-        type: 'api_error',
-        code: 'processing_error',
-        message: 'An error occurred while processing your card. Nothing was charged; try again.',
-      });
-    }
-    const intent: Intent = {
-      id: id('pi'),
+    const intent: PaymentIntent = {
+      id: randomId('pi_', 24),
       object: 'payment_intent',
       amount,
       amount_received: 0,
-      currency,
+      currency: currency.toLowerCase(),
       status: 'requires_confirmation',
-      payment_method: method,
+      payment_method: paymentMethod,
       confirmation_method: 'automatic',
-      description: str(params, 'description', false) ?? null,
-      metadata: metadata(params),
-      created: nowSeconds(),
+      description,
+      metadata,
+      created: unixSeconds(),
       latest_charge: null,
       last_payment_error: null,
       livemode: false,
     };
-    const decline = confirm ? DECLINES[method] : undefined;
-    if (decline) {
-      intent.status = 'requires_payment_method';
-      intent.last_payment_error = { type: 'card_error', code: 'card_declined', ...decline };
-    } else if (confirm) {
-      intent.status = 'succeeded';
-      intent.amount_received = amount;
-      intent.latest_charge = id('ch');
+    if (!confirm) {
+      recordIntent(account, intent);
+      return { status: 200, body: intent, save: true };
     }
-    account.intents.push(intent);
-    account.intentById.set(intent.id, intent);
-    if (decline) {
-      throw new ApiError(402, { type: 'card_error', code: 'card_declined', ...decline, payment_intent: intent }, true);
+    switch (behaviour.kind) {
+      case 'processing_error':
+        return {
+          status: 500,
+          body: {
+            error: {
+              type: 'api_error',
+              code: 'processing_error',
+              message: 'An error occurred while processing your card. Nothing was charged; try again.',
+            },
+          },
+          save: false,
+        };
+      case 'decline': {
+        const { decline_code, message } = behaviour.decline!;
+        intent.status = 'requires_payment_method';
+        intent.last_payment_error = { type: 'card_error', code: 'card_declined', decline_code, message };
+        recordIntent(account, intent);
+        return {
+          status: 402,
+          body: { error: { type: 'card_error', code: 'card_declined', decline_code, message, payment_intent: intent } },
+          save: true,
+        };
+      }
+      case 'charge':
+        intent.status = 'succeeded';
+        intent.amount_received = amount;
+        intent.latest_charge = randomId('ch_', 24);
+        recordIntent(account, intent);
+        return { status: 200, body: intent, save: true, fault: behaviour.fault };
     }
-    return { object: intent, fault: confirm ? FAULT_METHODS[method] : undefined };
   }
 
-  private createRefund(account: Account, params: Params): RefundObject {
-    only(params, ['payment_intent', 'amount', 'metadata']);
-    const piId = str(params, 'payment_intent', true)!;
-    const intent = account.intentById.get(piId);
-    if (!intent) throw invalid(`No such payment_intent: '${piId}'`, { code: 'resource_missing', param: 'payment_intent' });
-    if (intent.status !== 'succeeded') throw invalid(`PaymentIntent ${piId} has no successful charge to refund.`, { param: 'payment_intent' });
-    const remaining = intent.amount - (account.refunded.get(piId) ?? 0);
-    if (remaining <= 0) throw invalid(`Charge for ${piId} has already been refunded.`, { code: 'charge_already_refunded' });
-    const amount = int(params, 'amount', false) ?? remaining;
-    if (amount > remaining) {
-      throw invalid(`Refund amount (${amount}) is greater than unrefunded amount on charge (${remaining})`, { code: 'amount_too_large', param: 'amount' });
+  function createRefund(account: Account, params: ParsedParams): Outcome {
+    const id = requiredString(params, 'payment_intent');
+    const requested = integer(params, 'amount', 1, MAX_AMOUNT, 'amount_too_small');
+    const metadata = checkMetadata(params.metadata);
+    const record = account.intents.get(id);
+    if (!record) throw noSuch('payment_intent', id, 'payment_intent');
+    const { intent } = record;
+    if (intent.status !== 'succeeded') {
+      throw invalid(
+        `This PaymentIntent (${id}) does not have a successful charge to refund.`,
+        'payment_intent_unexpected_state',
+        'payment_intent',
+      );
     }
-    account.refunded.set(piId, intent.amount - remaining + amount);
-    const refund: RefundObject = {
-      id: id('re'),
+    const remaining = intent.amount_received - record.refunded;
+    if (remaining <= 0) throw invalid(`Charge ${intent.latest_charge} has already been refunded.`, 'charge_already_refunded');
+    const amount = requested ?? remaining;
+    if (amount > remaining) {
+      throw invalid(
+        `Refund amount (${amount}) is greater than unrefunded amount on charge (${remaining})`,
+        'amount_too_large',
+        'amount',
+      );
+    }
+    record.refunded += amount;
+    const refund: Refund = {
+      id: randomId('re_', 24),
       object: 'refund',
       amount,
+      charge: intent.latest_charge,
       currency: intent.currency,
-      payment_intent: piId,
+      payment_intent: id,
       status: 'succeeded',
-      metadata: metadata(params),
-      created: nowSeconds(),
+      metadata,
+      created: unixSeconds(),
     };
-    account.refunds.push(refund);
-    return refund;
+    account.refunds.set(refund.id, refund);
+    return { status: 200, body: refund, save: true };
   }
 
-  private read(account: Account, url: URL): unknown {
-    const one = /^\/v1\/payment_intents\/([^/]+)$/.exec(url.pathname);
-    if (one) {
-      const intent = account.intentById.get(decodeURIComponent(one[1]));
-      if (!intent) throw new ApiError(404, { type: 'invalid_request_error', code: 'resource_missing', param: 'id', message: `No such payment_intent: '${one[1]}'` });
-      return intent;
+  /** Idempotency, execution on arrival, and the delayed (or lost) answer of one POST /v1/*. */
+  function executePost(account: Account, pending: PendingPost, arrivedAt: number): void {
+    const { res, route, params, key, requestId } = pending;
+    const keyHeaders: Record<string, string> = key === undefined ? {} : { 'Idempotency-Key': key };
+    const print = key === undefined ? '' : fingerprint('POST', `/v1/${route}`, params);
+    if (key !== undefined) {
+      const entry = account.keys.get(key);
+      if (entry?.state === 'in_flight') {
+        return sendJson(
+          res,
+          409,
+          {
+            error: {
+              type: 'idempotency_error',
+              code: 'idempotency_key_in_use',
+              message: `There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): ${key}. Please try again later.`,
+            },
+          },
+          keyHeaders,
+        );
+      }
+      if (entry?.state === 'done' && entry.expiresAt > performance.now()) {
+        if (entry.fingerprint !== print) {
+          return sendJson(
+            res,
+            400,
+            {
+              error: {
+                type: 'idempotency_error',
+                message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+              },
+            },
+            keyHeaders,
+          );
+        }
+        // A queued fault loses a replayed answer too: a network loses answers, not effects.
+        const lost = account.faults.shift();
+        if (lost) return loseAnswer(res, lost, keyHeaders);
+        return send(res, entry.status, entry.body, {
+          ...keyHeaders,
+          'Idempotent-Replayed': 'true',
+          'Original-Request': entry.requestId,
+        });
+      }
     }
-    if (url.pathname === '/v1/payment_intents') return list(url, '/v1/payment_intents', account.intents);
-    if (url.pathname === '/v1/refunds') {
-      const pi = url.searchParams.get('payment_intent');
-      return list(url, '/v1/refunds', pi ? account.refunds.filter((r) => r.payment_intent === pi) : account.refunds);
+
+    let outcome: Outcome;
+    try {
+      outcome = route === 'payment_intents' ? createPaymentIntent(account, params) : createRefund(account, params);
+    } catch (e) {
+      if (e instanceof ApiError) return sendError(res, e, keyHeaders);
+      throw e;
     }
-    throw new ApiError(404, { type: 'invalid_request_error', message: `Unrecognized request URL (GET: ${url.pathname})` });
-  }
-}
+    let fault = outcome.fault;
+    if (outcome.save && fault === undefined) fault = account.faults.shift();
+    if (key !== undefined) account.keys.set(key, { state: 'in_flight', fingerprint: print });
+    const body = JSON.stringify(outcome.body);
 
-/** Stripe's list shape, newest first (creation order, never a clock). */
-function list<T extends { id: string }>(url: URL, path: string, items: T[]): unknown {
-  const limitText = url.searchParams.get('limit') ?? '10';
-  const limit = Number(limitText);
-  if (!/^\d+$/.test(limitText) || limit < 1 || limit > 100) throw invalid('limit must be between 1 and 100', { param: 'limit' });
-  const newest = [...items].reverse();
-  let start = 0;
-  const after = url.searchParams.get('starting_after');
-  if (after) {
-    const at = newest.findIndex((i) => i.id === after);
-    if (at < 0) throw invalid(`No such object: '${after}'`, { code: 'resource_missing', param: 'starting_after' });
-    start = at + 1;
+    const timer = setTimeout(
+      () => {
+        timers.delete(timer);
+        if (key !== undefined) {
+          if (outcome.save) {
+            account.keys.set(key, {
+              state: 'done',
+              fingerprint: print,
+              status: outcome.status,
+              body,
+              requestId,
+              expiresAt: performance.now() + ttlMs,
+            });
+          } else {
+            account.keys.delete(key);
+          }
+        }
+        if (fault) return loseAnswer(res, fault, keyHeaders);
+        send(res, outcome.status, body, { ...keyHeaders, ...retryAdvice(outcome) });
+      },
+      Math.max(0, arrivedAt + delayMs - performance.now()),
+    );
+    timers.add(timer);
   }
-  const data = newest.slice(start, start + limit);
-  return { object: 'list', url: path, data, has_more: start + limit < newest.length };
-}
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let size = 0;
+  function handleControl(account: Account, req: IncomingMessage, res: ServerResponse, path: string, raw: string): void {
+    const stats = () => ({ held: account.held.size, holding: account.holding, pending_faults: account.faults.length });
+    if (path === '/_simulator/faults' && req.method === 'POST') {
+      let input: Record<string, unknown>;
+      if ((req.headers['content-type'] ?? '').includes('json')) {
+        try {
+          const parsed: unknown = JSON.parse(raw || '{}');
+          if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+          input = parsed as Record<string, unknown>;
+        } catch {
+          throw invalid('Invalid JSON body.', 'parameter_invalid_json');
+        }
+      } else {
+        input = Object.fromEntries(new URLSearchParams(raw));
+      }
+      const fault = input.fault;
+      if (typeof fault !== 'string' || !FAULTS.includes(fault as SimulatorFault)) {
+        throw invalid(`fault must be one of ${FAULTS.join(', ')}`, 'parameter_invalid', 'fault');
+      }
+      const times = input.times === undefined ? 1 : Number(input.times);
+      if (!Number.isSafeInteger(times) || times < 1 || times > 10_000) {
+        throw invalid('times must be an integer from 1 to 10000', 'parameter_invalid_integer', 'times');
+      }
+      for (let i = 0; i < times; i++) account.faults.push(fault as SimulatorFault);
+      return sendJson(res, 200, { pending: account.faults, ...stats() });
+    }
+    if (path === '/_simulator/faults' && req.method === 'DELETE') {
+      account.faults = [];
+      return sendJson(res, 200, { pending: account.faults, ...stats() });
+    }
+    if (path === '/_simulator/hold' && req.method === 'POST') {
+      account.holding = true;
+      return sendJson(res, 200, stats());
+    }
+    if (path === '/_simulator/release' && req.method === 'POST') {
+      account.holding = false;
+      const held = [...account.held];
+      account.held.clear();
+      const now = performance.now();
+      for (const pending of held) executePost(account, pending, now);
+      return sendJson(res, 200, { released: held.length, ...stats() });
+    }
+    if (path === '/_simulator/stats' && req.method === 'GET') return sendJson(res, 200, stats());
+    throw notFound(req, path);
+  }
+
+  function notFound(req: IncomingMessage, path: string): ApiError {
+    return invalid(`Unrecognized request URL (${req.method}: ${path}).`, undefined, undefined, 404);
+  }
+
+  function handle(req: IncomingMessage, res: ServerResponse, raw: string, arrivedAt: number, requestId: string): void {
+    const account = authenticate(req);
+    const url = new URL(req.url ?? '/', 'http://simulator.invalid');
+    const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
+    const method = req.method ?? 'GET';
+    if (path.startsWith('/_simulator/')) return handleControl(account, req, res, path, raw);
+
+    const collection = /^\/v1\/(payment_intents|refunds)$/.exec(path);
+    const single = /^\/v1\/(payment_intents|refunds)\/([^/]+)$/.exec(path);
+    if (collection && method === 'POST') {
+      const route = collection[1] as PostRoute;
+      const header = req.headers['idempotency-key'];
+      const key = Array.isArray(header) ? header.join(', ') : header;
+      if (key !== undefined && (key.length === 0 || key.length > MAX_KEY_LENGTH)) {
+        throw invalid(`Invalid Idempotency-Key: it must be 1 to ${MAX_KEY_LENGTH} characters long.`, 'idempotency_key_invalid');
+      }
+      const params =
+        route === 'payment_intents'
+          ? parseParams(new URLSearchParams(raw), PAYMENT_INTENT_PARAMS, true)
+          : parseParams(new URLSearchParams(raw), ['payment_intent', 'amount'], true);
+      const pending: PendingPost = { res, requestId, route, params, key };
+      if (account.holding) {
+        account.held.add(pending);
+        res.once('close', () => account.held.delete(pending));
+        return;
+      }
+      return executePost(account, pending, arrivedAt);
+    }
+    if (collection && method === 'GET') {
+      if (collection[1] === 'payment_intents') {
+        const params = parseParams(url.searchParams, ['limit', 'starting_after'], false);
+        const newestFirst = [...account.intents.values()].reverse().map((r) => r.intent);
+        return sendJson(res, 200, paginate(newestFirst, params, '/v1/payment_intents'));
+      }
+      const params = parseParams(url.searchParams, ['limit', 'starting_after', 'payment_intent'], false);
+      const intentId = params.values.get('payment_intent');
+      if (intentId !== undefined && !account.intents.has(intentId)) throw noSuch('payment_intent', intentId, 'payment_intent');
+      const newestFirst = [...account.refunds.values()]
+        .reverse()
+        .filter((r) => intentId === undefined || r.payment_intent === intentId);
+      return sendJson(res, 200, paginate(newestFirst, params, '/v1/refunds'));
+    }
+    if (single && method === 'GET') {
+      parseParams(url.searchParams, [], false);
+      const id = decodeURIComponent(single[2]);
+      const found = single[1] === 'payment_intents' ? account.intents.get(id)?.intent : account.refunds.get(id);
+      if (!found) throw noSuch(single[1] === 'payment_intents' ? 'payment_intent' : 'refund', id, 'id', 404);
+      return sendJson(res, 200, found);
+    }
+    if (collection || single) {
+      res.setHeader('Allow', collection ? 'GET, POST' : 'GET');
+      throw invalid(`Method ${method} is not allowed on ${path}.`, undefined, undefined, 405);
+    }
+    throw notFound(req, path);
+  }
+
+  const server = createServer((req, res) => {
+    const arrivedAt = performance.now();
+    const requestId = randomId('req_', 14);
+    res.setHeader('Request-Id', requestId);
+    res.setHeader('Content-Type', 'application/json');
+    const header = req.headers['idempotency-key'];
+    if (typeof header === 'string' && req.method === 'POST') res.setHeader('Idempotency-Key', header);
+
     const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY) {
-        reject(invalid('Request body too large'));
-        req.destroy();
-      } else chunks.push(chunk);
+      if (size > MAX_BODY_BYTES) tooLarge = true;
+      else chunks.push(chunk);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
+    req.on('error', () => res.destroy());
+    req.on('end', () => {
+      if (closed) return void res.destroy();
+      if (tooLarge) {
+        res.setHeader('Connection', 'close');
+        return sendError(res, invalid('Request body too large.', 'request_too_large', undefined, 413));
+      }
+      try {
+        handle(req, res, Buffer.concat(chunks).toString('utf8'), arrivedAt, requestId);
+      } catch (e) {
+        if (e instanceof ApiError) return sendError(res, e);
+        sendJson(res, 500, { error: { type: 'api_error', message: `Simulator bug: ${(e as Error).message}` } });
+      }
+    });
   });
-}
 
-function send(res: ServerResponse, answer: Answer): void {
-  if (res.writableEnded || res.destroyed) return;
-  res.writeHead(answer.status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(answer.body) });
-  res.end(answer.body);
-}
+  // Memory stays bounded: expired keys are dropped even if nobody asks for them again.
+  const sweeper = setInterval(
+    () => {
+      const now = performance.now();
+      for (const account of accounts.values()) {
+        for (const [key, entry] of account.keys) {
+          if (entry.state === 'done' && entry.expiresAt <= now) account.keys.delete(key);
+        }
+      }
+    },
+    Math.min(Math.max(ttlMs, 1_000), 60_000),
+  );
+  sweeper.unref();
 
-function sendError(res: ServerResponse, status: number, error: Record<string, unknown>): void {
-  send(res, { status, body: JSON.stringify({ error }) });
-}
-
-export async function startCardNetworkSimulator(options: SimulatorOptions & { port?: number; host?: string }): Promise<RunningSimulator> {
-  if (options.secrets.length === 0) throw new Error('the card network simulator needs at least one secret key');
-  const simulator = new Simulator(options);
-  const server: Server = createServer((req, res) => void simulator.handle(req, res));
-  server.keepAliveTimeout = 30_000;
-  const host = options.host ?? '127.0.0.1';
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://${host}:${port}`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        simulator.stop();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= new Promise<void>((resolveClose) => {
+      closed = true;
+      clearInterval(sweeper);
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+      for (const account of accounts.values()) account.held.clear();
+      server.close(() => resolveClose());
+      server.closeAllConnections();
+    });
+    return closing;
   };
+
+  const host = options.host ?? '127.0.0.1';
+  return new Promise<RunningSimulator>((resolveStart, reject) => {
+    server.once('error', (e) => {
+      clearInterval(sweeper);
+      reject(e);
+    });
+    server.listen(options.port ?? 0, host, () => {
+      const { port } = server.address() as AddressInfo;
+      const shownHost = host.includes(':') ? `[${host}]` : host;
+      resolveStart({ url: `http://${shownHost}:${port}`, port, close });
+    });
+  });
 }

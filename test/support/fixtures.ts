@@ -7,7 +7,7 @@ export function orderBody(overrides: Record<string, unknown> = {}) {
   return { currency: 'USD', items: [{ sku: 'sku_tshirt', quantity: 2, unit_amount: 1999 }], ...overrides };
 }
 
-export function paymentBody(overrides: Record<string, unknown> = {}) {
+export function paymentBody<T extends Record<string, unknown>>(overrides: T = {} as T) {
   return { amount: 1000, currency: 'usd', source: 'tok_visa', ...overrides };
 }
 

@@ -1,0 +1,163 @@
+import { call, listIntents, OTHER_SECRET, simulators, VISA, waitFor } from './support';
+
+/** Lost answers, held requests and shutdown: what a payment client must survive. */
+describe('card network simulator: faults', () => {
+  const start = simulators();
+
+  const stats = async (url: string, secret?: string) =>
+    (await call(url, { path: '/_simulator/stats', secret })).json<{ held: number; holding: boolean; pending_faults: number }>();
+
+  describe('fault payment methods lose the first answer; the key replays the charge', () => {
+    it('pm_card_chargeThenDrop: the socket is destroyed, the intent is in the ledger, a retry replays it', async () => {
+      const sim = await start({ delayMs: 20 });
+      const form = { ...VISA, payment_method: 'pm_card_chargeThenDrop' };
+      await expect(call(sim.url, { path: '/v1/payment_intents', key: 'k-drop', form })).rejects.toThrow(/socket hang up|ECONNRESET/);
+      const [charged] = await listIntents(sim.url);
+      expect(charged).toMatchObject({ status: 'succeeded', payment_method: 'pm_card_chargeThenDrop' });
+      const retry = await call(sim.url, { path: '/v1/payment_intents', key: 'k-drop', form });
+      expect(retry.status).toBe(200);
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(retry.json()).toEqual(charged);
+      expect(await listIntents(sim.url)).toHaveLength(1);
+    });
+
+    it('pm_card_chargeThenHang: no answer until the client gives up; a retry replays the charge', async () => {
+      const sim = await start({ delayMs: 20 });
+      const form = { ...VISA, payment_method: 'pm_card_chargeThenHang' };
+      await expect(call(sim.url, { path: '/v1/payment_intents', key: 'k-hang', form, timeoutMs: 400 })).rejects.toThrow(/no answer within 400 ms/);
+      const [charged] = await listIntents(sim.url);
+      const retry = await call(sim.url, { path: '/v1/payment_intents', key: 'k-hang', form });
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(retry.json().id).toBe(charged.id);
+    });
+
+    it('pm_card_chargeThenError: 500 api_error without a code, then the replay answers 200', async () => {
+      const sim = await start({ delayMs: 20 });
+      const form = { ...VISA, payment_method: 'pm_card_chargeThenError' };
+      const first = await call(sim.url, { path: '/v1/payment_intents', key: 'k-err', form });
+      expect(first.status).toBe(500);
+      expect(first.json()).toEqual({ error: { type: 'api_error', message: expect.any(String) } });
+      expect(first.headers['idempotency-key']).toBe('k-err');
+      const retry = await call(sim.url, { path: '/v1/payment_intents', key: 'k-err', form });
+      expect(retry.status).toBe(200);
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(retry.json().id).toBe((await listIntents(sim.url))[0].id);
+      // Without a key every call is a first call: each one charges and loses its answer.
+      expect((await call(sim.url, { path: '/v1/payment_intents', form })).status).toBe(500);
+      expect(await listIntents(sim.url)).toHaveLength(2);
+    });
+  });
+
+  describe('POST /_simulator/faults', () => {
+    it('loses the next n answers of POSTs with an effect, replays included (JSON body); validation and processing errors do not use them up', async () => {
+      const sim = await start();
+      const saved = await call(sim.url, { path: '/v1/payment_intents', key: 'k-saved', form: VISA });
+      const set = await call(sim.url, { path: '/_simulator/faults', json: { fault: 'drop', times: 3 } });
+      expect(set.status).toBe(200);
+      expect((await stats(sim.url)).pending_faults).toBe(3);
+
+      expect((await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, amount: -1 } })).status).toBe(400);
+      expect((await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, payment_method: 'pm_card_processingError' } })).status).toBe(500);
+      expect((await stats(sim.url)).pending_faults).toBe(3);
+
+      // A replay's answer is lost too (the network loses answers, not effects).
+      await expect(call(sim.url, { path: '/v1/payment_intents', key: 'k-saved', form: VISA })).rejects.toThrow();
+      await expect(call(sim.url, { path: '/v1/payment_intents', key: 'k-1', form: VISA })).rejects.toThrow();
+      await expect(call(sim.url, { path: '/v1/payment_intents', form: VISA })).rejects.toThrow();
+      expect((await stats(sim.url)).pending_faults).toBe(0);
+      expect((await call(sim.url, { path: '/v1/payment_intents', form: VISA })).status).toBe(200);
+      expect(await listIntents(sim.url)).toHaveLength(4);
+      const retried = await call(sim.url, { path: '/v1/payment_intents', key: 'k-1', form: VISA });
+      expect(retried.headers['idempotent-replayed']).toBe('true');
+      const replayed = await call(sim.url, { path: '/v1/payment_intents', key: 'k-saved', form: VISA });
+      expect(replayed.text).toBe(saved.text);
+      expect(await listIntents(sim.url)).toHaveLength(4);
+    });
+
+    it('turns a refund answer into a 500 (form body); hang never answers; DELETE clears; faults are per secret', async () => {
+      const sim = await start();
+      const pi = (await call(sim.url, { path: '/v1/payment_intents', form: VISA })).json().id as string;
+      await call(sim.url, { path: '/_simulator/faults', form: { fault: 'error' } });
+      const refund = await call(sim.url, { path: '/v1/refunds', key: 'r-err', form: { payment_intent: pi, amount: 100 } });
+      expect(refund.status).toBe(500);
+      expect(refund.json()).toEqual({ error: { type: 'api_error', message: expect.any(String) } });
+      const replay = await call(sim.url, { path: '/v1/refunds', key: 'r-err', form: { payment_intent: pi, amount: 100 } });
+      expect(replay.status).toBe(200);
+      expect(replay.json()).toMatchObject({ object: 'refund', amount: 100 });
+
+      await call(sim.url, { path: '/_simulator/faults', json: { fault: 'hang', times: 1 } });
+      expect((await call(sim.url, { path: '/v1/payment_intents', form: VISA, secret: OTHER_SECRET })).status).toBe(200);
+      await expect(call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi, amount: 1 }, timeoutMs: 300 })).rejects.toThrow(/no answer/);
+      expect((await call(sim.url, { path: `/v1/refunds?payment_intent=${pi}` })).json<{ data: unknown[] }>().data).toHaveLength(2);
+
+      await call(sim.url, { path: '/_simulator/faults', json: { fault: 'drop', times: 3 } });
+      const cleared = await call(sim.url, { method: 'DELETE', path: '/_simulator/faults' });
+      expect(cleared.status).toBe(200);
+      expect((await stats(sim.url)).pending_faults).toBe(0);
+      expect((await call(sim.url, { path: '/v1/payment_intents', form: VISA })).status).toBe(200);
+
+      const bad = await call(sim.url, { path: '/_simulator/faults', json: { fault: 'explode' } });
+      expect(bad.status).toBe(400);
+      expect((await call(sim.url, { path: '/_simulator/faults', secret: null, json: { fault: 'drop' } })).status).toBe(401);
+    });
+  });
+
+  describe('hold and release', () => {
+    it('holds POSTs unexecuted, discards one whose client left, executes the rest in arrival order', async () => {
+      const sim = await start();
+      expect((await call(sim.url, { path: '/_simulator/hold', form: {} })).status).toBe(200);
+      const a = call(sim.url, { path: '/v1/payment_intents', key: 'held-a', form: { ...VISA, amount: 1 } });
+      await waitFor(async () => (await stats(sim.url)).held === 1);
+      const abort = new AbortController();
+      const gone = call(sim.url, { path: '/v1/payment_intents', key: 'held-gone', form: { ...VISA, amount: 2 }, signal: abort.signal });
+      await waitFor(async () => (await stats(sim.url)).held === 2);
+      const c = call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, amount: 3 } });
+      await waitFor(async () => (await stats(sim.url)).held === 3);
+      // Held means not executed: nothing charged, and GETs still answer.
+      expect(await listIntents(sim.url)).toHaveLength(0);
+
+      abort.abort();
+      await expect(gone).rejects.toThrow();
+      await waitFor(async () => (await stats(sim.url)).held === 2);
+
+      const release = await call(sim.url, { path: '/_simulator/release', form: {} });
+      expect(release.json()).toMatchObject({ released: 2, held: 0, holding: false });
+      const [ra, rc] = await Promise.all([a, c]);
+      expect([ra.status, rc.status]).toEqual([200, 200]);
+      const ledger = await listIntents(sim.url);
+      expect(ledger.map((i) => i.amount)).toEqual([3, 1]);
+      expect(ledger.map((i) => i.id)).toEqual([rc.json().id, ra.json().id]);
+      // The discarded request never happened: its key is free for other parameters.
+      const reuse = await call(sim.url, { path: '/v1/payment_intents', key: 'held-gone', form: { ...VISA, amount: 4 } });
+      expect(reuse.status).toBe(200);
+      expect(reuse.headers['idempotent-replayed']).toBeUndefined();
+    });
+
+    it('holds only the account that asked', async () => {
+      const sim = await start();
+      await call(sim.url, { path: '/_simulator/hold', form: {} });
+      expect((await call(sim.url, { path: '/v1/payment_intents', form: VISA, secret: OTHER_SECRET })).status).toBe(200);
+      expect((await stats(sim.url, OTHER_SECRET)).held).toBe(0);
+      await call(sim.url, { path: '/_simulator/release', form: {} });
+    });
+  });
+
+  describe('close()', () => {
+    it('ends hung sockets, pending delays and held requests at once', async () => {
+      const sim = await start({ delayMs: 10_000 });
+      const delayed = call(sim.url, { path: '/v1/payment_intents', form: VISA });
+      const hung = call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, payment_method: 'pm_card_chargeThenHang' }, secret: OTHER_SECRET });
+      await waitFor(async () => (await listIntents(sim.url)).length === 1 && (await listIntents(sim.url, OTHER_SECRET)).length === 1);
+      await call(sim.url, { path: '/_simulator/hold', form: {} });
+      const held = call(sim.url, { path: '/v1/payment_intents', form: VISA });
+      await waitFor(async () => (await stats(sim.url)).held === 1);
+
+      const outcomes = Promise.allSettled([delayed, hung, held]);
+      const t0 = performance.now();
+      await sim.close();
+      expect(performance.now() - t0).toBeLessThan(1_000);
+      expect((await outcomes).map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
+      await sim.close();
+    });
+  });
+});

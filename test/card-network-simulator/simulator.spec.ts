@@ -1,0 +1,453 @@
+import { call, listIntents, ListBody, OTHER_SECRET, SECRET, simulators, VISA, waitFor } from './support';
+
+/** The Stripe-shaped API: auth, PaymentIntents, Refunds, lists, timing and Idempotency-Key rules. */
+describe('card network simulator: API', () => {
+  const start = simulators();
+
+  describe('auth', () => {
+    it('answers 401 for a missing or unknown key, masking it, with Request-Id and JSON', async () => {
+      const sim = await start();
+      const missing = await call(sim.url, { path: '/v1/payment_intents', secret: null });
+      expect(missing.status).toBe(401);
+      expect(missing.json()).toEqual({ error: { type: 'invalid_request_error', message: expect.stringContaining('did not provide an API key') } });
+
+      const wrong = await call(sim.url, { path: '/v1/payment_intents', secret: 'sk_test_wrong_key_00000000cdef', form: VISA });
+      expect(wrong.status).toBe(401);
+      expect(wrong.json()).toEqual({ error: { type: 'invalid_request_error', message: 'Invalid API Key provided: sk_test_****cdef' } });
+      expect(wrong.text).not.toContain('wrong_key');
+      expect(wrong.headers['content-type']).toBe('application/json');
+      expect(wrong.headers['request-id']).toMatch(/^req_[A-Za-z0-9]+$/);
+      expect(await listIntents(sim.url)).toHaveLength(0);
+    });
+
+    it('accepts HTTP Basic with the secret as username, as Stripe does', async () => {
+      const sim = await start();
+      const basic = `Basic ${Buffer.from(`${SECRET}:`).toString('base64')}`;
+      const res = await call(sim.url, { path: '/v1/payment_intents', authorization: basic });
+      expect(res.status).toBe(200);
+      const bad = `Basic ${Buffer.from('sk_test_nope_1234567890:').toString('base64')}`;
+      expect((await call(sim.url, { path: '/v1/payment_intents', authorization: bad })).status).toBe(401);
+    });
+  });
+
+  describe('POST /v1/payment_intents', () => {
+    it('charges pm_card_visa: a succeeded PaymentIntent in Stripe shape', async () => {
+      const sim = await start();
+      const res = await call(sim.url, {
+        path: '/v1/payment_intents',
+        form: { ...VISA, currency: 'EUR', description: 'order 7', 'metadata[payment_id]': 'pay_1', 'metadata[order]': '7' },
+      });
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toBe('application/json');
+      expect(res.headers['request-id']).toMatch(/^req_/);
+      const intent = res.json();
+      expect(intent).toEqual({
+        id: expect.stringMatching(/^pi_[A-Za-z0-9]{24}$/),
+        object: 'payment_intent',
+        amount: 1000,
+        amount_received: 1000,
+        currency: 'eur',
+        status: 'succeeded',
+        payment_method: 'pm_card_visa',
+        confirmation_method: 'automatic',
+        description: 'order 7',
+        metadata: { payment_id: 'pay_1', order: '7' },
+        created: expect.any(Number),
+        latest_charge: expect.stringMatching(/^ch_[A-Za-z0-9]+$/),
+        last_payment_error: null,
+        livemode: false,
+      });
+      expect(Math.abs((intent.created as number) - Date.now() / 1000)).toBeLessThan(5);
+      const fetched = await call(sim.url, { path: `/v1/payment_intents/${intent.id as string}` });
+      expect(fetched.status).toBe(200);
+      expect(fetched.json()).toEqual(intent);
+    });
+
+    it('charges mastercard and amex too; without confirm nothing is charged', async () => {
+      const sim = await start();
+      for (const pm of ['pm_card_mastercard', 'pm_card_amex']) {
+        const res = await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, payment_method: pm } });
+        expect(res.json()).toMatchObject({ status: 'succeeded', payment_method: pm });
+      }
+      const unconfirmed = await call(sim.url, { path: '/v1/payment_intents', form: { amount: 500, currency: 'usd', payment_method: 'pm_card_chargeDeclined' } });
+      expect(unconfirmed.status).toBe(200);
+      expect(unconfirmed.json()).toMatchObject({ status: 'requires_confirmation', amount_received: 0, latest_charge: null, description: null, metadata: {} });
+      expect((await listIntents(sim.url))[0]).toEqual(unconfirmed.json());
+    });
+
+    it.each([
+      ['pm_card_chargeDeclined', 'generic_decline', 'Your card was declined.'],
+      ['pm_card_chargeDeclinedInsufficientFunds', 'insufficient_funds', 'Your card has insufficient funds.'],
+    ])('declines %s with 402 card_error and records the failed intent', async (pm, declineCode, message) => {
+      const sim = await start();
+      const res = await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, payment_method: pm } });
+      expect(res.status).toBe(402);
+      const body = res.json<{ error: { payment_intent: { id: string } } }>();
+      const lastPaymentError = { type: 'card_error', code: 'card_declined', decline_code: declineCode, message };
+      expect(body).toEqual({
+        error: {
+          type: 'card_error',
+          code: 'card_declined',
+          decline_code: declineCode,
+          message,
+          payment_intent: expect.objectContaining({
+            object: 'payment_intent',
+            status: 'requires_payment_method',
+            amount_received: 0,
+            latest_charge: null,
+            payment_method: pm,
+            last_payment_error: lastPaymentError,
+          }),
+        },
+      });
+      const recorded = await listIntents(sim.url);
+      expect(recorded).toEqual([body.error.payment_intent]);
+    });
+
+    it('pm_card_processingError: 500 processing_error after the delay, nothing recorded, the key stays free', async () => {
+      const sim = await start({ delayMs: 150 });
+      const t0 = performance.now();
+      const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-proc', form: { ...VISA, payment_method: 'pm_card_processingError' } });
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(140);
+      expect(res.status).toBe(500);
+      expect(res.json()).toEqual({
+        error: { type: 'api_error', code: 'processing_error', message: 'An error occurred while processing your card. Nothing was charged; try again.' },
+      });
+      expect(await listIntents(sim.url)).toHaveLength(0);
+      // Same key, same parameters: runs again (not a replay).
+      const again = await call(sim.url, { path: '/v1/payment_intents', key: 'k-proc', form: { ...VISA, payment_method: 'pm_card_processingError' } });
+      expect(again.status).toBe(500);
+      expect(again.headers['idempotent-replayed']).toBeUndefined();
+      // Same key, other parameters: not a mismatch, the key was never used.
+      const retry = await call(sim.url, { path: '/v1/payment_intents', key: 'k-proc', form: VISA });
+      expect(retry.status).toBe(200);
+      expect(await listIntents(sim.url)).toHaveLength(1);
+    });
+
+    it('refuses bad parameters with 400 invalid_request_error, records nothing and leaves the key free', async () => {
+      const sim = await start();
+      const cases: [Record<string, string | number>, Record<string, unknown>][] = [
+        [{ ...VISA, payment_method: 'pm_card_nonsense' }, { code: 'resource_missing', param: 'payment_method', message: "No such PaymentMethod: 'pm_card_nonsense'" }],
+        [{ ...VISA, color: 'red' }, { code: 'parameter_unknown', param: 'color' }],
+        [{ currency: 'usd', payment_method: 'pm_card_visa' }, { code: 'parameter_missing', param: 'amount' }],
+        [{ ...VISA, amount: '12.5' }, { code: 'parameter_invalid_integer', param: 'amount' }],
+        [{ ...VISA, amount: 0 }, { code: 'amount_too_small', param: 'amount' }],
+        [{ amount: 10, payment_method: 'pm_card_visa' }, { code: 'parameter_missing', param: 'currency' }],
+        [{ ...VISA, currency: 'dollars' }, { code: 'parameter_invalid_currency', param: 'currency' }],
+        [{ amount: 10, currency: 'usd' }, { code: 'parameter_missing', param: 'payment_method' }],
+        [{ ...VISA, confirm: 'yes' }, { code: 'parameter_invalid_boolean', param: 'confirm' }],
+      ];
+      for (const [form, error] of cases) {
+        const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-bad', form });
+        expect({ status: res.status, body: res.json() }).toEqual({
+          status: 400,
+          body: { error: { type: 'invalid_request_error', message: expect.any(String), ...error } },
+        });
+      }
+      expect(await listIntents(sim.url)).toHaveLength(0);
+      expect((await call(sim.url, { path: '/v1/payment_intents', key: 'k-bad', form: VISA })).status).toBe(200);
+    });
+
+    it('answers 404 for an unknown intent, route, and 405 for a wrong method', async () => {
+      const sim = await start();
+      const missing = await call(sim.url, { path: '/v1/payment_intents/pi_nope' });
+      expect(missing.status).toBe(404);
+      expect(missing.json()).toEqual({
+        error: { type: 'invalid_request_error', code: 'resource_missing', param: 'id', message: "No such payment_intent: 'pi_nope'" },
+      });
+      const route = await call(sim.url, { path: '/v1/customers' });
+      expect(route.status).toBe(404);
+      expect(route.json()).toMatchObject({ error: { type: 'invalid_request_error' } });
+      expect((await call(sim.url, { method: 'DELETE', path: '/v1/payment_intents' })).status).toBe(405);
+    });
+  });
+
+  describe('timing', () => {
+    it('records the charge when the request arrives; the answer comes delayMs later', async () => {
+      const sim = await start({ delayMs: 300 });
+      let answered = false;
+      const t0 = performance.now();
+      const pending = call(sim.url, { path: '/v1/payment_intents', form: VISA }).then((res) => {
+        answered = true;
+        return res;
+      });
+      const listed = await waitFor(async () => {
+        const data = await listIntents(sim.url);
+        return data.length === 1 ? data[0] : undefined;
+      });
+      expect(answered).toBe(false);
+      expect(listed.status).toBe('succeeded');
+      const res = await pending;
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+      expect(res.json().id).toBe(listed.id);
+    });
+
+    it('a caller that disconnects during the delay still gets its charge saved under the key', async () => {
+      const sim = await start({ delayMs: 300 });
+      const abort = new AbortController();
+      const first = call(sim.url, { path: '/v1/payment_intents', key: 'k-gone', form: VISA, signal: abort.signal });
+      const [charged] = await waitFor(async () => {
+        const data = await listIntents(sim.url);
+        return data.length === 1 ? data : undefined;
+      });
+      abort.abort();
+      await expect(first).rejects.toThrow();
+      // While the first is still in its delay the key is in use; afterwards it replays.
+      const retry = await waitFor(async () => {
+        const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-gone', form: VISA });
+        return res.status === 409 ? undefined : res;
+      });
+      expect(retry.status).toBe(200);
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(retry.json().id).toBe(charged.id);
+      expect(await listIntents(sim.url)).toHaveLength(1);
+    });
+  });
+
+  describe('Idempotency-Key', () => {
+    it('replays the saved answer byte for byte, without the delay, whatever the parameter order', async () => {
+      const sim = await start({ delayMs: 200 });
+      const form = { ...VISA, 'metadata[a]': '1', 'metadata[b]': '2' };
+      const first = await call(sim.url, { path: '/v1/payment_intents', key: 'k-replay', form });
+      expect(first.status).toBe(200);
+      expect(first.headers['idempotency-key']).toBe('k-replay');
+      expect(first.headers['idempotent-replayed']).toBeUndefined();
+
+      const reversed = Object.entries(form).map(([k, v]) => [k, String(v)] as [string, string]).reverse();
+      const t0 = performance.now();
+      const replay = await call(sim.url, { path: '/v1/payment_intents', key: 'k-replay', form: reversed });
+      expect(performance.now() - t0).toBeLessThan(150);
+      expect(replay.status).toBe(200);
+      expect(replay.text).toBe(first.text);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.headers['idempotency-key']).toBe('k-replay');
+      expect(replay.headers['request-id']).not.toBe(first.headers['request-id']);
+      expect(await listIntents(sim.url)).toHaveLength(1);
+    });
+
+    it('replays a 402 decline too', async () => {
+      const sim = await start();
+      const form = { ...VISA, payment_method: 'pm_card_chargeDeclined' };
+      const first = await call(sim.url, { path: '/v1/payment_intents', key: 'k-402', form });
+      const replay = await call(sim.url, { path: '/v1/payment_intents', key: 'k-402', form });
+      expect(first.status).toBe(402);
+      expect(replay.status).toBe(402);
+      expect(replay.text).toBe(first.text);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(await listIntents(sim.url)).toHaveLength(1);
+    });
+
+    it('refuses the same key with other parameters (400 idempotency_error)', async () => {
+      const sim = await start();
+      await call(sim.url, { path: '/v1/payment_intents', key: 'k-mismatch', form: VISA });
+      const other = await call(sim.url, { path: '/v1/payment_intents', key: 'k-mismatch', form: { ...VISA, amount: 1001 } });
+      expect(other.status).toBe(400);
+      expect(other.json()).toEqual({
+        error: {
+          type: 'idempotency_error',
+          message:
+            "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than 'k-mismatch' if you meant to execute a different request.",
+        },
+      });
+      const otherPath = await call(sim.url, { path: '/v1/refunds', key: 'k-mismatch', form: { payment_intent: 'pi_x' } });
+      expect(otherPath.json()).toMatchObject({ error: { type: 'idempotency_error' } });
+      expect(await listIntents(sim.url)).toHaveLength(1);
+    });
+
+    it('answers 409 idempotency_key_in_use while the first request is in flight', async () => {
+      const sim = await start({ delayMs: 300 });
+      const first = call(sim.url, { path: '/v1/payment_intents', key: 'k-busy', form: VISA });
+      await waitFor(async () => (await listIntents(sim.url)).length === 1);
+      const second = await call(sim.url, { path: '/v1/payment_intents', key: 'k-busy', form: VISA });
+      expect(second.status).toBe(409);
+      expect(second.json()).toEqual({
+        error: {
+          type: 'idempotency_error',
+          code: 'idempotency_key_in_use',
+          message:
+            'There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): k-busy. Please try again later.',
+        },
+      });
+      expect((await first).status).toBe(200);
+      const third = await call(sim.url, { path: '/v1/payment_intents', key: 'k-busy', form: VISA });
+      expect(third.headers['idempotent-replayed']).toBe('true');
+      expect(await listIntents(sim.url)).toHaveLength(1);
+    });
+
+    it('forgets a key after idempotencyTtlMs: then it may be used with other parameters', async () => {
+      const ttl = 250;
+      const sim = await start({ idempotencyTtlMs: ttl });
+      const t0 = performance.now();
+      const first = await call(sim.url, { path: '/v1/payment_intents', key: 'k-ttl', form: VISA });
+      expect(first.status).toBe(200);
+      expect((await call(sim.url, { path: '/v1/payment_intents', key: 'k-ttl', form: { ...VISA, amount: 2 } })).status).toBe(400);
+      const later = await waitFor(async () => {
+        const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-ttl', form: { ...VISA, amount: 2 } });
+        return res.status === 200 ? res : undefined;
+      });
+      // Expiry is checked on lookup, not left to the periodic sweep (which runs only every second here).
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(ttl - 10);
+      expect(performance.now() - t0).toBeLessThan(ttl + 600);
+      expect(later.headers['idempotent-replayed']).toBeUndefined();
+      expect(later.json()).toMatchObject({ amount: 2 });
+      expect(later.json().id).not.toBe(first.json().id);
+      expect(await listIntents(sim.url)).toHaveLength(2);
+    });
+
+    it('runs every POST without a key; refuses a key longer than 255 characters', async () => {
+      const sim = await start();
+      await call(sim.url, { path: '/v1/payment_intents', form: VISA });
+      await call(sim.url, { path: '/v1/payment_intents', form: VISA });
+      expect(await listIntents(sim.url)).toHaveLength(2);
+      const long = await call(sim.url, { path: '/v1/payment_intents', key: 'k'.repeat(256), form: VISA });
+      expect(long.status).toBe(400);
+      expect((await call(sim.url, { path: '/v1/payment_intents', key: 'k'.repeat(255), form: VISA })).status).toBe(200);
+    });
+  });
+
+  describe('lists', () => {
+    it('lists payment intents newest first with limit, starting_after and has_more', async () => {
+      const sim = await start();
+      const ids: string[] = [];
+      for (let i = 1; i <= 5; i++) {
+        ids.push((await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, amount: i } })).json().id as string);
+      }
+      const newest = [...ids].reverse();
+      const all = await call(sim.url, { path: '/v1/payment_intents' });
+      expect(all.json<ListBody>()).toEqual({ object: 'list', url: '/v1/payment_intents', data: expect.any(Array), has_more: false });
+      expect(all.json<ListBody>().data.map((i) => i.id)).toEqual(newest);
+
+      const seen: string[] = [];
+      const pages: boolean[] = [];
+      let after: string | undefined;
+      for (;;) {
+        const path = `/v1/payment_intents?limit=2${after ? `&starting_after=${after}` : ''}`;
+        const page = (await call(sim.url, { path })).json<ListBody<{ id: string }>>();
+        seen.push(...page.data.map((i) => i.id));
+        pages.push(page.has_more);
+        if (!page.has_more) break;
+        after = page.data.at(-1)!.id;
+      }
+      expect(seen).toEqual(newest);
+      expect(pages).toEqual([true, true, false]);
+      // An exact last page says there is no more.
+      const exact = (await call(sim.url, { path: `/v1/payment_intents?limit=2&starting_after=${newest[2]}` })).json<ListBody>();
+      expect(exact.data.map((i) => i.id)).toEqual(newest.slice(3));
+      expect(exact.has_more).toBe(false);
+    });
+
+    it('refuses a bad limit, an unknown cursor and an unknown query parameter', async () => {
+      const sim = await start();
+      for (const [query, param, code] of [
+        ['limit=0', 'limit', 'parameter_invalid_integer'],
+        ['limit=101', 'limit', 'parameter_invalid_integer'],
+        ['limit=ten', 'limit', 'parameter_invalid_integer'],
+        ['starting_after=pi_unknown', 'starting_after', 'resource_missing'],
+        ['sort=asc', 'sort', 'parameter_unknown'],
+      ]) {
+        const res = await call(sim.url, { path: `/v1/payment_intents?${query}` });
+        expect({ query, status: res.status, body: res.json() }).toEqual({
+          query,
+          status: 400,
+          body: { error: { type: 'invalid_request_error', code, param, message: expect.any(String) } },
+        });
+      }
+    });
+  });
+
+  describe('POST /v1/refunds', () => {
+    async function charge(url: string, amount = 1000): Promise<string> {
+      return (await call(url, { path: '/v1/payment_intents', form: { ...VISA, amount } })).json().id as string;
+    }
+
+    it('refunds partially, then what remains; never more than was received', async () => {
+      const sim = await start();
+      const pi = await charge(sim.url);
+      const partial = await call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi, amount: 300, 'metadata[reason]': 'late' } });
+      expect(partial.status).toBe(200);
+      expect(partial.json()).toEqual({
+        id: expect.stringMatching(/^re_[A-Za-z0-9]+$/),
+        object: 'refund',
+        amount: 300,
+        charge: expect.stringMatching(/^ch_/),
+        currency: 'usd',
+        payment_intent: pi,
+        status: 'succeeded',
+        metadata: { reason: 'late' },
+        created: expect.any(Number),
+      });
+      const tooMuch = await call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi, amount: 701 } });
+      expect(tooMuch.status).toBe(400);
+      expect(tooMuch.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'amount_too_large' } });
+      const rest = await call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi } });
+      expect(rest.json()).toMatchObject({ amount: 700, metadata: {} });
+      const none = await call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi, amount: 1 } });
+      expect(none.status).toBe(400);
+      expect(none.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'charge_already_refunded' } });
+    });
+
+    it('refuses an unknown or unpaid intent and bad amounts', async () => {
+      const sim = await start();
+      const declined = await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, payment_method: 'pm_card_chargeDeclined' } });
+      const declinedId = declined.json<{ error: { payment_intent: { id: string } } }>().error.payment_intent.id;
+      const pi = await charge(sim.url);
+      for (const [form, error] of [
+        [{ payment_intent: 'pi_nope' }, { code: 'resource_missing', param: 'payment_intent' }],
+        [{ payment_intent: declinedId }, { param: 'payment_intent' }],
+        [{}, { code: 'parameter_missing', param: 'payment_intent' }],
+        [{ payment_intent: pi, amount: 0 }, { code: 'amount_too_small', param: 'amount' }],
+        [{ payment_intent: pi, amount: 'x' }, { code: 'parameter_invalid_integer', param: 'amount' }],
+        [{ payment_intent: pi, reason: 'x' }, { code: 'parameter_unknown', param: 'reason' }],
+      ] as [Record<string, string | number>, Record<string, string>][]) {
+        const res = await call(sim.url, { path: '/v1/refunds', form });
+        expect({ status: res.status, body: res.json() }).toEqual({
+          status: 400,
+          body: { error: expect.objectContaining({ type: 'invalid_request_error', ...error }) },
+        });
+      }
+      const list = await call(sim.url, { path: '/v1/refunds' });
+      expect(list.json<ListBody>().data).toHaveLength(0);
+    });
+
+    it('lists refunds newest first, filtered by payment_intent; keyed refunds replay', async () => {
+      const sim = await start();
+      const a = await charge(sim.url);
+      const b = await charge(sim.url);
+      const r1 = (await call(sim.url, { path: '/v1/refunds', key: 'r1', form: { payment_intent: a, amount: 100 } })).json().id;
+      const r2 = (await call(sim.url, { path: '/v1/refunds', form: { payment_intent: b, amount: 100 } })).json().id;
+      const r3 = (await call(sim.url, { path: '/v1/refunds', form: { payment_intent: a, amount: 100 } })).json().id;
+      const replay = await call(sim.url, { path: '/v1/refunds', key: 'r1', form: { amount: 100, payment_intent: a } });
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.json().id).toBe(r1);
+
+      const all = (await call(sim.url, { path: '/v1/refunds' })).json<ListBody>();
+      expect(all.url).toBe('/v1/refunds');
+      expect(all.data.map((r) => r.id)).toEqual([r3, r2, r1]);
+      const ofA = (await call(sim.url, { path: `/v1/refunds?payment_intent=${a}&limit=1` })).json<ListBody>();
+      expect(ofA.data.map((r) => r.id)).toEqual([r3]);
+      expect(ofA.has_more).toBe(true);
+      const next = (await call(sim.url, { path: `/v1/refunds?payment_intent=${a}&limit=1&starting_after=${r3 as string}` })).json<ListBody>();
+      expect(next.data.map((r) => r.id)).toEqual([r1]);
+      expect(next.has_more).toBe(false);
+      expect((await call(sim.url, { path: `/v1/refunds/${r2 as string}` })).json()).toMatchObject({ id: r2, amount: 100 });
+      // 100 + 100 refunded of a's 1000: 800 remain.
+      expect((await call(sim.url, { path: '/v1/refunds', form: { payment_intent: a } })).json()).toMatchObject({ amount: 800 });
+    });
+  });
+
+  describe('accounts', () => {
+    it('keeps ledgers and Idempotency-Keys apart per secret key', async () => {
+      const sim = await start();
+      const mine = (await call(sim.url, { path: '/v1/payment_intents', key: 'shared-key', form: VISA })).json();
+      const theirs = await call(sim.url, { path: '/v1/payment_intents', key: 'shared-key', secret: OTHER_SECRET, form: { ...VISA, amount: 5 } });
+      expect(theirs.status).toBe(200);
+      expect(theirs.headers['idempotent-replayed']).toBeUndefined();
+      expect(theirs.json().id).not.toBe(mine.id);
+      expect((await call(sim.url, { path: `/v1/payment_intents/${mine.id as string}`, secret: OTHER_SECRET })).status).toBe(404);
+      expect((await listIntents(sim.url)).map((i) => i.id)).toEqual([mine.id]);
+      expect((await listIntents(sim.url, OTHER_SECRET)).map((i) => i.id)).toEqual([theirs.json().id]);
+      const refund = await call(sim.url, { path: '/v1/refunds', secret: OTHER_SECRET, form: { payment_intent: mine.id as string } });
+      expect(refund.json()).toMatchObject({ error: { code: 'resource_missing' } });
+    });
+  });
+});
