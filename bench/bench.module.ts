@@ -4,31 +4,64 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import type { Response } from 'express';
 import { AuthenticatedClient } from '../src/auth/authenticated-client';
 import { CurrentClient } from '../src/auth/current-client.decorator';
+import { PhasedOperation } from '../src/idempotency';
+import { IdempotencyStore } from '../src/idempotency/idempotency.store';
 import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
 import { PaymentResponse } from '../src/payments/dto/payment.response';
 import { PaymentsModule } from '../src/payments/payments.module';
-import { PaymentsService } from '../src/payments/payments.service';
+import { PAYMENT_OPERATION, PaymentOperation, PaymentsService } from '../src/payments/payments.service';
+
+/** A store that keeps nothing: the phases run, with no key to fence or store. */
+const NO_KEY_STORE: IdempotencyStore = {
+  claim: () => Promise.reject(new Error('no claims here')),
+  complete: async () => undefined,
+  release: async () => undefined,
+  checkpoint: async () => undefined,
+  releaseInTransaction: async () => undefined,
+  yieldLease: async () => undefined,
+  takeOverAbandoned: async () => [],
+};
 
 /**
- * Exists only in the bench app: POST /payments without @Idempotent(). Same guard,
- * validation, service and one transaction as the real route, minus the claim and
- * the stored response, so the two routes' ratio is the price of exactly-once.
+ * Exists only in the bench app: POST /payments without @Idempotent().
+ * - /bench/payments: the same guard, validation, service and phases as the real
+ *   route, minus the claim and the stored response, so the two routes' ratio is
+ *   the price of exactly-once.
+ * - /bench/pool-bound-payments: the same work in ONE transaction that stays open
+ *   across the card network call (the design before phases): its connection and
+ *   the order's lock are held while the network answers. The baseline of §7.
  */
-@Controller('bench/payments')
+@Controller('bench')
 export class UnprotectedPaymentsController {
   constructor(
     private readonly payments: PaymentsService,
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
   ) {}
 
-  @Post()
+  private operation(clientId: string): PaymentOperation {
+    return new PhasedOperation({ clientId, key: 'bench', token: '0' }, PAYMENT_OPERATION, 201, null, NO_KEY_STORE, this.txHost);
+  }
+
+  @Post('payments')
   async create(
     @CurrentClient() client: AuthenticatedClient,
     @Body() dto: CreatePaymentDto,
     @Res({ passthrough: true }) res: Response,
   ): Promise<PaymentResponse> {
-    const payment = await this.txHost.withTransaction(() => this.payments.create(client.id, dto));
-    res.location(`/payments/${payment.id}`);
+    const payment = await this.payments.create(client.id, dto, this.operation(client.id));
+    res.status(201).location(`/payments/${payment.id}`);
+    return payment;
+  }
+
+  @Post('pool-bound-payments')
+  async createPoolBound(
+    @CurrentClient() client: AuthenticatedClient,
+    @Body() dto: CreatePaymentDto,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<PaymentResponse> {
+    // Every phase joins this outer transaction (the default propagation).
+    const payment = await this.txHost.withTransaction(() => this.payments.create(client.id, dto, this.operation(client.id)));
+    res.status(201).location(`/payments/${payment.id}`);
     return payment;
   }
 }

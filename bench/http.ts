@@ -13,9 +13,10 @@ export interface BenchServer {
   stop(): Promise<void>;
 }
 
-export async function startServer(databaseUrl: string): Promise<BenchServer> {
+/** `appEnv`: the app's environment overrides (e.g. the card network's delay). */
+export async function startServer(databaseUrl: string, appEnv: Record<string, string> = {}): Promise<BenchServer> {
   const child: ChildProcess = fork(join(__dirname, 'server.js'), [], {
-    env: { ...process.env, BENCH_DATABASE_URL: databaseUrl },
+    env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, BENCH_APP_ENV: JSON.stringify(appEnv) },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   // The server logs 4xx at warn (the race's 409s): keep the tail, show it only on failure.

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { resolve } from 'node:path';
+import { BoundaryResult, chargeBoundary } from './charge-boundary';
 import { BenchServer, CannonRun, HttpRun, RaceResult, Scenario, cannon, completedKey, merge, race, startServer } from './http';
 import { StoreHarness, createStoreHarness } from './lib/app';
 import { BenchDatabase, openBenchDatabase } from './lib/database';
@@ -21,6 +22,7 @@ import { latencyChart } from './svg';
  *   §1 store cost per path (latency, SQL statements)   §4 storage per key
  *   §2 duplicate pile-up, ours vs the reference claim   §5 purge speed, claim p99 during it
  *   §3 HTTP throughput (autocannon), protected vs not   §6 100 identical concurrent requests
+ *   §7 the charge boundary: phased vs pool-bound payments under a 300 ms card network
  *
  * Prints the tables, writes bench/results.json (every figure) and bench/latency.svg.
  * Every comparison is a ratio of two figures from this same run.
@@ -46,6 +48,9 @@ const SETTINGS = {
   purgeKeys: env('BENCH_PURGE_KEYS', 200_000),
   purgeBaselineMs: env('BENCH_PURGE_BASELINE_MS', 1000),
   purgeRounds: env('BENCH_PURGE_ROUNDS', 3),
+  boundaryClients: env('BENCH_BOUNDARY_CLIENTS', 200),
+  boundarySeconds: env('BENCH_BOUNDARY_SECONDS', 15),
+  boundaryDelay: '300ms',
 };
 const TARGETS = {
   statementsPerLookup: 1,
@@ -54,7 +59,11 @@ const TARGETS = {
   protectedRatio: 0.8,
   replayRatio: 1.3,
   bytesPerKey: 250,
-  totalSeconds: 300,
+  totalSeconds: 360,
+  /** §7: 4x the 62 payments/s the pool-bound design did on this machine. */
+  boundaryPaymentsPerSecond: 248,
+  boundaryHealthP99Ms: 100,
+  boundaryListingP99Ms: 250,
 };
 const CHART_LABELS: Record<Scenario, string> = {
   unprotected: 'POST /bench/payments (no key)',
@@ -138,6 +147,9 @@ async function main(): Promise<void> {
     const raced: RaceResult = await timed('§6 race', () => race(port, SETTINGS.raceRequests, SETTINGS.raceRounds));
     await server.stop();
     server = undefined;
+    const boundary: BoundaryResult = await timed('§7 charge boundary', () =>
+      chargeBoundary(db!.url, { clients: SETTINGS.boundaryClients, seconds: SETTINGS.boundarySeconds, delay: SETTINGS.boundaryDelay }),
+    );
 
     const stored: StorageResult = await timed('§4 storage', () => storage(harness, SETTINGS.storageKeys, SETTINGS.storageConcurrency));
     const purged: PurgeBenchResult = await timed('§5 purge', () => purgeBench(harness, SETTINGS.purgeKeys, SETTINGS.purgeBaselineMs, SETTINGS.purgeRounds));
@@ -165,6 +177,7 @@ async function main(): Promise<void> {
       target('bytes per key, without VACUUM', fmt(stored.withoutVacuum.bytesPerKey, 1), `≤ ${TARGETS.bytesPerKey}`, stored.withoutVacuum.bytesPerKey <= TARGETS.bytesPerKey),
       target('bytes per key, after VACUUM', fmt(stored.afterVacuum.bytesPerKey, 1), `≤ ${TARGETS.bytesPerKey}`, stored.afterVacuum.bytesPerKey <= TARGETS.bytesPerKey),
       target('whole run', `${fmt(totalSeconds, 0)} s`, `< ${TARGETS.totalSeconds} s`, totalSeconds < TARGETS.totalSeconds),
+      ...boundaryTargets(boundary),
     ];
 
     // Load averages (1, 5, 15 min) at start and end: other work on the machine shows here.
@@ -191,6 +204,7 @@ async function main(): Promise<void> {
       race: raced,
       storage: stored,
       purge: purged,
+      chargeBoundary: boundary,
       ratios,
       targetsMet: targets,
     };
@@ -235,6 +249,16 @@ interface Target {
   met: boolean;
 }
 
+function boundaryTargets(b: BoundaryResult): Target[] {
+  const phased = b.runs.find((r) => r.design === 'phased')!;
+  return [
+    target('§7 phased payments/s (300 ms network)', fmt(phased.paymentsPerSecond, 0), `≥ ${TARGETS.boundaryPaymentsPerSecond}`, phased.paymentsPerSecond >= TARGETS.boundaryPaymentsPerSecond),
+    target('§7 /health 200 on every probe', `${phased.health.ok}/${phased.health.probes}`, 'all', phased.health.ok === phased.health.probes),
+    target('§7 /health p99 ms', fmt(phased.health.ms.p99, 1), `< ${TARGETS.boundaryHealthP99Ms}`, phased.health.ms.p99 < TARGETS.boundaryHealthP99Ms),
+    target('§7 GET /payments?limit=1 p99 ms', fmt(phased.listing.ms.p99, 1), `< ${TARGETS.boundaryListingP99Ms}`, phased.listing.ms.p99 < TARGETS.boundaryListingP99Ms),
+  ];
+}
+
 function target(name: string, measured: string, goal: string, met: boolean): Target {
   return { target: name, measured, goal, met };
 }
@@ -250,6 +274,7 @@ function report(
     race: RaceResult;
     storage: StorageResult;
     purge: PurgeBenchResult;
+    chargeBoundary: BoundaryResult;
     ratios: Record<string, number>;
   },
   targets: Target[],
@@ -371,6 +396,27 @@ function report(
       c.rounds.map((x, i) => [i + 1, fmt(x.allAnsweredMs), x.created, x.replays, x.conflicts409, Object.entries(x.other).map(([k, v]) => `${k}: ${v}`).join(', ') || '0', x.distinctPaymentIds]),
     ),
     `median time until all answered: ${fmt(c.medianAllAnsweredMs)} ms`,
+    '',
+  );
+
+  const b = r.chargeBoundary;
+  out.push(`§7 Charge boundary: CARD_NETWORK_DELAY=${b.delay}, ${b.clients} clients posting fresh payments, /health and GET /payments?limit=1 probed every 100 ms`);
+  out.push(
+    table(
+      ['design', 'payments/s', 'payment p50', 'p99', 'errors', '/health 200', '/health p99', 'listing 200', 'listing p99'],
+      b.runs.map((x) => [
+        `${x.design} (${x.route})`,
+        fmt(x.paymentsPerSecond, 0),
+        fmt(x.paymentMs.p50, 0),
+        fmt(x.paymentMs.p99, 0),
+        Object.entries(x.errors).map(([k, v]) => `${k}: ${v}`).join(', ') || '0',
+        `${x.health.ok}/${x.health.probes}`,
+        fmt(x.health.ms.p99, 1),
+        `${x.listing.ok}/${x.listing.probes}`,
+        fmt(x.listing.ms.p99, 1),
+      ]),
+    ),
+    `phased / pool-bound payments/s: ${fmt(b.speedup)}x`,
     '',
   );
 

@@ -15,7 +15,7 @@ import { benchConfig } from './lib/app';
 async function main(): Promise<void> {
   const databaseUrl = process.env.BENCH_DATABASE_URL;
   if (!databaseUrl || !process.send) throw new Error('bench/server.js is started by bench/run.js');
-  const config = benchConfig(databaseUrl);
+  const config = benchConfig(databaseUrl, JSON.parse(process.env.BENCH_APP_ENV ?? '{}') as Record<string, string>);
   const root = AppModule.register({ config, databaseUrl });
   root.imports = [...(root.imports ?? []), BenchModule];
   const app = await NestFactory.create<NestExpressApplication>(root, { bodyParser: false, bufferLogs: true });

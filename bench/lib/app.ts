@@ -13,14 +13,18 @@ import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from '
 export const BENCH_CLIENT = { name: 'bench', key: 'sk_bench_0123456789abcdef0123456789' };
 export const PAYMENT_BODY = { amount: 1000, currency: 'usd', source: 'tok_visa' };
 
-/** The app's configuration for the bench: defaults, except no purge schedule, no card delay, quiet logs. */
-export function benchConfig(databaseUrl: string): AppConfig {
+/**
+ * The app's configuration for the bench: defaults, except no purge schedule, no
+ * card delay, quiet logs; `overrides` for a section that needs otherwise.
+ */
+export function benchConfig(databaseUrl: string, overrides: Record<string, string> = {}): AppConfig {
   return loadConfig({
     DATABASE_URL: databaseUrl,
     LOG_LEVEL: 'warn',
     API_KEYS: `${BENCH_CLIENT.name}:${BENCH_CLIENT.key}`,
     IDEMPOTENCY_PURGE_ENABLED: 'false',
     CARD_NETWORK_DELAY: '0ms',
+    ...overrides,
   });
 }
 
