@@ -10,7 +10,7 @@ import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
  */
 @Entity({ name: 'idempotency_keys' })
 @Index('idempotency_keys_expires_at_idx', ['expiresAt'])
-@Index('idempotency_keys_recovery_idx', ['lease'], { where: 'status IS NULL AND recovery IS NOT NULL' })
+@Index('idempotency_keys_recovery_idx', ['lease'], { where: 'recovery IS NOT NULL' })
 @Check('idempotency_keys_fingerprint_length', 'octet_length(fingerprint) = 32')
 export class IdempotencyKeyEntity {
   @PrimaryColumn({ name: 'client_id', type: 'uuid', primaryKeyConstraintName: 'idempotency_keys_pkey' })
@@ -43,7 +43,7 @@ export class IdempotencyKeyEntity {
   @Column({ type: 'text', nullable: true })
   headers!: string | null;
 
-  /** A phased operation's last recovery point (see PhasedOperation); NULL otherwise. */
+  /** A phased operation's last recovery point while it is in progress (see PhasedOperation); NULL otherwise. */
   @Column({ type: 'jsonb', nullable: true })
   recovery!: unknown;
 }

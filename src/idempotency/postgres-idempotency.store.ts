@@ -80,8 +80,10 @@ UPDATE idempotency_keys
    AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
 RETURNING lease::text AS lease`;
 
+// Clears the recovery point (NULL stays NULL on other routes, so their completion
+// stays a HOT update; see the migration of idempotency_keys_recovery_idx).
 const COMPLETE_SQL = `
-UPDATE idempotency_keys SET status = $4::int2, body = $5::text, headers = $6::text
+UPDATE idempotency_keys SET status = $4::int2, body = $5::text, headers = $6::text, recovery = NULL
  WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
 
 // A phase's recovery point, fenced like the completion, in the phase's transaction.
@@ -100,7 +102,7 @@ UPDATE idempotency_keys SET lease = ${NOW_US}
 const TAKE_OVER_ABANDONED_SQL = `
 WITH abandoned AS (
   SELECT client_id, key, lease FROM idempotency_keys
-   WHERE status IS NULL AND recovery IS NOT NULL AND lease <= ${NOW_US}
+   WHERE recovery IS NOT NULL AND status IS NULL AND lease <= ${NOW_US}
    ORDER BY lease
    LIMIT $1
    FOR UPDATE SKIP LOCKED
