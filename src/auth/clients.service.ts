@@ -24,7 +24,7 @@ export class ClientsService implements OnModuleInit {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  /** Upserts the clients named in API_KEYS (development, compose, tests). */
+  /** Upserts the clients named in API_KEYS (development, compose, tests); warns when no client exists at all. */
   async onModuleInit(): Promise<void> {
     for (const seed of this.config.apiKeys) {
       await this.dataSource.query(
@@ -33,7 +33,17 @@ export class ClientsService implements OnModuleInit {
         [seed.name, hashApiKey(seed.secret)],
       );
     }
-    if (this.config.apiKeys.length) this.logger.log(`API_KEYS: ${this.config.apiKeys.map((s) => s.name).join(', ')}`);
+    if (this.config.apiKeys.length) {
+      this.logger.log(`API_KEYS: ${this.config.apiKeys.map((s) => s.name).join(', ')}`);
+      return;
+    }
+    // Without a client every call but health, docs and metrics is a 401: say how to get a key.
+    const [{ exists }] = await this.dataSource.query<{ exists: boolean }[]>('SELECT EXISTS (SELECT 1 FROM clients) AS exists');
+    if (!exists) {
+      this.logger.warn(
+        'no API clients yet, so every API call answers 401: create one with `npm run client:create -- <name>` (prints its key once), or set API_KEYS=name:secret',
+      );
+    }
   }
 
   /** Creates a client and returns its key: the only time the key exists in clear. */
