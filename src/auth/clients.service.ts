@@ -24,7 +24,7 @@ export class ClientsService implements OnModuleInit {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  /** Upserts the clients named in API_KEYS (development, compose, tests); warns when no client exists at all. */
+  /** Upserts the clients named in API_KEYS (development, compose, tests). */
   async onModuleInit(): Promise<void> {
     for (const seed of this.config.apiKeys) {
       await this.dataSource.query(
@@ -33,11 +33,15 @@ export class ClientsService implements OnModuleInit {
         [seed.name, hashApiKey(seed.secret)],
       );
     }
-    if (this.config.apiKeys.length) {
-      this.logger.log(`API_KEYS: ${this.config.apiKeys.map((s) => s.name).join(', ')}`);
-      return;
-    }
-    // Without a client every call but health, docs and metrics is a 401: say how to get a key.
+    if (this.config.apiKeys.length) this.logger.log(`API_KEYS: ${this.config.apiKeys.map((s) => s.name).join(', ')}`);
+  }
+
+  /**
+   * Called by the server once it listens (not by the CLI tools, which boot the
+   * same module): without a client every call but health, docs and metrics is
+   * a 401, so say how to get a key.
+   */
+  async warnIfNoClients(): Promise<void> {
     const [{ exists }] = await this.dataSource.query<{ exists: boolean }[]>('SELECT EXISTS (SELECT 1 FROM clients) AS exists');
     if (!exists) {
       this.logger.warn(
