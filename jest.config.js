@@ -1,5 +1,5 @@
 // Jest runs CommonJS: @swc/jest compiles our TypeScript and Nest 12's ESM-only
-// packages (see ../shared/TOOLCHAIN.md). One embedded PostgreSQL serves the whole
+// packages (jest's own loader cannot require ESM on Node 20). One embedded PostgreSQL serves the whole
 // run; every e2e file gets a database of its own (test/support/database.ts).
 const swc = {
   jsc: {
@@ -19,8 +19,8 @@ module.exports = {
   testMatch: ['**/*.spec.ts'],
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', swc] },
   transformIgnorePatterns: ['/node_modules/(?!(@nestjs)/)'],
-  globalSetup: '<rootDir>/test/support/global-setup.mjs',
-  globalTeardown: '<rootDir>/test/support/global-teardown.mjs',
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 2,
   testTimeout: 60_000,
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],

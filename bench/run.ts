@@ -16,7 +16,7 @@ import { StorageResult, storage } from './storage';
 import { latencyChart } from './svg';
 
 /**
- * `npm run bench`: the cost of exactly-once, measured in one run (issue 8).
+ * `npm run bench`: the cost of exactly-once, measured in one run (results in docs/benchmarks.md).
  * Compiles with bench/tsconfig.json into dist-bench/ and runs from there.
  *
  *   §1 store cost per path (latency, SQL statements)   §4 storage per key

@@ -4,6 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { configureApp } from './app.setup';
 import { AppModule } from './app.module';
+import { ClientsService } from './auth/clients.service';
 import { ConfigError, loadConfig } from './config/config';
 import { DatabaseStartError, openDatabase } from './database/database-server';
 
@@ -24,6 +25,7 @@ async function main(): Promise<void> {
     });
     configureApp(app, config);
     await app.listen(config.port, '0.0.0.0');
+    await app.get(ClientsService).warnIfNoClients();
   } catch (error) {
     await database.stop();
     throw error;

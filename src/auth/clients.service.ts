@@ -36,6 +36,20 @@ export class ClientsService implements OnModuleInit {
     if (this.config.apiKeys.length) this.logger.log(`API_KEYS: ${this.config.apiKeys.map((s) => s.name).join(', ')}`);
   }
 
+  /**
+   * Called by the server once it listens (not by the CLI tools, which boot the
+   * same module): without a client every call but health, docs and metrics is
+   * a 401, so say how to get a key.
+   */
+  async warnIfNoClients(): Promise<void> {
+    const [{ exists }] = await this.dataSource.query<{ exists: boolean }[]>('SELECT EXISTS (SELECT 1 FROM clients) AS exists');
+    if (!exists) {
+      this.logger.warn(
+        'no API clients yet, so every API call answers 401: create one with `npm run client:create -- <name>` (prints its key once), or set API_KEYS=name:secret',
+      );
+    }
+  }
+
   /** Creates a client and returns its key: the only time the key exists in clear. */
   async create(name: string): Promise<{ client: AuthenticatedClient; apiKey: string }> {
     const apiKey = generateApiKey();

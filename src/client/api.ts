@@ -8,7 +8,7 @@
  * yen for JPY), never a float.
  *
  * The paths (`/orders`, `/orders/{id}/cancel`, `/payments`, `/payments/{id}/refunds`)
- * follow the issue; keep them in step with the controllers.
+ * are the API of the README; keep them in step with the controllers.
  */
 import { IdempotentClient, type ClientResponse, type GetOptions, type PostOptions } from './idempotent-client';
 

@@ -58,6 +58,6 @@ export async function openDatabase(config: AppConfig, log: (message: string) => 
     );
   }
   const version = await verifyConnection(embedded.url);
-  log(`started embedded PostgreSQL ${version} at ${redact(embedded.url)} (data in ${config.database.embeddedDir})`);
+  log(`started embedded PostgreSQL ${version} at ${redact(embedded.url)} (data in ${embedded.dataDir})`);
   return { url: embedded.url, kind: 'embedded', stop: () => embedded.stop() };
 }

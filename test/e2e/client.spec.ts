@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { PaymentsClient, ProblemError, RetryEvent } from '../../src/client';
 import { CLIENT_A, TestApp, countRows, createTestApp } from '../support/app';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
-import { send } from '../support/http-client';
+import { send, waitFor } from '../support/http-client';
 
 /**
  * The retrying client against the real server, through a fault-injecting proxy:
@@ -51,7 +51,9 @@ describe('PaymentsClient against the real server (e2e)', () => {
     const body = { amount: 1300, currency: 'usd', source: 'tok_visa', description: `busy ${idempotencyKey}` };
     // Another attempt with the same key is already running on the server.
     const first = send(t.url!, { method: 'POST', path: '/payments', headers: { ...t.auth(), 'Idempotency-Key': idempotencyKey }, body });
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor('the first attempt to hold the key', async () =>
+      (await countRows(t.dataSource, 'idempotency_keys', 'key = $1 AND status IS NULL', [idempotencyKey])) === 1,
+    );
     const res = await client().createPayment(body, { idempotencyKey });
     expect(res.status).toBe(201);
     expect(retries[0]).toMatchObject({ attempt: 1, reason: 'status', status: 409 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
+import { CLIENT_A, CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { createOrder, orderBody } from '../support/fixtures';
 
 describe('orders (e2e)', () => {
@@ -72,29 +72,33 @@ describe('orders (e2e)', () => {
   });
 
   it('lists only the caller\'s orders, newest first, with cursor pagination', async () => {
-    const isolated = await createTestApp({ database: undefined });
-    try {
-      const mine: string[] = [];
-      for (let i = 0; i < 7; i++) mine.push((await createOrder(isolated)).id);
-      await createOrder(isolated, orderBody(), CLIENT_B);
-      const seen: string[] = [];
-      let cursor: string | null = null;
-      do {
-        const res: request.Response = await request(isolated.app.getHttpServer())
-          .get('/orders').query(cursor ? { limit: 3, starting_after: cursor } : { limit: 3 })
-          .set(isolated.auth()).expect(200);
-        expect(res.body.data.length).toBeLessThanOrEqual(3);
-        seen.push(...res.body.data.map((o: { id: string }) => o.id));
-        cursor = res.body.next_cursor;
-        expect(res.body.has_more).toBe(cursor !== null);
-      } while (cursor);
-      expect(seen).toEqual([...mine].reverse());
-      await request(isolated.app.getHttpServer()).get('/orders').query({ limit: 0 }).set(isolated.auth()).expect(400);
-      const bad = await request(isolated.app.getHttpServer()).get('/orders').query({ starting_after: randomUUID() }).set(isolated.auth()).expect(400);
-      expect(bad.body.code).toBe('invalid_cursor');
-    } finally {
-      await isolated.close();
-    }
+    // On this file's shared database, where other tests may have made orders: the
+    // seven made here are the caller's newest, so they lead the listing, and the
+    // walk must cover exactly the caller's orders in the database.
+    const mine: string[] = [];
+    for (let i = 0; i < 7; i++) mine.push((await createOrder(t)).id);
+    const theirs = await createOrder(t, orderBody(), CLIENT_B);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res: request.Response = await http()
+        .get('/orders').query(cursor ? { limit: 3, starting_after: cursor } : { limit: 3 })
+        .set(t.auth()).expect(200);
+      expect(res.body.data.length).toBeLessThanOrEqual(3);
+      seen.push(...res.body.data.map((o: { id: string }) => o.id));
+      cursor = res.body.next_cursor;
+      expect(res.body.has_more).toBe(cursor !== null);
+    } while (cursor);
+    expect(seen.slice(0, 7)).toEqual([...mine].reverse());
+    expect(seen).not.toContain(theirs.id);
+    const callers = await t.dataSource.query<{ id: string }[]>(
+      'SELECT o.id FROM orders o JOIN clients c ON c.id = o.client_id WHERE c.name = $1',
+      [CLIENT_A.name],
+    );
+    expect([...seen].sort()).toEqual(callers.map((o) => o.id).sort());
+    await http().get('/orders').query({ limit: 0 }).set(t.auth()).expect(400);
+    const bad = await http().get('/orders').query({ starting_after: randomUUID() }).set(t.auth()).expect(400);
+    expect(bad.body.code).toBe('invalid_cursor');
   });
 
   it('requires an API key', async () => {

@@ -1,14 +1,15 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { freePort } from '../../src/database/embedded-postgres';
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
 import { resolve } from 'node:path';
+import { freePort } from '../../src/database/embedded-postgres';
+import { assertDistIsCurrent } from './dist';
 
 /**
  * The built service (dist/src/main.js) as a real OS process, for the fault
  * suites that need one: two instances on one database, a SIGKILL mid-request,
- * a database that goes away under a running app. `npm test` builds first; for
- * a manual run, `npx nest build` before jest.
+ * a database that goes away under a running app. `npm test` builds first; a
+ * dist/ older than src/ fails the start with a sentence saying to build (./dist.ts).
  *
  * Every process started here is also killed (SIGKILL) when the jest worker
  * exits, so a failing suite never leaves a server behind.
@@ -173,6 +174,8 @@ export class AppProcessError extends Error {
  */
 export async function startAppProcess(options: AppProcessOptions): Promise<AppProcess> {
   if (!options.env.DATABASE_URL) throw new Error('startAppProcess: env.DATABASE_URL is required');
+  // A mutated copy named by APP_MAIN_JS is deliberately not the current build.
+  if (!process.env.APP_MAIN_JS) assertDistIsCurrent();
   if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: build first (npx nest build)`);
   for (let attempt = 1; ; attempt++) {
     try {

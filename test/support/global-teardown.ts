@@ -1,7 +1,6 @@
 import { rm } from 'node:fs/promises';
 
-export default async function globalTeardown() {
-  const pg = globalThis.__EMBEDDED_PG__;
-  if (pg) await pg.stop();
+export default async function globalTeardown(): Promise<void> {
+  await globalThis.__EMBEDDED_PG__?.stop();
   if (globalThis.__EMBEDDED_PG_DIR__) await rm(globalThis.__EMBEDDED_PG_DIR__, { recursive: true, force: true });
 }
