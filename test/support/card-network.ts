@@ -1,10 +1,9 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { freePort } from '../../src/database/embedded-postgres';
 import { DEFAULT_CARD_NETWORK_SECRET } from '../../src/config/config';
 import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from '../../src/payments/card-network/card-network.module';
 import type { TestApp } from './app';
+import { builtFile } from './dist';
 
 /**
  * The card network as the suites see it: its ledger, read through its own
@@ -105,7 +104,7 @@ export class Ledger {
   }
 }
 
-export const SIMULATOR_MAIN_JS = resolve(__dirname, '../../dist/src/card-network-simulator/main.js');
+const SIMULATOR_MAIN = 'src/card-network-simulator/main.js';
 
 export interface CardNetworkProcess {
   url: string;
@@ -120,9 +119,8 @@ process.once('exit', () => {
 
 /** `npm run card-network`'s built entry as its own process, ready when it prints its address. */
 export async function startCardNetworkProcess(options: { delay?: string } = {}): Promise<CardNetworkProcess> {
-  if (!existsSync(SIMULATOR_MAIN_JS)) throw new Error(`${SIMULATOR_MAIN_JS} is missing: build first (npx nest build)`);
   const port = await freePort();
-  const child = spawn(process.execPath, [SIMULATOR_MAIN_JS], {
+  const child = spawn(process.execPath, [builtFile(SIMULATOR_MAIN)], {
     env: {
       PATH: process.env.PATH ?? '',
       CARD_NETWORK_PORT: String(port),

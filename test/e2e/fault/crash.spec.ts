@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { AppProcess, PROCESS_CLIENT, startAppProcess, startAppProcesses, stopAll } from '../../support/app-process';
 import { CardNetworkProcess, startCardNetworkProcess } from '../../support/card-network';
 import { TestDatabase, createTestDatabase } from '../../support/database';
+import { NOW_US } from '../../support/db-clock';
 import { authHeaders, send, waitFor } from '../../support/http-client';
 
 /**
@@ -19,7 +20,6 @@ import { authHeaders, send, waitFor } from '../../support/http-client';
  */
 jest.setTimeout(120_000);
 
-const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
 const LEASE = '3s';
 
 describe('fault: the app process crashes mid-request', () => {
