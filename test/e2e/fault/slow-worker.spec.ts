@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CLIENT_A, TestApp, createTestApp } from '../../support/app';
+import { Ledger } from '../../support/card-network';
 import { RawResponse, authHeaders, send, waitFor } from '../../support/http-client';
 import { NOW_US } from '../../support/db-clock';
 
@@ -63,7 +64,12 @@ describe('fault: a slow worker loses its lease', () => {
     expect(lost.json()).toMatchObject({ status: 409, code: 'idempotency_lease_lost' });
     expect(lost.headers['retry-after']).toMatch(/^\d+$/);
 
-    // The original's insert rolled back with its transaction: exactly one payment.
+    // Both attempts asked the network with the same key (the payment's): one charge,
+    // and it is the one the takeover recorded. The original's Finish was fenced out.
+    const charges = await Ledger.of(t).chargesDescribed(description);
+    expect(charges.map((c) => c.metadata.payment_id)).toEqual([payment.id]);
+
+    // One payment: the takeover resumed the original's (its Start had committed).
     const rows = await t.dataSource.query<{ id: string }[]>('SELECT id FROM payments WHERE description = $1', [description]);
     expect(rows.map((r) => r.id)).toEqual([payment.id]);
     const [stored] = await t.dataSource.query<{ status: number; body: string }[]>(
