@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import request from 'supertest';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../../support/app';
 import { paymentBody } from '../../support/fixtures';
 import { send } from '../../support/http-client';
+import { peakConcurrency, timed } from '../../support/race';
 
 /**
  * Keys are scoped per client: client B racing with client A's key and body at
@@ -17,10 +19,13 @@ describe('isolation between clients (e2e)', () => {
   it("executes B's reuse of A's key and body independently, and B cannot read A's payment", async () => {
     const key = randomUUID();
     const body = paymentBody({ amount: 4242, description: `iso ${key}` });
-    const headers = (client?: { key: string }) => ({ ...t.auth(client), 'Idempotency-Key': key });
     const responses = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => send(t.url!, { method: 'POST', path: '/payments', headers: headers(i % 2 ? CLIENT_B : undefined), body })),
+      Array.from({ length: 20 }, (_, i) =>
+        timed(request(t.url!).post('/payments').set(t.auth(i % 2 ? CLIENT_B : undefined)).set('Idempotency-Key', key).send(body)),
+      ),
     );
+    // They overlapped: the race is real.
+    expect(peakConcurrency(responses)).toBeGreaterThanOrEqual(10);
     const originals = responses.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined);
     expect(originals).toHaveLength(2);
     const [a, b] = originals.map((r) => r.json<{ id: string }>().id);

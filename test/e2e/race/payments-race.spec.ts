@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import request from 'supertest';
 import { IDEMPOTENCY_STORE } from '../../../src/idempotency/idempotency.store';
 import { TestApp, countRows, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { paymentBody } from '../../support/fixtures';
 import { NaiveIdempotencyStore } from '../../support/naive-idempotency.store';
-import { RawResponse, send } from '../../support/http-client';
-import { histogram, peakConcurrency } from '../../support/race';
+import { TimedResponse, histogram, peakConcurrency, timed } from '../../support/race';
 
 /**
  * The project's claim: N identical POST /payments with one fresh key, truly
@@ -17,12 +17,13 @@ const RUNS = Number(process.env.RACE_RUNS ?? 3);
 const SIZES = [50, 100];
 
 /** One race; `charges` is counted at the card network's ledger, whatever our tables say. */
-async function race(t: TestApp, n: number): Promise<{ responses: RawResponse[]; payments: number; charges: number; key: string }> {
+async function race(t: TestApp, n: number): Promise<{ responses: TimedResponse[]; payments: number; charges: number; key: string }> {
   const key = randomUUID();
   const description = `race ${key}`;
   const body = paymentBody({ amount: 777, description });
-  const headers = { ...t.auth(), 'Idempotency-Key': key };
-  const responses = await Promise.all(Array.from({ length: n }, () => send(t.url!, { method: 'POST', path: '/payments', headers, body })));
+  const responses = await Promise.all(
+    Array.from({ length: n }, () => timed(request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', key).send(body))),
+  );
   const payments = await countRows(t.dataSource, 'payments', 'description = $1', [description]);
   const charges = (await Ledger.of(t).chargesDescribed(description)).length;
   return { responses, payments, charges, key };
