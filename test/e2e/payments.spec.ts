@@ -73,9 +73,14 @@ describe('payments (e2e)', () => {
     expect(res.body.code).toBe('card_network_error');
     expect(await countRows(t.dataSource, 'payments')).toBe(before);
     expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
-    // The retry runs again (here with a working card, as after a transient fault).
-    const retry = await pay(paymentBody({ source: 'tok_processingError' }), key).expect(502);
-    expect(retry.headers['idempotent-replayed']).toBeUndefined();
+    // The same request runs again: the error was not stored and replayed.
+    const again = await pay(paymentBody({ source: 'tok_processingError' }), key).expect(502);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    // And the key is free for the operation with a working card (a key still bound
+    // to the first body would answer 422 idempotency_key_reused here).
+    const paid = await pay(paymentBody({ source: 'tok_visa' }), key).expect(201);
+    expect(paid.body.status).toBe('succeeded');
+    expect(paid.headers['idempotent-replayed']).toBeUndefined();
   });
 
   it('pays an order: the payment and the order\'s move to paid commit together', async () => {
