@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
+import { NOW_US } from '../support/db-clock';
 import { DemoModule } from '../support/demo/demo.module';
+import { waitFor } from '../support/http-client';
 
 /**
  * Every path of the @Idempotent() request flow, through HTTP, on a real
@@ -16,6 +18,13 @@ describe('@Idempotent() (e2e)', () => {
     const r = http().post(path).set(t.auth(client)).send(body);
     return key === undefined ? r : r.set('Idempotency-Key', key);
   };
+
+  /** The first request holds the key (in progress). */
+  const claimed = (key: string) =>
+    waitFor('the key to be claimed', async () => (await countRows(t.dataSource, 'idempotency_keys', 'key = $1 AND status IS NULL', [key])) === 1);
+  /** Its lease has run out, by the database's clock. */
+  const leaseExpired = (key: string) =>
+    waitFor('the lease to expire', async () => (await countRows(t.dataSource, 'idempotency_keys', `key = $1 AND lease <= ${NOW_US}`, [key])) === 1);
 
   beforeAll(async () => {
     t = await createTestApp({ imports: [DemoModule] });
@@ -94,7 +103,7 @@ describe('@Idempotent() (e2e)', () => {
   it('answers 409 with Retry-After while the first request is still running, then replays', async () => {
     const key = randomUUID();
     const slow = post('/demo/widgets', key, { name: 'slow', delay_ms: 1500 }).then((r) => r);
-    await new Promise((r) => setTimeout(r, 300));
+    await claimed(key);
     const dup = await post('/demo/widgets', key, { name: 'slow', delay_ms: 1500 }).expect(409);
     expect(dup.body.code).toBe('idempotency_request_in_progress');
     expect(Number(dup.headers['retry-after'])).toBeGreaterThanOrEqual(1);
@@ -110,7 +119,8 @@ describe('@Idempotent() (e2e)', () => {
     const key = randomUUID();
     const body = { name: 'lease', delay_ms: 1200 };
     const original = post('/demo/short-lease', key, body).then((r) => r);
-    await new Promise((r) => setTimeout(r, 500)); // lease is 300ms
+    await claimed(key);
+    await leaseExpired(key); // lease is 300ms, the handler takes 1.2 s
     const takeover = await post('/demo/short-lease', key, { ...body }).expect(201);
     const lost = await original;
     expect(lost.status).toBe(409);
@@ -185,10 +195,33 @@ describe('@Idempotent() (e2e)', () => {
   });
 
   it('counts every outcome and the claim latency on /metrics', async () => {
-    const text = (await http().get('/metrics').expect(200)).text;
-    for (const outcome of ['claimed', 'replayed', 'in_progress', 'mismatch', 'lease_lost', 'taken_over', 'released']) {
-      expect(text).toMatch(new RegExp(`idempotency_requests_total\\{outcome="${outcome}"\\} [1-9]`));
+    const counters = async () => {
+      const text = (await http().get('/metrics').expect(200)).text;
+      const count = (outcome: string) => Number(new RegExp(`idempotency_requests_total\\{outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+      const claims = Number(/idempotency_claim_duration_seconds_count (\d+)/.exec(text)?.[1] ?? 0);
+      return { count, claims };
+    };
+    const before = await counters();
+
+    // One of each outcome, in this test alone.
+    const key = randomUUID();
+    await post('/demo/widgets', key, { name: 'm1' }).expect(201); // claimed
+    await post('/demo/widgets', key, { name: 'm1' }).expect(201); // replayed
+    await post('/demo/widgets', key, { name: 'm2' }).expect(422); // mismatch
+    await post('/demo/widgets', randomUUID(), { name: 'm4', fail: 'boom' }).expect(500); // claimed, then released
+    const slowKey = randomUUID();
+    const original = post('/demo/short-lease', slowKey, { name: 'm3', delay_ms: 1200 }).then((r) => r);
+    await claimed(slowKey);
+    await post('/demo/short-lease', slowKey, { name: 'm3', delay_ms: 1200 }).expect(409); // in_progress
+    await leaseExpired(slowKey);
+    await post('/demo/short-lease', slowKey, { name: 'm3', delay_ms: 1200 }).expect(201); // taken_over
+    expect((await original).status).toBe(409); // lease_lost
+
+    const after = await counters();
+    const expected: Record<string, number> = { claimed: 3, replayed: 1, mismatch: 1, released: 1, in_progress: 1, taken_over: 1, lease_lost: 1 };
+    for (const [outcome, n] of Object.entries(expected)) {
+      expect({ outcome, delta: after.count(outcome) - before.count(outcome) }).toEqual({ outcome, delta: n });
     }
-    expect(text).toMatch(/idempotency_claim_duration_seconds_count [1-9]/);
+    expect(after.claims - before.claims).toBe(7); // every request above that reached the claim
   });
 });
