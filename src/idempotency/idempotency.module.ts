@@ -1,7 +1,7 @@
 import { DynamicModule, Global, Module, ModuleMetadata, Provider } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Registry } from 'prom-client';
-import { parseDuration } from '../config/duration';
+import { parseDuration } from './duration';
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';

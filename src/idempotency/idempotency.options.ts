@@ -1,7 +1,7 @@
 import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
 import type { Registry } from 'prom-client';
-import { Duration } from '../config/duration';
+import { Duration } from './duration';
 
 /** Options of `IdempotencyModule.forRoot/forRootAsync`. */
 export interface IdempotencyModuleOptions {

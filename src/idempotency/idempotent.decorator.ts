@@ -1,6 +1,6 @@
 import { UseInterceptors, applyDecorators } from '@nestjs/common';
 import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
-import { parseDuration } from '../config/duration';
+import { parseDuration } from './duration';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotentMetadata, IdempotentOptions, X_IDEMPOTENCY } from './idempotency.options';
 import { MAX_KEY_LENGTH } from './idempotency-key';

@@ -1,11 +1,12 @@
 export { IdempotencyModule } from './idempotency.module';
 export { Idempotent } from './idempotent.decorator';
-export { IdempotencyModuleOptions, IdempotentOptions, IDEMPOTENCY_OPTIONS } from './idempotency.options';
+export { IdempotencyModuleOptions, IdempotentOptions, IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
 export { IDEMPOTENCY_STORE, IdempotencyStore } from './idempotency.store';
 export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
 export { IdempotencyContext } from './idempotency.context';
-export { IdempotencyPurgeService } from './idempotency-purge.service';
+export { IdempotencyPurgeService, PurgeResult } from './idempotency-purge.service';
 export { Operation, PhasedOperation } from './phased-operation';
 export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
-export { LeaseLostError } from './idempotency.errors';
+export { IdempotencyErrorCode, IdempotencyProblem, IdempotencyProblemBody, LeaseLostError } from './idempotency.errors';
+export { Duration, formatDuration, parseDuration } from './duration';

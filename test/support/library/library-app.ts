@@ -1,0 +1,95 @@
+import { Body, Controller, INestApplication, Module, OnModuleInit, Post, Req, Res } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
+import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { ClsModule } from 'nestjs-cls';
+import { DataSource } from 'typeorm';
+import { migrations } from '../../../migrations';
+import { HttpResponse } from '../../../src/idempotency/http-response';
+import { IdempotencyModule, Idempotent } from '../../../src/idempotency';
+import { TestDatabase, createTestDatabase } from '../database';
+
+/**
+ * The idempotency module as a library, in a Nest app that has nothing of this
+ * service: no ProblemDetailsFilter (Nest's default exception filter), no auth,
+ * no validation pipe. The principal is whatever the `X-Principal` header says,
+ * any string, as `scope` returns it.
+ */
+export const PRINCIPAL_HEADER = 'x-principal';
+
+type HeaderRequest = { headers: Record<string, string | string[] | undefined> };
+const principal = (req: HeaderRequest) => {
+  const value = req.headers[PRINCIPAL_HEADER];
+  return typeof value === 'string' ? value : undefined;
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+@Controller('lib')
+class LibraryDemoController {
+  constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
+
+  @Post('widgets')
+  @Idempotent()
+  async create(@Req() req: HeaderRequest, @Body() body: { name: string; delay_ms?: number }, @Res({ passthrough: true }) res: unknown) {
+    const [row] = await this.txHost.tx.query<{ id: string }[]>('INSERT INTO lib_widgets (scope, name) VALUES ($1, $2) RETURNING id', [
+      principal(req),
+      body.name,
+    ]);
+    if (body.delay_ms) await sleep(body.delay_ms);
+    HttpResponse.of(res).setHeader('Location', `/lib/widgets/${row.id}`);
+    return { id: row.id, name: body.name, zeta: 1, alpha: 2 };
+  }
+}
+
+@Module({ controllers: [LibraryDemoController] })
+class LibraryDemoModule implements OnModuleInit {
+  constructor(private readonly dataSource: DataSource) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.dataSource.query(
+      `CREATE TABLE IF NOT EXISTS lib_widgets (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), scope text NOT NULL, name text NOT NULL)`,
+    );
+  }
+}
+
+export interface LibraryApp {
+  app: INestApplication;
+  db: TestDatabase;
+  dataSource: DataSource;
+  close(): Promise<void>;
+}
+
+/** Boots the library demo on a fresh database, the way a new Nest + TypeORM app would wire the module. */
+export async function createLibraryApp(): Promise<LibraryApp> {
+  const db = await createTestDatabase();
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations, migrationsRun: true, synchronize: false }),
+      ClsModule.forRoot({
+        global: true,
+        middleware: { mount: true },
+        plugins: [
+          new ClsPluginTransactional({
+            imports: [TypeOrmModule],
+            adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
+          }),
+        ],
+      }),
+      IdempotencyModule.forRoot({ scope: principal as never, purge: { enabled: false }, recovery: { enabled: false } }),
+      LibraryDemoModule,
+    ],
+  }).compile();
+  const app = moduleRef.createNestApplication({ logger: false });
+  await app.init();
+  return {
+    app,
+    db,
+    dataSource: app.get(DataSource),
+    close: async () => {
+      await app.close();
+      await db.drop();
+    },
+  };
+}
