@@ -13,7 +13,7 @@ import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
 @Index('idempotency_keys_recovery_idx', ['lease'], { where: 'status IS NULL AND recovery IS NOT NULL' })
 @Check('idempotency_keys_fingerprint_length', 'octet_length(fingerprint) = 32')
 export class IdempotencyKeyEntity {
-  @PrimaryColumn({ name: 'client_id', type: 'uuid', primaryKeyConstraintName: 'idempotency_keys_pkey' })
+  @PrimaryColumn({ name: 'client_id', type: 'text', primaryKeyConstraintName: 'idempotency_keys_pkey' })
   clientId!: string;
 
   @PrimaryColumn({ type: 'text', primaryKeyConstraintName: 'idempotency_keys_pkey' })

@@ -95,8 +95,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const parsed = parseIdempotencyKey(Array.isArray(header) ? header.join(', ') : header);
     if (!parsed.ok) throw idempotencyErrors.invalid(policyUrl, parsed.reason);
 
-    const clientId = this.options.scope(req);
-    if (!clientId) throw new Error('@Idempotent() route has no authenticated scope (client id)');
+    const clientId = checkScope(this.options.scope(req));
     const body = route.fingerprint ? route.fingerprint(req) : (req.body as unknown);
 
     const started = process.hrtime.bigint();
@@ -251,4 +250,25 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     return settings;
   }
+}
+
+/** The longest scope (principal id) a key can be stored under. */
+export const MAX_SCOPE_LENGTH = 255;
+
+/**
+ * The scope a key is stored under: any non-empty string the app's `scope`
+ * returns (a UUID, `42`, `acct_9f3`). Anything else is a wiring mistake of the
+ * app, answered 500 with the reason in the log, never a key shared by everyone.
+ */
+export function checkScope(scope: unknown): string {
+  if (typeof scope !== 'string' || scope.length === 0) {
+    const got = typeof scope === 'string' ? 'an empty string' : String(scope);
+    throw new Error(
+      `@Idempotent(): the scope function returned ${got}; it must return the id of the request's principal as a non-empty string (is the route behind the app's authentication?)`,
+    );
+  }
+  if (scope.length > MAX_SCOPE_LENGTH) {
+    throw new Error(`@Idempotent(): the scope function returned ${scope.length} characters; a scope is at most ${MAX_SCOPE_LENGTH}`);
+  }
+  return scope;
 }

@@ -16,8 +16,10 @@ export interface IdempotencyModuleOptions {
    */
   retention?: Duration;
   /**
-   * Who owns a key: the id (a UUID) of the authenticated principal. Keys are
-   * scoped by it, never global. Default: `req.client.id`.
+   * Who owns a key: the id of the authenticated principal, any non-empty string
+   * of at most 255 characters (`42`, `acct_9f3`, a UUID). Keys are scoped by it,
+   * never global; a request for which it returns nothing is answered 500.
+   * Default: `req.client.id`.
    */
   scope?: (request: Request) => string | undefined;
   /** Connections of the pool that commits claims and releases (synchronous_commit off). Default 10. */

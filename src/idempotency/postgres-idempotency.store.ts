@@ -50,10 +50,10 @@ WITH cur AS (
   SELECT lease, fingerprint = $3::bytea AS same, status, body, headers,
          expires_at <= now() AS expired, lease - ${NOW_US} AS remaining_us
     FROM idempotency_keys
-   WHERE client_id = $1::uuid AND key = $2::text
+   WHERE client_id = $1::text AND key = $2::text
 ), ins AS (
   INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at)
-  SELECT $1::uuid, $2::text, $3::bytea, ${NOW_US} + $4::int8 * 1000, now() + $5::int8 * interval '1 millisecond'
+  SELECT $1::text, $2::text, $3::bytea, ${NOW_US} + $4::int8 * 1000, now() + $5::int8 * interval '1 millisecond'
    WHERE NOT EXISTS (SELECT 1 FROM cur)
   ON CONFLICT (client_id, key) DO NOTHING
   RETURNING lease
@@ -68,7 +68,7 @@ SELECT lease::text, false, same, status, CASE WHEN same THEN body END, CASE WHEN
 
 const TAKEOVER_SQL = `
 UPDATE idempotency_keys SET lease = ${NOW_US} + $4::int8 * 1000
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8
    AND status IS NULL AND lease <= ${NOW_US}
 RETURNING lease::text AS lease, recovery`;
 
@@ -76,24 +76,24 @@ const REPLACE_SQL = `
 UPDATE idempotency_keys
    SET fingerprint = $5::bytea, lease = ${NOW_US} + $4::int8 * 1000,
        expires_at = now() + $6::int8 * interval '1 millisecond', status = NULL, body = NULL, headers = NULL
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8
    AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
 RETURNING lease::text AS lease`;
 
 const COMPLETE_SQL = `
 UPDATE idempotency_keys SET status = $4::int2, body = $5::text, headers = $6::text
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
 
 // A phase's recovery point, fenced like the completion, in the phase's transaction.
 const CHECKPOINT_SQL = `
 UPDATE idempotency_keys SET recovery = $4::jsonb
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
 
 // The lease ends now; the token stays, so only this owner can yield, and any
 // takeover makes a larger one.
 const YIELD_SQL = `
 UPDATE idempotency_keys SET lease = ${NOW_US}
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL AND lease > ${NOW_US}`;
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL AND lease > ${NOW_US}`;
 
 // SKIP LOCKED: instances running the recovery job at once split the work; the
 // lease compare-and-set makes each takeover a single winner against retries too.
@@ -108,11 +108,11 @@ WITH abandoned AS (
 UPDATE idempotency_keys k SET lease = ${NOW_US} + $2::int8 * 1000
   FROM abandoned a
  WHERE k.client_id = a.client_id AND k.key = a.key AND k.lease = a.lease
-RETURNING k.client_id::text AS client_id, k.key, k.lease::text AS lease, k.recovery`;
+RETURNING k.client_id, k.key, k.lease::text AS lease, k.recovery`;
 
 const RELEASE_SQL = `
 DELETE FROM idempotency_keys
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
 
 interface ClaimRow {
   lease: string;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library/library-app';
+import { LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
 import { countRows } from '../support/app';
 import { waitFor } from '../support/http-client';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
@@ -12,9 +12,9 @@ import { MISSING_KEY_PROBLEM } from '../support/problems';
  */
 describe('the idempotency module as a library (e2e)', () => {
   let t: LibraryApp;
-  const principal = randomUUID();
-  const post = (key: string | undefined, body: object) => {
-    const r = request(t.app.getHttpServer()).post('/lib/widgets').set(PRINCIPAL_HEADER, principal).send(body);
+  const post = (key: string | undefined, body: object, principal: string | null = 'acct_9f3') => {
+    let r = request(t.app.getHttpServer()).post('/lib/widgets').send(body);
+    if (principal !== null) r = r.set(PRINCIPAL_HEADER, principal);
     return key === undefined ? r : r.set('Idempotency-Key', key);
   };
   const widgets = (name: string) => countRows(t.dataSource, 'lib_widgets', 'name = $1', [name]);
@@ -33,6 +33,34 @@ describe('the idempotency module as a library (e2e)', () => {
     expect(replay.text).toBe(first.text);
     expect(replay.headers['content-type']).toBe(first.headers['content-type']);
     expect(await widgets('lib-once')).toBe(1);
+  });
+
+  it.each(['acct_9f3', '42', randomUUID()])('works exactly-once for the principal %s, apart from any other', async (principal) => {
+    const key = randomUUID();
+    const name = `lib-scope-${principal}`;
+    const first = await post(key, { name }, principal).expect(201);
+    const replay = await post(key, { name }, principal).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+    const other = await post(key, { name }, `${principal}-other`).expect(201);
+    expect(other.headers['idempotent-replayed']).toBeUndefined();
+    expect(await widgets(name)).toBe(2);
+    expect(await countRows(t.dataSource, 'idempotency_keys', 'client_id = $1 AND key = $2', [principal, key])).toBe(1);
+  });
+
+  it.each([
+    ['no principal', null],
+    ['an empty principal', ''],
+    ['a principal longer than 255 characters', 'p'.repeat(256)],
+  ])('answers 500 and writes nothing for %s', async (_case, principal) => {
+    const key = randomUUID();
+    await post(key, { name: 'lib-no-scope' }, principal).expect(500);
+    expect(await widgets('lib-no-scope')).toBe(0);
+    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+  });
+
+  it('accepts a 255-character principal', async () => {
+    await post(randomUUID(), { name: 'lib-long-scope' }, 'p'.repeat(255)).expect(201);
   });
 
   it('answers 400 without a key as problem+json, the same bytes the app sends', async () => {
