@@ -3,6 +3,7 @@ import { ScheduleModule } from '@nestjs/schedule';
 import { Registry } from 'prom-client';
 import { parseDuration } from './duration';
 import { IdempotencyContext } from './idempotency.context';
+import { idempotencyTable } from './idempotency-table';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IdempotencyPurgeService } from './idempotency-purge.service';
@@ -23,6 +24,7 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
   const retentionMs = parseDuration(o.retention ?? '24h');
   if (leaseMs <= 0 || leaseMs >= retentionMs) throw new RangeError('idempotency lease must be > 0 and shorter than the retention');
   return {
+    table: idempotencyTable(o.tableName),
     leaseMs,
     retentionMs,
     scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),

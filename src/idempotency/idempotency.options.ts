@@ -2,9 +2,15 @@ import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
 import type { Registry } from 'prom-client';
 import { Duration } from './duration';
+import { IdempotencyTable } from './idempotency-table';
 
 /** Options of `IdempotencyModule.forRoot/forRootAsync`. */
 export interface IdempotencyModuleOptions {
+  /**
+   * The table of the keys, `table` or `schema.table`. Default `idempotency_keys`.
+   * Create it with `createIdempotencyMigrations(tableName)` (or the module's SQL).
+   */
+  tableName?: string;
   /**
    * How long a claim is honoured before a retry with the same body may take the
    * in-progress key over (the recovery from a crashed worker). Default `30s`.
@@ -75,6 +81,7 @@ export interface IdempotentOptions {
 }
 
 export interface ResolvedIdempotencyOptions {
+  table: IdempotencyTable;
   leaseMs: number;
   retentionMs: number;
   scope: (request: Request) => string | undefined;

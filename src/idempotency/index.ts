@@ -10,3 +10,6 @@ export { Operation, PhasedOperation } from './phased-operation';
 export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
 export { IdempotencyErrorCode, IdempotencyProblem, IdempotencyProblemBody, LeaseLostError } from './idempotency.errors';
 export { Duration, formatDuration, parseDuration } from './duration';
+export { DEFAULT_TABLE_NAME } from './idempotency-table';
+export { IdempotencyMigration, createIdempotencyMigrations, idempotencyMigrations } from './migrations';
+export { IdempotencyKeyEntity, IdempotencyKeyRow, idempotencyKeyEntity } from './idempotency-key.entity';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
+import { IdempotencyPurgeService } from '../../src/idempotency';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
 import { countRows } from '../support/app';
 import { waitFor } from '../support/http-client';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
@@ -11,6 +12,7 @@ import { MISSING_KEY_PROBLEM } from '../support/problems';
  * from the app (code, Link, Retry-After), and a route works exactly-once.
  */
 describe('the idempotency module as a library (e2e)', () => {
+  const KEYS = `"${LIBRARY_TABLE}"`;
   let t: LibraryApp;
   const post = (key: string | undefined, body: object, principal: string | null = 'acct_9f3') => {
     let r = request(t.app.getHttpServer()).post('/lib/widgets').send(body);
@@ -45,7 +47,7 @@ describe('the idempotency module as a library (e2e)', () => {
     const other = await post(key, { name }, `${principal}-other`).expect(201);
     expect(other.headers['idempotent-replayed']).toBeUndefined();
     expect(await widgets(name)).toBe(2);
-    expect(await countRows(t.dataSource, 'idempotency_keys', 'client_id = $1 AND key = $2', [principal, key])).toBe(1);
+    expect(await countRows(t.dataSource, KEYS, 'client_id = $1 AND key = $2', [principal, key])).toBe(1);
   });
 
   it.each([
@@ -56,7 +58,7 @@ describe('the idempotency module as a library (e2e)', () => {
     const key = randomUUID();
     await post(key, { name: 'lib-no-scope' }, principal).expect(500);
     expect(await widgets('lib-no-scope')).toBe(0);
-    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+    expect(await countRows(t.dataSource, KEYS, 'key = $1', [key])).toBe(0);
   });
 
   it('accepts a 255-character principal', async () => {
@@ -90,7 +92,7 @@ describe('the idempotency module as a library (e2e)', () => {
   it('answers 409 with Retry-After while the first request runs, then replays it', async () => {
     const key = randomUUID();
     const slow = post(key, { name: 'lib-slow', delay_ms: 1000 }).then((r) => r);
-    await waitFor('the claim', async () => (await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])) > 0);
+    await waitFor('the claim', async () => (await countRows(t.dataSource, KEYS, 'key = $1', [key])) > 0);
     const dup = await post(key, { name: 'lib-slow', delay_ms: 1000 }).expect(409);
     expect(dup.headers['content-type']).toBe('application/problem+json; charset=utf-8');
     expect(dup.body).toMatchObject({ status: 409, code: 'idempotency_request_in_progress' });
@@ -100,5 +102,14 @@ describe('the idempotency module as a library (e2e)', () => {
     expect(first.status).toBe(201);
     expect((await post(key, { name: 'lib-slow', delay_ms: 1000 }).expect(201)).text).toBe(first.text);
     expect(await widgets('lib-slow')).toBe(1);
+  });
+
+  it('keeps its keys only in the configured table, and purges that table', async () => {
+    expect((await t.dataSource.query(`SELECT to_regclass('idempotency_keys') AS t`))[0].t).toBeNull();
+    await t.dataSource.query(
+      `INSERT INTO ${KEYS} (client_id, key, fingerprint, lease, expires_at, status, body) VALUES ('42', 'old', sha256('x'), 0, now() - interval '1 minute', 201, '{}')`,
+    );
+    expect(await t.app.get(IdempotencyPurgeService).purgeOnce()).toMatchObject({ deleted: 1, skipped: false });
+    expect(await countRows(t.dataSource, KEYS, 'key = $1', ['old'])).toBe(0);
   });
 });

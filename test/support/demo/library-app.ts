@@ -5,9 +5,8 @@ import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transaction
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
 import { DataSource } from 'typeorm';
-import { migrations } from '../../../migrations';
 import { HttpResponse } from '../../../src/idempotency/http-response';
-import { IdempotencyModule, Idempotent } from '../../../src/idempotency';
+import { IdempotencyModule, Idempotent, createIdempotencyMigrations } from '../../../src/idempotency';
 import { TestDatabase, createTestDatabase } from '../database';
 
 /**
@@ -17,6 +16,9 @@ import { TestDatabase, createTestDatabase } from '../database';
  * any string, as `scope` returns it.
  */
 export const PRINCIPAL_HEADER = 'x-principal';
+
+/** A table name that only works escaped, created by the module's own migrations. */
+export const LIBRARY_TABLE = 'Library Keys';
 
 type HeaderRequest = { headers: Record<string, string | string[] | undefined> };
 const principal = (req: HeaderRequest) => {
@@ -66,7 +68,7 @@ export async function createLibraryApp(): Promise<LibraryApp> {
   const db = await createTestDatabase();
   const moduleRef = await Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations, migrationsRun: true, synchronize: false }),
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(LIBRARY_TABLE), migrationsRun: true }),
       ClsModule.forRoot({
         global: true,
         middleware: { mount: true },
@@ -77,7 +79,7 @@ export async function createLibraryApp(): Promise<LibraryApp> {
           }),
         ],
       }),
-      IdempotencyModule.forRoot({ scope: principal as never, purge: { enabled: false }, recovery: { enabled: false } }),
+      IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal as never, purge: { enabled: false }, recovery: { enabled: false } }),
       LibraryDemoModule,
     ],
   }).compile();
