@@ -4,16 +4,17 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import type { Request } from 'express';
 import { Observable, catchError, from, lastValueFrom, of, throwError } from 'rxjs';
-import { parseDuration } from './duration';
 import { IdempotencyProblem, LeaseLostError, PROBLEM_JSON, idempotencyErrors } from './idempotency.errors';
 import { HttpResponse } from './http-response';
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import {
   IDEMPOTENCY_OPTIONS,
+  IDEMPOTENCY_TX_HOST,
   IdempotentMetadata,
   IdempotentOptions,
   ResolvedIdempotencyOptions,
+  resolveTiming,
 } from './idempotency.options';
 import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
 import { parseIdempotencyKey } from './idempotency-key';
@@ -58,7 +59,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   constructor(
     private readonly reflector: Reflector,
     @Inject(IDEMPOTENCY_STORE) private readonly store: IdempotencyStore,
-    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
     private readonly context: IdempotencyContext,
@@ -239,13 +240,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
       settings = {
         required: o.required ?? true,
         phased: o.phased,
-        leaseMs: o.lease === undefined ? this.options.leaseMs : parseDuration(o.lease),
-        retentionMs: o.retention === undefined ? this.options.retentionMs : parseDuration(o.retention),
+        ...resolveTiming(o, this.options, `@Idempotent() on ${context.getClass().name}.${handler.name}`),
         fingerprint: o.fingerprint,
       };
-      if (settings.leaseMs >= settings.retentionMs) {
-        throw new Error(`@Idempotent(): lease (${settings.leaseMs} ms) must be shorter than retention (${settings.retentionMs} ms)`);
-      }
       this.routes.set(handler, settings);
     }
     return settings;

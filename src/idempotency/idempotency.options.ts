@@ -1,8 +1,8 @@
 import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
 import type { Registry } from 'prom-client';
-import { Duration } from './duration';
-import { IdempotencyTable } from './idempotency-table';
+import { Duration, formatDuration, parseDuration } from './duration';
+import { IdempotencyTable, idempotencyTable } from './idempotency-table';
 
 /** Options of `IdempotencyModule.forRoot/forRootAsync`. */
 export interface IdempotencyModuleOptions {
@@ -91,8 +91,78 @@ export interface ResolvedIdempotencyOptions {
   recovery: { enabled: boolean; intervalMs: number; batchSize: number };
 }
 
+/**
+ * The defaults of every option, in one place. The resolver below is the only
+ * code that applies them and checks lease against retention: for the module's
+ * options, for each route's `@Idempotent()` options, and in the interceptor.
+ */
+export const IDEMPOTENCY_DEFAULTS = {
+  lease: '30s',
+  retention: '24h',
+  claimPoolSize: 10,
+  policyUrl: '/docs/idempotency',
+  purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5_000, budget: '60s' },
+  recovery: { enabled: true, interval: '1m', batchSize: 100 },
+} as const;
+
+export interface Timing {
+  leaseMs: number;
+  retentionMs: number;
+}
+
+/**
+ * Lease and retention in milliseconds, each given or else `inherited` (the
+ * module's, for a route; the defaults, for the module), checked together:
+ * the lease must be longer than 0 and shorter than the retention. Without
+ * `inherited` (a route's options read at decoration time, before the module's
+ * are known) only what is given is checked.
+ */
+export function resolveTiming(given: { lease?: Duration; retention?: Duration }, inherited: Timing, where: string): Timing;
+export function resolveTiming(given: { lease?: Duration; retention?: Duration }, inherited: undefined, where: string): Partial<Timing>;
+export function resolveTiming(given: { lease?: Duration; retention?: Duration }, inherited: Timing | undefined, where: string): Partial<Timing> {
+  const leaseMs = given.lease === undefined ? inherited?.leaseMs : parseDuration(given.lease);
+  const retentionMs = given.retention === undefined ? inherited?.retentionMs : parseDuration(given.retention);
+  if (leaseMs !== undefined && leaseMs <= 0) throw new RangeError(`${where}: the lease must be longer than 0`);
+  if (leaseMs !== undefined && retentionMs !== undefined && leaseMs >= retentionMs) {
+    throw new RangeError(`${where}: the lease (${formatDuration(leaseMs)}) must be shorter than the retention (${formatDuration(retentionMs)})`);
+  }
+  return { leaseMs, retentionMs };
+}
+
+const DEFAULT_TIMING: Timing = {
+  leaseMs: parseDuration(IDEMPOTENCY_DEFAULTS.lease),
+  retentionMs: parseDuration(IDEMPOTENCY_DEFAULTS.retention),
+};
+
+/** The module's options with every default applied and every invariant checked (at startup). */
+export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
+  const d = IDEMPOTENCY_DEFAULTS;
+  return {
+    table: idempotencyTable(o.tableName),
+    ...resolveTiming(o, DEFAULT_TIMING, 'IdempotencyModule'),
+    scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),
+    claimPoolSize: o.claimPoolSize ?? d.claimPoolSize,
+    policyUrl: o.policyUrl ?? d.policyUrl,
+    purge: {
+      enabled: o.purge?.enabled ?? d.purge.enabled,
+      cron: o.purge?.cron ?? d.purge.cron,
+      batchSize: o.purge?.batchSize ?? d.purge.batchSize,
+      budgetMs: parseDuration(o.purge?.budget ?? d.purge.budget),
+    },
+    recovery: {
+      enabled: o.recovery?.enabled ?? d.recovery.enabled,
+      intervalMs: parseDuration(o.recovery?.interval ?? d.recovery.interval),
+      batchSize: o.recovery?.batchSize ?? d.recovery.batchSize,
+    },
+  };
+}
+
 export const IDEMPOTENCY_OPTIONS = Symbol('IDEMPOTENCY_OPTIONS');
 export const IDEMPOTENCY_REGISTRY = Symbol('IDEMPOTENCY_REGISTRY');
+/** The app's TransactionHost (nestjs-cls, TypeORM adapter), checked once at startup. */
+export const IDEMPOTENCY_TX_HOST = Symbol('IDEMPOTENCY_TX_HOST');
+/** The app's ClsService (nestjs-cls), checked once at startup. */
+export const IDEMPOTENCY_CLS = Symbol('IDEMPOTENCY_CLS');
 
 /** Route metadata of @Idempotent(), read by the interceptor (handler first, then controller). */
 export const IdempotentMetadata = Reflector.createDecorator<IdempotentOptions>();

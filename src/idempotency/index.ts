@@ -1,6 +1,6 @@
-export { IdempotencyModule } from './idempotency.module';
+export { IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_OPTIONS_TYPE, IdempotencyModule } from './idempotency.module';
 export { Idempotent } from './idempotent.decorator';
-export { IdempotencyModuleOptions, IdempotentOptions, IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+export { IDEMPOTENCY_DEFAULTS, IDEMPOTENCY_OPTIONS, IdempotencyModuleOptions, IdempotentOptions, ResolvedIdempotencyOptions } from './idempotency.options';
 export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
 export { IDEMPOTENCY_STORE, IdempotencyStore } from './idempotency.store';
 export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';

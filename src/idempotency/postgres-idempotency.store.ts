@@ -4,7 +4,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Pool, PoolClient, QueryResult } from 'pg';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
 import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 
@@ -161,7 +161,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
-    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
   ) {
     this.sql = statements(options.table.sql);

@@ -1,7 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { ModuleMetadata } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { ClsModule } from 'nestjs-cls';
 import request from 'supertest';
-import { IdempotencyPurgeService } from '../../src/idempotency';
-import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
+import { IdempotencyModule, IdempotencyPurgeService } from '../../src/idempotency';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp, transactionalCls } from '../support/demo/library-app';
 import { countRows } from '../support/app';
 import { waitFor } from '../support/http-client';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
@@ -111,5 +115,24 @@ describe('the idempotency module as a library (e2e)', () => {
     );
     expect(await t.app.get(IdempotencyPurgeService).purgeOnce()).toMatchObject({ deleted: 1, skipped: false });
     expect(await countRows(t.dataSource, KEYS, 'key = $1', ['old'])).toBe(0);
+  });
+
+  describe('at startup', () => {
+    const boot = (imports: ModuleMetadata['imports']) =>
+      Test.createTestingModule({ imports: [TypeOrmModule.forRoot({ type: 'postgres', url: t.db.url }), ...(imports ?? [])] }).compile();
+
+    it('says in one error what is missing without nestjs-cls and its transactional plugin', async () => {
+      await expect(boot([IdempotencyModule.forRoot({})])).rejects.toThrow(
+        'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
+      );
+      await expect(boot([ClsModule.forRoot({ global: true }), IdempotencyModule.forRoot({})])).rejects.toThrow(
+        'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
+      );
+    });
+
+    it('resolves forRootAsync options with the same checks', async () => {
+      const module = IdempotencyModule.forRootAsync({ useFactory: async () => ({ lease: '1m', retention: '30s' }) });
+      await expect(boot([transactionalCls(), module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
+    });
   });
 });

@@ -56,6 +56,19 @@ class LibraryDemoModule implements OnModuleInit {
   }
 }
 
+/** nestjs-cls with the transactional plugin on TypeORM: what the module needs from the app. */
+export const transactionalCls = () =>
+  ClsModule.forRoot({
+    global: true,
+    middleware: { mount: true },
+    plugins: [
+      new ClsPluginTransactional({
+        imports: [TypeOrmModule],
+        adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
+      }),
+    ],
+  });
+
 export interface LibraryApp {
   app: INestApplication;
   db: TestDatabase;
@@ -69,16 +82,7 @@ export async function createLibraryApp(): Promise<LibraryApp> {
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(LIBRARY_TABLE), migrationsRun: true }),
-      ClsModule.forRoot({
-        global: true,
-        middleware: { mount: true },
-        plugins: [
-          new ClsPluginTransactional({
-            imports: [TypeOrmModule],
-            adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
-          }),
-        ],
-      }),
+      transactionalCls(),
       IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal as never, purge: { enabled: false }, recovery: { enabled: false } }),
       LibraryDemoModule,
     ],
