@@ -2,7 +2,6 @@ import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestIntercep
 import { Reflector } from '@nestjs/core';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import type { Request } from 'express';
 import { Observable, catchError, from, lastValueFrom, of, throwError } from 'rxjs';
 import { IdempotencyProblem, LeaseLostError, PROBLEM_JSON, idempotencyErrors } from './idempotency.errors';
 import { HttpResponse } from './http-response';
@@ -11,6 +10,7 @@ import { IdempotencyMetrics } from './idempotency.metrics';
 import {
   IDEMPOTENCY_OPTIONS,
   IDEMPOTENCY_TX_HOST,
+  IdempotencyRequest,
   IdempotentMetadata,
   IdempotentOptions,
   ResolvedIdempotencyOptions,
@@ -84,7 +84,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   private async handle(context: ExecutionContext, next: CallHandler, res: HttpResponse): Promise<Observable<unknown>> {
-    const req = context.switchToHttp().getRequest<Request>();
+    const req = context.switchToHttp().getRequest<IdempotencyRequest>();
     const route = this.settings(context);
     const { policyUrl } = this.options;
 
@@ -103,7 +103,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const claim = await this.store.claim({
       clientId,
       key: parsed.key,
-      fingerprint: fingerprint(req.method, req.originalUrl, body),
+      fingerprint: fingerprint(req.method, req.originalUrl ?? req.url, body),
       leaseMs: route.leaseMs,
       retentionMs: route.retentionMs,
     });

@@ -1,8 +1,22 @@
 import { Reflector } from '@nestjs/core';
-import type { Request } from 'express';
 import type { Registry } from 'prom-client';
 import { Duration, formatDuration, parseDuration } from './duration';
 import { IdempotencyTable, idempotencyTable } from './idempotency-table';
+
+/**
+ * What the module reads of a request: the same on Express and Fastify. The
+ * functions of the options receive the platform's own request object; declare
+ * them with its type (`(req: Request) => ...`, `(req: FastifyRequest) => ...`).
+ */
+export interface IdempotencyRequest {
+  method: string;
+  /** The path and query as received (Fastify and Express both set it). */
+  url: string;
+  /** Express: the URL before any router stripped a mount path. */
+  originalUrl?: string;
+  headers: Record<string, string | string[] | undefined>;
+  body?: unknown;
+}
 
 /** Options of `IdempotencyModule.forRoot/forRootAsync`. */
 export interface IdempotencyModuleOptions {
@@ -27,7 +41,7 @@ export interface IdempotencyModuleOptions {
    * never global; a request for which it returns nothing is answered 500.
    * Default: `req.client.id`.
    */
-  scope?: (request: Request) => string | undefined;
+  scope?(request: IdempotencyRequest): string | undefined;
   /** Connections of the pool that commits claims and releases (synchronous_commit off). Default 10. */
   claimPoolSize?: number;
   /** Where the idempotency policy is published: the `type` of its problems and their `Link`. */
@@ -69,7 +83,7 @@ export interface IdempotentOptions {
    * part that defines the operation, e.g. the body without a field that
    * legitimately changes between retries. Method, path and query always count.
    */
-  fingerprint?: (request: Request) => unknown;
+  fingerprint?(request: IdempotencyRequest): unknown;
   /**
    * Runs the route in atomic phases instead of one transaction (for work that
    * calls something outside the database): the handler receives a
@@ -84,7 +98,7 @@ export interface ResolvedIdempotencyOptions {
   table: IdempotencyTable;
   leaseMs: number;
   retentionMs: number;
-  scope: (request: Request) => string | undefined;
+  scope(request: IdempotencyRequest): string | undefined;
   claimPoolSize: number;
   policyUrl: string;
   purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };

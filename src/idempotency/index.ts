@@ -1,6 +1,6 @@
 export { IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_OPTIONS_TYPE, IdempotencyModule } from './idempotency.module';
 export { Idempotent } from './idempotent.decorator';
-export { IDEMPOTENCY_DEFAULTS, IDEMPOTENCY_OPTIONS, IdempotencyModuleOptions, IdempotentOptions, ResolvedIdempotencyOptions } from './idempotency.options';
+export { IDEMPOTENCY_DEFAULTS, IDEMPOTENCY_OPTIONS, IdempotencyModuleOptions, IdempotencyRequest, IdempotentOptions, ResolvedIdempotencyOptions } from './idempotency.options';
 export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
 export { IDEMPOTENCY_STORE, IdempotencyStore } from './idempotency.store';
 export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
@@ -13,3 +13,4 @@ export { Duration, formatDuration, parseDuration } from './duration';
 export { DEFAULT_TABLE_NAME } from './idempotency-table';
 export { IdempotencyMigration, createIdempotencyMigrations, idempotencyMigrations } from './migrations';
 export { IdempotencyKeyEntity, IdempotencyKeyRow, idempotencyKeyEntity } from './idempotency-key.entity';
+export { HttpResponse } from './http-response';

@@ -7,6 +7,7 @@ import request from 'supertest';
 import { IdempotencyModule, IdempotencyPurgeService } from '../../src/idempotency';
 import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp, transactionalCls } from '../support/demo/library-app';
 import { countRows } from '../support/app';
+import { TestDatabase, createTestDatabase } from '../support/database';
 import { waitFor } from '../support/http-client';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
 
@@ -15,7 +16,7 @@ import { MISSING_KEY_PROBLEM } from '../support/problems';
  * filter: its problems are complete problem+json responses without any help
  * from the app (code, Link, Retry-After), and a route works exactly-once.
  */
-describe('the idempotency module as a library (e2e)', () => {
+describe.each(['express', 'fastify'] as const)('the idempotency module as a library, on %s (e2e)', (platform) => {
   const KEYS = `"${LIBRARY_TABLE}"`;
   let t: LibraryApp;
   const post = (key: string | undefined, body: object, principal: string | null = 'acct_9f3') => {
@@ -26,7 +27,7 @@ describe('the idempotency module as a library (e2e)', () => {
   const widgets = (name: string) => countRows(t.dataSource, 'lib_widgets', 'name = $1', [name]);
 
   beforeAll(async () => {
-    t = await createLibraryApp();
+    t = await createLibraryApp(platform);
   });
   afterAll(() => t.close());
 
@@ -67,6 +68,19 @@ describe('the idempotency module as a library (e2e)', () => {
 
   it('accepts a 255-character principal', async () => {
     await post(randomUUID(), { name: 'lib-long-scope' }, 'p'.repeat(255)).expect(201);
+  });
+
+  it('runs a phased route once and replays it byte for byte', async () => {
+    const key = randomUUID();
+    const r = () => request(t.app.getHttpServer()).post('/lib/phased').set(PRINCIPAL_HEADER, '42').set('Idempotency-Key', key).send({ name: 'lib-phased' });
+    const first = await r().expect(201);
+    expect(first.body).toMatchObject({ name: 'lib-phased', phased: true });
+    expect(first.headers['location']).toBe(`/lib/widgets/${first.body.id}`);
+    const replay = await r().expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+    expect(replay.headers['location']).toBe(first.headers['location']);
+    expect(await widgets('lib-phased')).toBe(1);
   });
 
   it('answers 400 without a key as problem+json, the same bytes the app sends', async () => {
@@ -116,23 +130,29 @@ describe('the idempotency module as a library (e2e)', () => {
     expect(await t.app.get(IdempotencyPurgeService).purgeOnce()).toMatchObject({ deleted: 1, skipped: false });
     expect(await countRows(t.dataSource, KEYS, 'key = $1', ['old'])).toBe(0);
   });
+});
 
-  describe('at startup', () => {
-    const boot = (imports: ModuleMetadata['imports']) =>
-      Test.createTestingModule({ imports: [TypeOrmModule.forRoot({ type: 'postgres', url: t.db.url }), ...(imports ?? [])] }).compile();
+describe('the idempotency module at startup (e2e)', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(() => db.drop());
 
-    it('says in one error what is missing without nestjs-cls and its transactional plugin', async () => {
-      await expect(boot([IdempotencyModule.forRoot({})])).rejects.toThrow(
-        'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
-      );
-      await expect(boot([ClsModule.forRoot({ global: true }), IdempotencyModule.forRoot({})])).rejects.toThrow(
-        'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
-      );
-    });
+  const boot = (imports: ModuleMetadata['imports']) =>
+    Test.createTestingModule({ imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url }), ...(imports ?? [])] }).compile();
 
-    it('resolves forRootAsync options with the same checks', async () => {
-      const module = IdempotencyModule.forRootAsync({ useFactory: async () => ({ lease: '1m', retention: '30s' }) });
-      await expect(boot([transactionalCls(), module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
-    });
+  it('says in one error what is missing without nestjs-cls and its transactional plugin', async () => {
+    await expect(boot([IdempotencyModule.forRoot({})])).rejects.toThrow(
+      'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
+    );
+    await expect(boot([ClsModule.forRoot({ global: true }), IdempotencyModule.forRoot({})])).rejects.toThrow(
+      'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
+    );
+  });
+
+  it('resolves forRootAsync options with the same checks', async () => {
+    const module = IdempotencyModule.forRootAsync({ useFactory: async () => ({ lease: '1m', retention: '30s' }) });
+    await expect(boot([transactionalCls(), module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
   });
 });

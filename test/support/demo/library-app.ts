@@ -5,8 +5,9 @@ import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transaction
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
 import { DataSource } from 'typeorm';
-import { HttpResponse } from '../../../src/idempotency/http-response';
-import { IdempotencyModule, Idempotent, createIdempotencyMigrations } from '../../../src/idempotency';
+import { HttpResponse } from '../../../src/idempotency';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { IdempotencyModule, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations } from '../../../src/idempotency';
 import { TestDatabase, createTestDatabase } from '../database';
 
 /**
@@ -43,6 +44,26 @@ class LibraryDemoController {
     HttpResponse.of(res).setHeader('Location', `/lib/widgets/${row.id}`);
     return { id: row.id, name: body.name, zeta: 1, alpha: 2 };
   }
+
+  /** A phased route: the row in a first phase with its recovery point, the response in the last. */
+  @Post('phased')
+  @Idempotent({ phased: 'lib-widget' })
+  async phased(@Req() req: HeaderRequest, @Body() body: { name: string }, @Operation() op: PhasedOperation<{ id: string }>) {
+    const id =
+      op.state?.id ??
+      (await op.checkpoint(
+        'inserted',
+        async () => {
+          const [row] = await this.txHost.tx.query<{ id: string }[]>('INSERT INTO lib_widgets (scope, name) VALUES ($1, $2) RETURNING id', [
+            principal(req),
+            body.name,
+          ]);
+          return row.id;
+        },
+        (rowId) => ({ id: rowId }),
+      ));
+    return op.finish(async () => ({ id, name: body.name, phased: true }), { location: (r) => `/lib/widgets/${r.id}` });
+  }
 }
 
 @Module({ controllers: [LibraryDemoController] })
@@ -76,19 +97,25 @@ export interface LibraryApp {
   close(): Promise<void>;
 }
 
+export type Platform = 'express' | 'fastify';
+
 /** Boots the library demo on a fresh database, the way a new Nest + TypeORM app would wire the module. */
-export async function createLibraryApp(): Promise<LibraryApp> {
+export async function createLibraryApp(platform: Platform = 'express'): Promise<LibraryApp> {
   const db = await createTestDatabase();
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(LIBRARY_TABLE), migrationsRun: true }),
       transactionalCls(),
-      IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal as never, purge: { enabled: false }, recovery: { enabled: false } }),
+      IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, purge: { enabled: false }, recovery: { enabled: false } }),
       LibraryDemoModule,
     ],
   }).compile();
-  const app = moduleRef.createNestApplication({ logger: false });
+  const app =
+    platform === 'fastify'
+      ? moduleRef.createNestApplication(new FastifyAdapter(), { logger: false })
+      : moduleRef.createNestApplication({ logger: false });
   await app.init();
+  if (platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
   return {
     app,
     db,
