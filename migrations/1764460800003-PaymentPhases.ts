@@ -2,25 +2,19 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
  * Payments and refunds in atomic phases (see docs/idempotency.md, "Phases"):
- * - idempotency_keys.recovery: where a phased operation stands (its last
- *   committed phase, the state it saved, the operation's name; cleared when it
- *   completes), and a partial index that lets the recovery job find abandoned
- *   ones without a scan;
  * - a payment is 'processing' between its Start and Finish phases; it keeps the
  *   card source it charges so any attempt (or the recovery job) can resume it;
  *   one processing-or-succeeded payment per order reserves the order;
  * - a refund is 'processing' until the card network has made it, and records
  *   the network's refund id.
+ * It also used to add idempotency_keys.recovery and its index; the idempotency
+ * module ships that change as its own migration (IdempotencyKeysRecovery1764460800004,
+ * IF NOT EXISTS): databases that ran this one have both, fresh ones get them there.
  */
 export class PaymentPhases1764460800003 implements MigrationInterface {
   name = 'PaymentPhases1764460800003';
 
   async up(q: QueryRunner): Promise<void> {
-    await q.query('ALTER TABLE idempotency_keys ADD COLUMN recovery jsonb');
-    // The predicate names only `recovery`, never `status`: a column in any index's
-    // predicate makes every UPDATE of it non-HOT, and the completion of every key sets
-    // `status` (it would then write new entries into every index of the table).
-    await q.query('CREATE INDEX idempotency_keys_recovery_idx ON idempotency_keys (lease) WHERE recovery IS NOT NULL');
     await q.query('ALTER TABLE payments DROP CONSTRAINT payments_status_check');
     await q.query(`ALTER TABLE payments ADD CONSTRAINT payments_status_check CHECK (status IN ('processing', 'succeeded', 'failed'))`);
     await q.query('ALTER TABLE payments ADD COLUMN payment_method text');
@@ -45,7 +39,5 @@ export class PaymentPhases1764460800003 implements MigrationInterface {
     await q.query('ALTER TABLE payments DROP COLUMN payment_method');
     await q.query('ALTER TABLE payments DROP CONSTRAINT payments_status_check');
     await q.query(`ALTER TABLE payments ADD CONSTRAINT payments_status_check CHECK (status IN ('succeeded', 'failed'))`);
-    await q.query('DROP INDEX idempotency_keys_recovery_idx');
-    await q.query('ALTER TABLE idempotency_keys DROP COLUMN recovery');
   }
 }

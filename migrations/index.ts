@@ -1,16 +1,22 @@
+import { idempotencyMigrations } from '../src/idempotency';
 import { CreateClients1764460800000 } from './1764460800000-CreateClients';
-import { CreateIdempotencyKeys1764460800001 } from './1764460800001-CreateIdempotencyKeys';
 import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-CreateOrdersPaymentsRefunds';
 import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
 
+const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope] = idempotencyMigrations;
+
 /**
- * Every migration, in order. The data source gets classes, not a glob (TypeORM
- * 1.x loads globs with import(), which fails inside jest). `npm run
- * migration:generate -- Name` writes a new file; add it here.
+ * Every migration, in order: the app's and the idempotency module's (which
+ * ships its own, under the names this service first applied them with). The
+ * data source gets classes, not a glob (TypeORM 1.x loads globs with import(),
+ * which fails inside jest). `npm run migration:generate -- Name` writes a new
+ * file; add it here.
  */
 export const migrations = [
   CreateClients1764460800000,
-  CreateIdempotencyKeys1764460800001,
+  createIdempotencyKeys,
   CreateOrdersPaymentsRefunds1764460800002,
   PaymentPhases1764460800003,
+  idempotencyKeysRecovery,
+  idempotencyKeysAnyScope,
 ];

@@ -8,7 +8,7 @@ import { AppConfig } from './config/config';
 import { AppConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
-import { IdempotencyModule } from './idempotency/idempotency.module';
+import { IdempotencyModule } from './idempotency';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
 import { OrdersModule } from './orders/orders.module';

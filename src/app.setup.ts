@@ -8,9 +8,8 @@ import { Logger } from 'nestjs-pino';
 import { ProblemDetailsFilter } from './common/problem-details.filter';
 import { createValidationPipe } from './common/validation.pipe';
 import { AppConfig } from './config/config';
-import { IDEMPOTENCY_OPTIONS } from './idempotency/idempotency.options';
-import type { ResolvedIdempotencyOptions } from './idempotency/idempotency.options';
-import { applyIdempotencyPolicy, policyMarkdown } from './idempotency/idempotency.policy';
+import { IDEMPOTENCY_OPTIONS, applyIdempotencyPolicy, policyMarkdown } from './idempotency';
+import type { ResolvedIdempotencyOptions } from './idempotency';
 
 /**
  * Everything main.ts does to the app besides listening, shared with the tests so

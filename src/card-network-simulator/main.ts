@@ -4,7 +4,8 @@
  * Stripe. The single ready line on stdout is what scripts and tests wait for.
  * The secret is configuration, never output.
  */
-import { parseDuration } from '../config/duration';
+// The bare duration parser, not the module's entry: the simulator runs without Nest.
+import { parseDuration } from '../idempotency/duration';
 import { startCardNetworkSimulator } from './simulator';
 
 function fail(message: string): never {

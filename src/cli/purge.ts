@@ -1,4 +1,4 @@
-import { IdempotencyPurgeService } from '../idempotency/idempotency-purge.service';
+import { IdempotencyPurgeService } from '../idempotency';
 import { runWithAppContext } from './with-app-context';
 
 /**

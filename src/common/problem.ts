@@ -1,10 +1,11 @@
 import { HttpException } from '@nestjs/common';
-import { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse } from '../idempotency/idempotent-outcome';
+import { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse } from '../idempotency';
 
 /**
  * RFC 9457 problem details. Every error this service sends has this shape, with
  * a stable machine `code` clients can switch on. Feature errors subclass
- * ProblemException (see payments.errors.ts, idempotency.errors.ts).
+ * ProblemException (see payments.errors.ts); the idempotency module's problems
+ * (IdempotencyProblem) are complete responses of their own, in the same shape.
  */
 export interface ProblemBody {
   type: string;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IDEMPOTENCY_DEFAULTS } from '../idempotency';
 import { parseDuration } from './duration';
 
 /**
@@ -128,13 +129,14 @@ const schema = z
       .string()
       .default('')
       .transform((v) => v.split(',').map((o) => o.trim()).filter(Boolean)),
-    IDEMPOTENCY_LEASE: duration('30s'),
-    IDEMPOTENCY_RETENTION: duration('24h'),
-    IDEMPOTENCY_CLAIM_POOL_SIZE: integer(10, 1, 1000),
-    IDEMPOTENCY_PURGE_ENABLED: boolean(true),
-    IDEMPOTENCY_PURGE_CRON: cron('0 */10 * * * *'),
-    IDEMPOTENCY_PURGE_BATCH: integer(5000, 1, 1_000_000),
-    IDEMPOTENCY_PURGE_BUDGET: duration('60s'),
+    // The idempotency module's own defaults: one source.
+    IDEMPOTENCY_LEASE: duration(IDEMPOTENCY_DEFAULTS.lease),
+    IDEMPOTENCY_RETENTION: duration(IDEMPOTENCY_DEFAULTS.retention),
+    IDEMPOTENCY_CLAIM_POOL_SIZE: integer(IDEMPOTENCY_DEFAULTS.claimPoolSize, 1, 1000),
+    IDEMPOTENCY_PURGE_ENABLED: boolean(IDEMPOTENCY_DEFAULTS.purge.enabled),
+    IDEMPOTENCY_PURGE_CRON: cron(IDEMPOTENCY_DEFAULTS.purge.cron),
+    IDEMPOTENCY_PURGE_BATCH: integer(IDEMPOTENCY_DEFAULTS.purge.batchSize, 1, 1_000_000),
+    IDEMPOTENCY_PURGE_BUDGET: duration(IDEMPOTENCY_DEFAULTS.purge.budget),
     CARD_NETWORK_DELAY: duration('50ms'),
     CARD_NETWORK_URL: emptyToUndefined.refine((v) => v === undefined || /^https?:\/\/[^/]+\/?$/.test(v), {
       message: 'expected the API base, e.g. https://api.stripe.com or http://127.0.0.1:4242',
@@ -145,8 +147,8 @@ const schema = z
       .refine((v) => /^sk_(test|live)_[A-Za-z0-9_]+$/.test(v.trim()), { message: 'expected a secret key sk_test_... or sk_live_...' }),
     CARD_NETWORK_TIMEOUT: duration('5s'),
     CARD_NETWORK_MAX_RETRIES: integer(2, 0, 10),
-    RECOVERY_ENABLED: boolean(true),
-    RECOVERY_INTERVAL: duration('1m'),
+    RECOVERY_ENABLED: boolean(IDEMPOTENCY_DEFAULTS.recovery.enabled),
+    RECOVERY_INTERVAL: duration(IDEMPOTENCY_DEFAULTS.recovery.interval),
   })
   .superRefine((env, ctx) => {
     if (env.IDEMPOTENCY_LEASE <= 0) {

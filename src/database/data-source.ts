@@ -1,6 +1,7 @@
 import { DataSource } from 'typeorm';
 import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { migrations } from '../../migrations';
+import { IdempotencyKeyEntity } from '../idempotency';
 
 /**
  * One place that says how we talk to PostgreSQL. Migrations are given as classes,
@@ -13,6 +14,9 @@ export function dataSourceOptions(url: string, poolSize: number): PostgresDataSo
     synchronize: false,
     migrationsRun: false,
     migrations,
+    // The module's table, so that migration:generate compares it too; the
+    // features' entities come through TypeOrmModule.forFeature (autoLoadEntities).
+    entities: [IdempotencyKeyEntity],
     migrationsTableName: 'migrations',
     migrationsTransactionMode: 'each',
     extra: {

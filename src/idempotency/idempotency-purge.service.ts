@@ -50,10 +50,10 @@ const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
 
 // The outer WHERE repeats the inner one: the subquery has locked the rows, so it
 // cannot change the result; it keeps the rule visible in the statement that deletes.
-const PURGE_BATCH_SQL = `
-DELETE FROM idempotency_keys
+const PURGE_BATCH_SQL = (t: string) => `
+DELETE FROM ${t}
  WHERE ctid = ANY(ARRAY(
-         SELECT ctid FROM idempotency_keys
+         SELECT ctid FROM ${t}
           WHERE expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
           ORDER BY expires_at
           LIMIT $1
@@ -75,13 +75,16 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   private readonly logger = new Logger('IdempotencyPurge');
   private inFlight?: Promise<PurgeResult>;
   private stopping = false;
+  private readonly purgeBatchSql: string;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
     private readonly schedulerRegistry: SchedulerRegistry,
-  ) {}
+  ) {
+    this.purgeBatchSql = PURGE_BATCH_SQL(options.table.sql);
+  }
 
   onApplicationBootstrap(): void {
     const { enabled, cron } = this.options.purge;
@@ -153,7 +156,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
       }
       try {
         for (;;) {
-          const { affected = 0 } = await runner.query(PURGE_BATCH_SQL, [batchSize], true);
+          const { affected = 0 } = await runner.query(this.purgeBatchSql, [batchSize], true);
           batches += 1;
           deleted += affected;
           this.metrics.purgedKeys.inc(affected);

@@ -4,7 +4,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { ClsService } from 'nestjs-cls';
 import { LeaseLostError } from './idempotency.errors';
 import { IdempotencyMetrics } from './idempotency.metrics';
-import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, RecoveryPoint } from './idempotency.store';
 import { PhasedOperation } from './phased-operation';
 
@@ -43,8 +43,8 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
   constructor(
     @Inject(IDEMPOTENCY_STORE) private readonly store: IdempotencyStore,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
-    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
-    private readonly cls: ClsService,
+    @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_CLS) private readonly cls: ClsService,
     private readonly metrics: IdempotencyMetrics,
   ) {}
 

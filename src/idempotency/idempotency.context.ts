@@ -1,5 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { ClsService } from 'nestjs-cls';
+import { IDEMPOTENCY_CLS } from './idempotency.options';
 
 const CURRENT_KEY = Symbol('idempotency.current-key');
 
@@ -10,7 +11,7 @@ const CURRENT_KEY = Symbol('idempotency.current-key');
  */
 @Injectable()
 export class IdempotencyContext {
-  constructor(private readonly cls: ClsService) {}
+  constructor(@Inject(IDEMPOTENCY_CLS) private readonly cls: ClsService) {}
 
   /** The normalised key of the current @Idempotent() execution, if any. */
   get key(): string | undefined {

@@ -1,9 +1,13 @@
-import { ProblemException } from '../common/problem';
+import { HttpException } from '@nestjs/common';
 
 /**
- * The idempotency layer's problems. Their `type` is the published policy page
- * and they carry `Link: <policy>; rel="describedby"` (IETF draft
- * draft-ietf-httpapi-idempotency-key-header).
+ * The idempotency layer's problems: complete RFC 9457 responses on their own,
+ * whatever exception filter the app has (or none). Their `type` is the
+ * published policy page and they carry `Link: <policy>; rel="describedby"`
+ * (IETF draft draft-ietf-httpapi-idempotency-key-header). The interceptor
+ * writes them itself (status, `application/problem+json`, headers, body), so
+ * they never depend on the app's filter; as an HttpException, `getResponse()`
+ * is the same problem body for code that sees one anyway.
  */
 export enum IdempotencyErrorCode {
   KeyMissing = 'idempotency_key_missing',
@@ -13,7 +17,22 @@ export enum IdempotencyErrorCode {
   LeaseLost = 'idempotency_lease_lost',
 }
 
-export class IdempotencyException extends ProblemException {
+/** RFC 9457 problem details, as the module sends them. */
+export interface IdempotencyProblemBody {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: IdempotencyErrorCode;
+}
+
+export const PROBLEM_JSON = 'application/problem+json; charset=utf-8';
+
+export class IdempotencyProblem extends HttpException {
+  readonly code: IdempotencyErrorCode;
+  /** Response headers that belong to the problem (`Link`, and `Retry-After` on a 409). */
+  readonly headers: Readonly<Record<string, string>>;
+
   constructor(
     policyUrl: string,
     status: number,
@@ -22,20 +41,21 @@ export class IdempotencyException extends ProblemException {
     detail: string,
     headers: Record<string, string> = {},
   ) {
-    super({
-      status,
-      code,
-      title,
-      detail,
-      type: `${policyUrl}#${code}`,
-      headers: { Link: `<${policyUrl}>; rel="describedby"`, ...headers },
-    });
+    const body: IdempotencyProblemBody = { type: `${policyUrl}#${code}`, title, status, detail, code };
+    super(body, status);
+    this.name = 'IdempotencyProblem';
+    this.code = code;
+    this.headers = { Link: `<${policyUrl}>; rel="describedby"`, ...headers };
+  }
+
+  override getResponse(): IdempotencyProblemBody {
+    return super.getResponse() as IdempotencyProblemBody;
   }
 }
 
 export const idempotencyErrors = {
   missing: (policyUrl: string) =>
-    new IdempotencyException(
+    new IdempotencyProblem(
       policyUrl,
       400,
       IdempotencyErrorCode.KeyMissing,
@@ -43,7 +63,7 @@ export const idempotencyErrors = {
       'This endpoint requires an Idempotency-Key header: one unique value per operation, reused on every retry.',
     ),
   invalid: (policyUrl: string, reason: string) =>
-    new IdempotencyException(
+    new IdempotencyProblem(
       policyUrl,
       400,
       IdempotencyErrorCode.KeyInvalid,
@@ -51,7 +71,7 @@ export const idempotencyErrors = {
       `The Idempotency-Key header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
     ),
   reused: (policyUrl: string) =>
-    new IdempotencyException(
+    new IdempotencyProblem(
       policyUrl,
       422,
       IdempotencyErrorCode.KeyReused,
@@ -59,7 +79,7 @@ export const idempotencyErrors = {
       'This Idempotency-Key was already used with a different request (method, path, query or body). Use a new key for a new operation.',
     ),
   inProgress: (policyUrl: string, retryAfterSeconds: number) =>
-    new IdempotencyException(
+    new IdempotencyProblem(
       policyUrl,
       409,
       IdempotencyErrorCode.InProgress,
@@ -68,7 +88,7 @@ export const idempotencyErrors = {
       { 'Retry-After': String(retryAfterSeconds) },
     ),
   leaseLost: (policyUrl: string) =>
-    new IdempotencyException(
+    new IdempotencyProblem(
       policyUrl,
       409,
       IdempotencyErrorCode.LeaseLost,

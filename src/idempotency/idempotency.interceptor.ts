@@ -2,17 +2,19 @@ import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestIntercep
 import { Reflector } from '@nestjs/core';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import type { Request, Response } from 'express';
-import { Observable, from, lastValueFrom, of } from 'rxjs';
-import { parseDuration } from '../config/duration';
-import { LeaseLostError, idempotencyErrors } from './idempotency.errors';
+import { Observable, catchError, from, lastValueFrom, of, throwError } from 'rxjs';
+import { IdempotencyProblem, LeaseLostError, PROBLEM_JSON, idempotencyErrors } from './idempotency.errors';
+import { HttpResponse } from './http-response';
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import {
   IDEMPOTENCY_OPTIONS,
+  IDEMPOTENCY_TX_HOST,
+  IdempotencyRequest,
   IdempotentMetadata,
   IdempotentOptions,
   ResolvedIdempotencyOptions,
+  resolveTiming,
 } from './idempotency.options';
 import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
 import { parseIdempotencyKey } from './idempotency-key';
@@ -44,7 +46,10 @@ const IN_PROGRESS_RETRY_AFTER_S = 1;
  *               anything else    -> rolled back, key released if still ours, rethrown
  *
  * The response is serialised here, once, and those exact bytes are both stored
- * and sent, so a replay is byte-identical to the first response.
+ * and sent, so a replay is byte-identical to the first response. The module's
+ * own problems (400, 409, 422) are answered here too, complete (status,
+ * problem+json, Link, Retry-After), so they do not depend on the app's
+ * exception filter.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
@@ -54,16 +59,32 @@ export class IdempotencyInterceptor implements NestInterceptor {
   constructor(
     private readonly reflector: Reflector,
     @Inject(IDEMPOTENCY_STORE) private readonly store: IdempotencyStore,
-    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
     private readonly context: IdempotencyContext,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    const http = context.switchToHttp();
-    const req = http.getRequest<Request>();
-    const res = http.getResponse<Response>();
+    const res = HttpResponse.of(context.switchToHttp().getResponse());
+    try {
+      const answer = await this.handle(context, next, res);
+      return answer.pipe(catchError((error: unknown) => this.answerProblem(res, error)));
+    } catch (error) {
+      return this.answerProblem(res, error);
+    }
+  }
+
+  /** An IdempotencyProblem becomes the response; anything else goes on to the app's filters. */
+  private answerProblem(res: HttpResponse, error: unknown): Observable<string> {
+    if (!(error instanceof IdempotencyProblem)) return throwError(() => error);
+    res.setStatus(error.getStatus()).setHeader('Content-Type', PROBLEM_JSON);
+    for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+    return of(JSON.stringify(error.getResponse()));
+  }
+
+  private async handle(context: ExecutionContext, next: CallHandler, res: HttpResponse): Promise<Observable<unknown>> {
+    const req = context.switchToHttp().getRequest<IdempotencyRequest>();
     const route = this.settings(context);
     const { policyUrl } = this.options;
 
@@ -75,15 +96,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const parsed = parseIdempotencyKey(Array.isArray(header) ? header.join(', ') : header);
     if (!parsed.ok) throw idempotencyErrors.invalid(policyUrl, parsed.reason);
 
-    const clientId = this.options.scope(req);
-    if (!clientId) throw new Error('@Idempotent() route has no authenticated scope (client id)');
+    const clientId = checkScope(this.options.scope(req));
     const body = route.fingerprint ? route.fingerprint(req) : (req.body as unknown);
 
     const started = process.hrtime.bigint();
     const claim = await this.store.claim({
       clientId,
       key: parsed.key,
-      fingerprint: fingerprint(req.method, req.originalUrl, body),
+      fingerprint: fingerprint(req.method, req.originalUrl ?? req.url, body),
       leaseMs: route.leaseMs,
       retentionMs: route.retentionMs,
     });
@@ -106,14 +126,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.context.enter(parsed.key);
         if (!route.phased) return from(this.execute(res, next, claim.owner));
         // Nest has set the route's status already: a success answers with it.
-        const operation = new PhasedOperation(claim.owner, route.phased, res.statusCode, claim.recovery, this.store, this.txHost);
+        const operation = new PhasedOperation(claim.owner, route.phased, res.status, claim.recovery, this.store, this.txHost);
         (req as unknown as Record<symbol, unknown>)[PHASED_OPERATION] = operation;
         return from(this.executePhased(res, next, operation, claim.owner));
       }
     }
   }
 
-  private async execute(res: Response, next: CallHandler, owner: Ownership): Promise<string> {
+  private async execute(res: HttpResponse, next: CallHandler, owner: Ownership): Promise<string> {
     let response: StoredResponse;
     try {
       response = await this.txHost.withTransaction(async () => {
@@ -144,7 +164,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * A phased route: the handler runs its own phases (no transaction here) and
    * ends with finish() (sent as stored) or release(); see PhasedOperation.
    */
-  private async executePhased(res: Response, next: CallHandler, operation: PhasedOperation, owner: Ownership): Promise<string> {
+  private async executePhased(res: HttpResponse, next: CallHandler, operation: PhasedOperation, owner: Ownership): Promise<string> {
     try {
       await lastValueFrom(next.handle(), { defaultValue: undefined });
     } catch (error) {
@@ -192,12 +212,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** The handler's result as the exact bytes that will be sent and stored. */
-  private serialize(res: Response, value: unknown): StoredResponse {
-    const location = res.getHeader('location');
-    const common = { status: res.statusCode, location: typeof location === 'string' ? location : undefined };
+  private serialize(res: HttpResponse, value: unknown): StoredResponse {
+    const common = { status: res.status, location: res.getHeader('location') };
     if (typeof value === 'string') {
-      const type = res.getHeader('content-type');
-      return { ...common, body: value, contentType: typeof type === 'string' ? type : 'text/plain; charset=utf-8' };
+      return { ...common, body: value, contentType: res.getHeader('content-type') ?? 'text/plain; charset=utf-8' };
     }
     return { ...common, body: value === undefined ? '' : JSON.stringify(value), contentType: JSON_CONTENT_TYPE };
   }
@@ -206,8 +224,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * Nest has set the route's status before interceptors run and does not set it
    * again, so the stored status, type and bytes go out exactly as stored.
    */
-  private send(res: Response, response: StoredResponse, replayed: boolean): string {
-    res.status(response.status);
+  private send(res: HttpResponse, response: StoredResponse, replayed: boolean): string {
+    res.setStatus(response.status);
     res.setHeader('Content-Type', response.contentType);
     if (response.location) res.setHeader('Location', response.location);
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
@@ -222,15 +240,32 @@ export class IdempotencyInterceptor implements NestInterceptor {
       settings = {
         required: o.required ?? true,
         phased: o.phased,
-        leaseMs: o.lease === undefined ? this.options.leaseMs : parseDuration(o.lease),
-        retentionMs: o.retention === undefined ? this.options.retentionMs : parseDuration(o.retention),
+        ...resolveTiming(o, this.options, `@Idempotent() on ${context.getClass().name}.${handler.name}`),
         fingerprint: o.fingerprint,
       };
-      if (settings.leaseMs >= settings.retentionMs) {
-        throw new Error(`@Idempotent(): lease (${settings.leaseMs} ms) must be shorter than retention (${settings.retentionMs} ms)`);
-      }
       this.routes.set(handler, settings);
     }
     return settings;
   }
+}
+
+/** The longest scope (principal id) a key can be stored under. */
+export const MAX_SCOPE_LENGTH = 255;
+
+/**
+ * The scope a key is stored under: any non-empty string the app's `scope`
+ * returns (a UUID, `42`, `acct_9f3`). Anything else is a wiring mistake of the
+ * app, answered 500 with the reason in the log, never a key shared by everyone.
+ */
+export function checkScope(scope: unknown): string {
+  if (typeof scope !== 'string' || scope.length === 0) {
+    const got = typeof scope === 'string' ? 'an empty string' : String(scope);
+    throw new Error(
+      `@Idempotent(): the scope function returned ${got}; it must return the id of the request's principal as a non-empty string (is the route behind the app's authentication?)`,
+    );
+  }
+  if (scope.length > MAX_SCOPE_LENGTH) {
+    throw new Error(`@Idempotent(): the scope function returned ${scope.length} characters; a scope is at most ${MAX_SCOPE_LENGTH}`);
+  }
+  return scope;
 }

@@ -1,92 +1,79 @@
-import { DynamicModule, Global, Module, ModuleMetadata, Provider } from '@nestjs/common';
+import { ConfigurableModuleBuilder, Global, Module } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { ClsService } from 'nestjs-cls';
 import { Registry } from 'prom-client';
-import { parseDuration } from '../config/duration';
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IdempotencyPurgeService } from './idempotency-purge.service';
 import { IdempotencyRecovery } from './idempotency-recovery.service';
 import {
+  IDEMPOTENCY_CLS,
   IDEMPOTENCY_OPTIONS,
   IDEMPOTENCY_REGISTRY,
+  IDEMPOTENCY_TX_HOST,
   IdempotencyModuleOptions,
-  ResolvedIdempotencyOptions,
+  resolveIdempotencyOptions,
 } from './idempotency.options';
 import { IDEMPOTENCY_STORE } from './idempotency.store';
 import { PostgresIdempotencyStore } from './postgres-idempotency.store';
 
-const RAW_OPTIONS = Symbol('IDEMPOTENCY_RAW_OPTIONS');
+export const {
+  ConfigurableModuleClass,
+  MODULE_OPTIONS_TOKEN: IDEMPOTENCY_MODULE_OPTIONS,
+  OPTIONS_TYPE: IDEMPOTENCY_OPTIONS_TYPE,
+  ASYNC_OPTIONS_TYPE: IDEMPOTENCY_ASYNC_OPTIONS_TYPE,
+} = new ConfigurableModuleBuilder<IdempotencyModuleOptions>().setClassMethodName('forRoot').build();
 
-export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
-  const leaseMs = parseDuration(o.lease ?? '30s');
-  const retentionMs = parseDuration(o.retention ?? '24h');
-  if (leaseMs <= 0 || leaseMs >= retentionMs) throw new RangeError('idempotency lease must be > 0 and shorter than the retention');
-  return {
-    leaseMs,
-    retentionMs,
-    scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),
-    claimPoolSize: o.claimPoolSize ?? 10,
-    policyUrl: o.policyUrl ?? '/docs/idempotency',
-    purge: {
-      enabled: o.purge?.enabled ?? true,
-      cron: o.purge?.cron ?? '0 */10 * * * *',
-      batchSize: o.purge?.batchSize ?? 5_000,
-      budgetMs: parseDuration(o.purge?.budget ?? '60s'),
-    },
-    recovery: {
-      enabled: o.recovery?.enabled ?? true,
-      intervalMs: parseDuration(o.recovery?.interval ?? '1m'),
-      batchSize: o.recovery?.batchSize ?? 100,
-    },
-  };
-}
+/** What an app must have registered for the module to run, said once, at startup. */
+export const MISSING_TRANSACTIONS =
+  'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter): register ' +
+  'ClsModule.forRoot({ global: true, middleware: { mount: true }, plugins: [new ClsPluginTransactional({ imports: [TypeOrmModule], ' +
+  'adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }) })] }) next to TypeOrmModule.forRoot(...)';
 
-export interface IdempotencyModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
-  inject?: never[] | unknown[];
-  useFactory: (...args: never[]) => IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
+/** The module's plumbing comes from the app; a clear startup error when it is not there. */
+function required<T>(dependency: T | undefined): T {
+  if (dependency === undefined) throw new Error(MISSING_TRANSACTIONS);
+  return dependency;
 }
 
 /**
- * The idempotency module: `@Idempotent()` and everything behind it. Reusable in
- * any NestJS + TypeORM + PostgreSQL service that has registered TypeOrmModule and
- * nestjs-cls's transactional plugin; it knows nothing of this app's features.
+ * The idempotency module: `@Idempotent()` and everything behind it, for any
+ * NestJS + TypeORM + PostgreSQL app (Express or Fastify) that has registered
+ * TypeOrmModule and nestjs-cls's transactional plugin. `forRoot(options)` or
+ * `forRootAsync({ useFactory, inject, imports })`; see IdempotencyModuleOptions.
  */
 @Global()
-@Module({})
-export class IdempotencyModule {
-  static forRoot(options: IdempotencyModuleOptions = {}): DynamicModule {
-    return IdempotencyModule.build([{ provide: RAW_OPTIONS, useValue: options }]);
-  }
-
-  static forRootAsync(options: IdempotencyModuleAsyncOptions): DynamicModule {
-    return IdempotencyModule.build(
-      [{ provide: RAW_OPTIONS, useFactory: options.useFactory, inject: (options.inject ?? []) as never[] }],
-      options.imports,
-    );
-  }
-
-  private static build(optionProviders: Provider[], imports: ModuleMetadata['imports'] = []): DynamicModule {
-    const providers: Provider[] = [
-      ...optionProviders,
-      { provide: IDEMPOTENCY_OPTIONS, useFactory: resolveIdempotencyOptions, inject: [RAW_OPTIONS] },
-      {
-        provide: IDEMPOTENCY_REGISTRY,
-        useFactory: (o: IdempotencyModuleOptions) => o.registry ?? new Registry(),
-        inject: [RAW_OPTIONS],
-      },
-      IdempotencyMetrics,
-      { provide: IDEMPOTENCY_STORE, useClass: PostgresIdempotencyStore },
-      IdempotencyInterceptor,
-      IdempotencyContext,
-      IdempotencyPurgeService,
-      IdempotencyRecovery,
-    ];
-    return {
-      module: IdempotencyModule,
-      imports: [...imports, ScheduleModule.forRoot()],
-      providers,
-      exports: [IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE, IdempotencyMetrics, IdempotencyInterceptor, IdempotencyContext, IdempotencyPurgeService, IdempotencyRecovery],
-    };
-  }
-}
+@Module({
+  imports: [ScheduleModule.forRoot()],
+  providers: [
+    { provide: IDEMPOTENCY_OPTIONS, useFactory: resolveIdempotencyOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
+    {
+      provide: IDEMPOTENCY_REGISTRY,
+      useFactory: (o: IdempotencyModuleOptions) => o.registry ?? new Registry(),
+      inject: [IDEMPOTENCY_MODULE_OPTIONS],
+    },
+    { provide: IDEMPOTENCY_TX_HOST, useFactory: required, inject: [{ token: TransactionHost, optional: true }] },
+    { provide: IDEMPOTENCY_CLS, useFactory: required, inject: [{ token: ClsService, optional: true }] },
+    IdempotencyMetrics,
+    { provide: IDEMPOTENCY_STORE, useClass: PostgresIdempotencyStore },
+    IdempotencyInterceptor,
+    IdempotencyContext,
+    IdempotencyPurgeService,
+    IdempotencyRecovery,
+  ],
+  // The interceptor is instantiated in each module that declares @Idempotent() routes: what it injects is exported.
+  exports: [
+    IDEMPOTENCY_TX_HOST,
+    IDEMPOTENCY_CLS,
+    IDEMPOTENCY_OPTIONS,
+    IDEMPOTENCY_STORE,
+    IdempotencyMetrics,
+    IdempotencyInterceptor,
+    IdempotencyContext,
+    IdempotencyPurgeService,
+    IdempotencyRecovery,
+  ],
+})
+export class IdempotencyModule extends ConfigurableModuleClass {}

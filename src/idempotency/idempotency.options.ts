@@ -1,10 +1,30 @@
 import { Reflector } from '@nestjs/core';
-import type { Request } from 'express';
 import type { Registry } from 'prom-client';
-import { Duration } from '../config/duration';
+import { Duration, formatDuration, parseDuration } from './duration';
+import { IdempotencyTable, idempotencyTable } from './idempotency-table';
+
+/**
+ * What the module reads of a request: the same on Express and Fastify. The
+ * functions of the options receive the platform's own request object; declare
+ * them with its type (`(req: Request) => ...`, `(req: FastifyRequest) => ...`).
+ */
+export interface IdempotencyRequest {
+  method: string;
+  /** The path and query as received (Fastify and Express both set it). */
+  url: string;
+  /** Express: the URL before any router stripped a mount path. */
+  originalUrl?: string;
+  headers: Record<string, string | string[] | undefined>;
+  body?: unknown;
+}
 
 /** Options of `IdempotencyModule.forRoot/forRootAsync`. */
 export interface IdempotencyModuleOptions {
+  /**
+   * The table of the keys, `table` or `schema.table`. Default `idempotency_keys`.
+   * Create it with `createIdempotencyMigrations(tableName)` (or the module's SQL).
+   */
+  tableName?: string;
   /**
    * How long a claim is honoured before a retry with the same body may take the
    * in-progress key over (the recovery from a crashed worker). Default `30s`.
@@ -16,10 +36,12 @@ export interface IdempotencyModuleOptions {
    */
   retention?: Duration;
   /**
-   * Who owns a key: the id (a UUID) of the authenticated principal. Keys are
-   * scoped by it, never global. Default: `req.client.id`.
+   * Who owns a key: the id of the authenticated principal, any non-empty string
+   * of at most 255 characters (`42`, `acct_9f3`, a UUID). Keys are scoped by it,
+   * never global; a request for which it returns nothing is answered 500.
+   * Default: `req.client.id`.
    */
-  scope?: (request: Request) => string | undefined;
+  scope?(request: IdempotencyRequest): string | undefined;
   /** Connections of the pool that commits claims and releases (synchronous_commit off). Default 10. */
   claimPoolSize?: number;
   /** Where the idempotency policy is published: the `type` of its problems and their `Link`. */
@@ -61,7 +83,7 @@ export interface IdempotentOptions {
    * part that defines the operation, e.g. the body without a field that
    * legitimately changes between retries. Method, path and query always count.
    */
-  fingerprint?: (request: Request) => unknown;
+  fingerprint?(request: IdempotencyRequest): unknown;
   /**
    * Runs the route in atomic phases instead of one transaction (for work that
    * calls something outside the database): the handler receives a
@@ -73,17 +95,88 @@ export interface IdempotentOptions {
 }
 
 export interface ResolvedIdempotencyOptions {
+  table: IdempotencyTable;
   leaseMs: number;
   retentionMs: number;
-  scope: (request: Request) => string | undefined;
+  scope(request: IdempotencyRequest): string | undefined;
   claimPoolSize: number;
   policyUrl: string;
   purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
   recovery: { enabled: boolean; intervalMs: number; batchSize: number };
 }
 
+/**
+ * The defaults of every option, in one place. The resolver below is the only
+ * code that applies them and checks lease against retention: for the module's
+ * options, for each route's `@Idempotent()` options, and in the interceptor.
+ */
+export const IDEMPOTENCY_DEFAULTS = {
+  lease: '30s',
+  retention: '24h',
+  claimPoolSize: 10,
+  policyUrl: '/docs/idempotency',
+  purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5_000, budget: '60s' },
+  recovery: { enabled: true, interval: '1m', batchSize: 100 },
+} as const;
+
+export interface Timing {
+  leaseMs: number;
+  retentionMs: number;
+}
+
+/**
+ * Lease and retention in milliseconds, each given or else `inherited` (the
+ * module's, for a route; the defaults, for the module), checked together:
+ * the lease must be longer than 0 and shorter than the retention. Without
+ * `inherited` (a route's options read at decoration time, before the module's
+ * are known) only what is given is checked.
+ */
+export function resolveTiming(given: { lease?: Duration; retention?: Duration }, inherited: Timing, where: string): Timing;
+export function resolveTiming(given: { lease?: Duration; retention?: Duration }, inherited: undefined, where: string): Partial<Timing>;
+export function resolveTiming(given: { lease?: Duration; retention?: Duration }, inherited: Timing | undefined, where: string): Partial<Timing> {
+  const leaseMs = given.lease === undefined ? inherited?.leaseMs : parseDuration(given.lease);
+  const retentionMs = given.retention === undefined ? inherited?.retentionMs : parseDuration(given.retention);
+  if (leaseMs !== undefined && leaseMs <= 0) throw new RangeError(`${where}: the lease must be longer than 0`);
+  if (leaseMs !== undefined && retentionMs !== undefined && leaseMs >= retentionMs) {
+    throw new RangeError(`${where}: the lease (${formatDuration(leaseMs)}) must be shorter than the retention (${formatDuration(retentionMs)})`);
+  }
+  return { leaseMs, retentionMs };
+}
+
+const DEFAULT_TIMING: Timing = {
+  leaseMs: parseDuration(IDEMPOTENCY_DEFAULTS.lease),
+  retentionMs: parseDuration(IDEMPOTENCY_DEFAULTS.retention),
+};
+
+/** The module's options with every default applied and every invariant checked (at startup). */
+export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
+  const d = IDEMPOTENCY_DEFAULTS;
+  return {
+    table: idempotencyTable(o.tableName),
+    ...resolveTiming(o, DEFAULT_TIMING, 'IdempotencyModule'),
+    scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),
+    claimPoolSize: o.claimPoolSize ?? d.claimPoolSize,
+    policyUrl: o.policyUrl ?? d.policyUrl,
+    purge: {
+      enabled: o.purge?.enabled ?? d.purge.enabled,
+      cron: o.purge?.cron ?? d.purge.cron,
+      batchSize: o.purge?.batchSize ?? d.purge.batchSize,
+      budgetMs: parseDuration(o.purge?.budget ?? d.purge.budget),
+    },
+    recovery: {
+      enabled: o.recovery?.enabled ?? d.recovery.enabled,
+      intervalMs: parseDuration(o.recovery?.interval ?? d.recovery.interval),
+      batchSize: o.recovery?.batchSize ?? d.recovery.batchSize,
+    },
+  };
+}
+
 export const IDEMPOTENCY_OPTIONS = Symbol('IDEMPOTENCY_OPTIONS');
 export const IDEMPOTENCY_REGISTRY = Symbol('IDEMPOTENCY_REGISTRY');
+/** The app's TransactionHost (nestjs-cls, TypeORM adapter), checked once at startup. */
+export const IDEMPOTENCY_TX_HOST = Symbol('IDEMPOTENCY_TX_HOST');
+/** The app's ClsService (nestjs-cls), checked once at startup. */
+export const IDEMPOTENCY_CLS = Symbol('IDEMPOTENCY_CLS');
 
 /** Route metadata of @Idempotent(), read by the interceptor (handler first, then controller). */
 export const IdempotentMetadata = Reflector.createDecorator<IdempotentOptions>();

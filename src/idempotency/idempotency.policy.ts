@@ -1,4 +1,4 @@
-import { formatDuration } from '../config/duration';
+import { formatDuration } from './duration';
 import { ResolvedIdempotencyOptions, X_IDEMPOTENCY } from './idempotency.options';
 import { IdempotencyErrorCode } from './idempotency.errors';
 

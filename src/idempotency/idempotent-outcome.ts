@@ -1,8 +1,7 @@
 /**
  * The business-outcome mechanism. A handler reports an outcome on purpose by
- * throwing an error that implements IdempotentOutcome (in this app:
- * `BusinessOutcomeException`, see common/problem.ts): a declined card (402), a
- * business rule refused (422). Unlike any other error, its writes COMMIT and its
+ * throwing an error that implements IdempotentOutcome (typically an exception
+ * class of the app's own): a declined card (402), a business rule refused (422). Unlike any other error, its writes COMMIT and its
  * response is stored and replayed to every retry, because it happened. Every
  * other exception rolls back and releases the key: nothing happened, retry.
  */

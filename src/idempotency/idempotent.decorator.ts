@@ -1,8 +1,7 @@
 import { UseInterceptors, applyDecorators } from '@nestjs/common';
 import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
-import { parseDuration } from '../config/duration';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
-import { IdempotentMetadata, IdempotentOptions, X_IDEMPOTENCY } from './idempotency.options';
+import { IdempotentMetadata, IdempotentOptions, X_IDEMPOTENCY, resolveTiming } from './idempotency.options';
 import { MAX_KEY_LENGTH } from './idempotency-key';
 
 
@@ -16,12 +15,8 @@ const problem = { $ref: '#/components/schemas/Problem' };
  * OpenAPI document (header, responses, `x-idempotency`).
  */
 export function Idempotent(options: IdempotentOptions = {}): MethodDecorator & ClassDecorator {
-  const leaseMs = options.lease === undefined ? undefined : parseDuration(options.lease);
-  const retentionMs = options.retention === undefined ? undefined : parseDuration(options.retention);
-  if (leaseMs !== undefined && leaseMs <= 0) throw new RangeError('@Idempotent: lease must be longer than 0');
-  if (leaseMs !== undefined && retentionMs !== undefined && leaseMs >= retentionMs) {
-    throw new RangeError('@Idempotent: lease must be shorter than retention');
-  }
+  // What can be checked before the module's options are known; the interceptor checks the rest.
+  const { leaseMs, retentionMs } = resolveTiming(options, undefined, '@Idempotent()');
   const required = options.required ?? true;
   return applyDecorators(
     IdempotentMetadata(options),

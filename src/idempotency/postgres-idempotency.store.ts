@@ -4,7 +4,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Pool, PoolClient, QueryResult } from 'pg';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
 import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 
@@ -45,15 +45,15 @@ const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 // uncommitted completion (an INSERT that meets a row being updated would wait
 // for that transaction to end). When the row committed after this statement's
 // snapshot, neither branch returns a row: the caller answers 409, retry.
-const CLAIM_SQL = `
+const CLAIM_SQL = (t: string) => `
 WITH cur AS (
   SELECT lease, fingerprint = $3::bytea AS same, status, body, headers,
          expires_at <= now() AS expired, lease - ${NOW_US} AS remaining_us
-    FROM idempotency_keys
-   WHERE client_id = $1::uuid AND key = $2::text
+    FROM ${t}
+   WHERE client_id = $1::text AND key = $2::text
 ), ins AS (
-  INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at)
-  SELECT $1::uuid, $2::text, $3::bytea, ${NOW_US} + $4::int8 * 1000, now() + $5::int8 * interval '1 millisecond'
+  INSERT INTO ${t} (client_id, key, fingerprint, lease, expires_at)
+  SELECT $1::text, $2::text, $3::bytea, ${NOW_US} + $4::int8 * 1000, now() + $5::int8 * interval '1 millisecond'
    WHERE NOT EXISTS (SELECT 1 FROM cur)
   ON CONFLICT (client_id, key) DO NOTHING
   RETURNING lease
@@ -66,55 +66,68 @@ SELECT lease::text, false, same, status, CASE WHEN same THEN body END, CASE WHEN
        expired, remaining_us
   FROM cur`;
 
-const TAKEOVER_SQL = `
-UPDATE idempotency_keys SET lease = ${NOW_US} + $4::int8 * 1000
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8
+const TAKEOVER_SQL = (t: string) => `
+UPDATE ${t} SET lease = ${NOW_US} + $4::int8 * 1000
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8
    AND status IS NULL AND lease <= ${NOW_US}
 RETURNING lease::text AS lease, recovery`;
 
-const REPLACE_SQL = `
-UPDATE idempotency_keys
+const REPLACE_SQL = (t: string) => `
+UPDATE ${t}
    SET fingerprint = $5::bytea, lease = ${NOW_US} + $4::int8 * 1000,
        expires_at = now() + $6::int8 * interval '1 millisecond', status = NULL, body = NULL, headers = NULL
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8
    AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
 RETURNING lease::text AS lease`;
 
 // Clears the recovery point (NULL stays NULL on other routes, so their completion
-// stays a HOT update; see the migration of idempotency_keys_recovery_idx).
-const COMPLETE_SQL = `
-UPDATE idempotency_keys SET status = $4::int2, body = $5::text, headers = $6::text, recovery = NULL
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+// stays a HOT update; see the migration of the recovery index).
+const COMPLETE_SQL = (t: string) => `
+UPDATE ${t} SET status = $4::int2, body = $5::text, headers = $6::text, recovery = NULL
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
 
 // A phase's recovery point, fenced like the completion, in the phase's transaction.
-const CHECKPOINT_SQL = `
-UPDATE idempotency_keys SET recovery = $4::jsonb
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+const CHECKPOINT_SQL = (t: string) => `
+UPDATE ${t} SET recovery = $4::jsonb
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
 
 // The lease ends now; the token stays, so only this owner can yield, and any
 // takeover makes a larger one.
-const YIELD_SQL = `
-UPDATE idempotency_keys SET lease = ${NOW_US}
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL AND lease > ${NOW_US}`;
+const YIELD_SQL = (t: string) => `
+UPDATE ${t} SET lease = ${NOW_US}
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL AND lease > ${NOW_US}`;
 
 // SKIP LOCKED: instances running the recovery job at once split the work; the
 // lease compare-and-set makes each takeover a single winner against retries too.
-const TAKE_OVER_ABANDONED_SQL = `
+const TAKE_OVER_ABANDONED_SQL = (t: string) => `
 WITH abandoned AS (
-  SELECT client_id, key, lease FROM idempotency_keys
+  SELECT client_id, key, lease FROM ${t}
    WHERE recovery IS NOT NULL AND status IS NULL AND lease <= ${NOW_US}
    ORDER BY lease
    LIMIT $1
    FOR UPDATE SKIP LOCKED
 )
-UPDATE idempotency_keys k SET lease = ${NOW_US} + $2::int8 * 1000
+UPDATE ${t} k SET lease = ${NOW_US} + $2::int8 * 1000
   FROM abandoned a
  WHERE k.client_id = a.client_id AND k.key = a.key AND k.lease = a.lease
-RETURNING k.client_id::text AS client_id, k.key, k.lease::text AS lease, k.recovery`;
+RETURNING k.client_id, k.key, k.lease::text AS lease, k.recovery`;
 
-const RELEASE_SQL = `
-DELETE FROM idempotency_keys
- WHERE client_id = $1::uuid AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+const RELEASE_SQL = (t: string) => `
+DELETE FROM ${t}
+ WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+
+function statements(table: string) {
+  return {
+    claim: CLAIM_SQL(table),
+    takeover: TAKEOVER_SQL(table),
+    replace: REPLACE_SQL(table),
+    complete: COMPLETE_SQL(table),
+    checkpoint: CHECKPOINT_SQL(table),
+    yield: YIELD_SQL(table),
+    takeOverAbandoned: TAKE_OVER_ABANDONED_SQL(table),
+    release: RELEASE_SQL(table),
+  };
+}
 
 interface ClaimRow {
   lease: string;
@@ -145,12 +158,15 @@ export function decodeResponse(status: number, body: string, headers: string | n
 export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestroy {
   private readonly logger = new Logger('Idempotency');
   private readonly claimPool: Pool;
+  /** Every statement, on the configured table. */
+  private readonly sql: ReturnType<typeof statements>;
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
-    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
   ) {
+    this.sql = statements(options.table.sql);
     this.claimPool = createClaimPool(dataSource, options.claimPoolSize);
     this.claimPool.on('error', (error) => this.logger.warn(`idle claim connection failed: ${error.message}`));
   }
@@ -163,7 +179,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const { clientId, key, fingerprint, leaseMs, retentionMs } = request;
     const { rows } = await this.claimPool.query<ClaimRow>({
       name: 'idempotency_claim',
-      text: CLAIM_SQL,
+      text: this.sql.claim,
       values: [clientId, key, fingerprint, leaseMs, retentionMs],
     });
     const row = rows[0];
@@ -174,7 +190,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       // Past retention: the key is new again, whatever it stored.
       const replaced = await this.claimPool.query<{ lease: string }>({
         name: 'idempotency_replace',
-        text: REPLACE_SQL,
+        text: this.sql.replace,
         values: [clientId, key, row.lease, leaseMs, fingerprint, retentionMs],
       });
       return replaced.rows[0]
@@ -191,7 +207,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     // In progress, lease expired: the owner crashed or is too slow. One winner.
     const taken = await this.claimPool.query<{ lease: string; recovery: RecoveryPoint | null }>({
       name: 'idempotency_takeover',
-      text: TAKEOVER_SQL,
+      text: this.sql.takeover,
       values: [clientId, key, row.lease, leaseMs],
     });
     const won = taken.rows[0];
@@ -201,7 +217,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
-    const result = await this.inTransaction('idempotency_complete', COMPLETE_SQL, [
+    const result = await this.inTransaction('idempotency_complete', this.sql.complete, [
       owner.clientId,
       owner.key,
       owner.token,
@@ -213,27 +229,27 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
-    const result = await this.inTransaction('idempotency_checkpoint', CHECKPOINT_SQL, [owner.clientId, owner.key, owner.token, JSON.stringify(recovery)]);
+    const result = await this.inTransaction('idempotency_checkpoint', this.sql.checkpoint, [owner.clientId, owner.key, owner.token, JSON.stringify(recovery)]);
     if (result.rowCount !== 1) throw new LeaseLostError();
   }
 
   async releaseInTransaction(owner: Ownership): Promise<void> {
-    const result = await this.inTransaction('idempotency_release', RELEASE_SQL, [owner.clientId, owner.key, owner.token]);
+    const result = await this.inTransaction('idempotency_release', this.sql.release, [owner.clientId, owner.key, owner.token]);
     if (result.rowCount !== 1) throw new LeaseLostError();
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_release', text: RELEASE_SQL, values: [owner.clientId, owner.key, owner.token] });
+    await this.claimPool.query({ name: 'idempotency_release', text: this.sql.release, values: [owner.clientId, owner.key, owner.token] });
   }
 
   async yieldLease(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_yield', text: YIELD_SQL, values: [owner.clientId, owner.key, owner.token] });
+    await this.claimPool.query({ name: 'idempotency_yield', text: this.sql.yield, values: [owner.clientId, owner.key, owner.token] });
   }
 
   async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
     const { rows } = await this.claimPool.query<{ client_id: string; key: string; lease: string; recovery: RecoveryPoint }>({
       name: 'idempotency_take_over_abandoned',
-      text: TAKE_OVER_ABANDONED_SQL,
+      text: this.sql.takeOverAbandoned,
       values: [limit, leaseMs],
     });
     return rows.map((r) => ({ owner: { clientId: r.client_id, key: r.key, token: r.lease }, recovery: r.recovery }));

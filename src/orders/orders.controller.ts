@@ -6,7 +6,7 @@ import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../common/openapi';
 import { PageQueryDto } from '../common/pagination';
 import { ParseIdPipe } from '../common/parse-id.pipe';
-import { Idempotent } from '../idempotency/idempotent.decorator';
+import { Idempotent } from '../idempotency';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrderPage, OrderResponse } from './dto/order.response';
 import { OrdersService } from './orders.service';

@@ -4,6 +4,7 @@ import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { NOW_US } from '../support/db-clock';
 import { DemoModule } from '../support/demo/demo.module';
 import { waitFor } from '../support/http-client';
+import { MISSING_KEY_PROBLEM } from '../support/problems';
 
 /**
  * Every path of the @Idempotent() request flow, through HTTP, on a real
@@ -83,6 +84,12 @@ describe('@Idempotent() (e2e)', () => {
     expect(res.body.type).toBe(`/docs/idempotency#${code}`);
     expect(res.headers['link']).toBe('</docs/idempotency>; rel="describedby"');
     expect([await widgets(), await keys()]).toEqual(before);
+  });
+
+  it('answers a missing key with the same problem bytes as the module alone', async () => {
+    const res = await post('/demo/widgets', undefined, { name: 'bytes' }).expect(400);
+    expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8');
+    expect(res.text).toBe(MISSING_KEY_PROBLEM);
   });
 
   it('accepts a 255-character key', async () => {

@@ -1,0 +1,128 @@
+import { Body, Controller, INestApplication, Module, OnModuleInit, Post, Req, Res } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
+import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { ClsModule } from 'nestjs-cls';
+import { DataSource } from 'typeorm';
+import { HttpResponse } from '../../../src/idempotency';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { IdempotencyModule, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations } from '../../../src/idempotency';
+import { TestDatabase, createTestDatabase } from '../database';
+
+/**
+ * The idempotency module as a library, in a Nest app that has nothing of this
+ * service: no ProblemDetailsFilter (Nest's default exception filter), no auth,
+ * no validation pipe. The principal is whatever the `X-Principal` header says,
+ * any string, as `scope` returns it.
+ */
+export const PRINCIPAL_HEADER = 'x-principal';
+
+/** A table name that only works escaped, created by the module's own migrations. */
+export const LIBRARY_TABLE = 'Library Keys';
+
+type HeaderRequest = { headers: Record<string, string | string[] | undefined> };
+const principal = (req: HeaderRequest) => {
+  const value = req.headers[PRINCIPAL_HEADER];
+  return typeof value === 'string' ? value : undefined;
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+@Controller('lib')
+class LibraryDemoController {
+  constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
+
+  @Post('widgets')
+  @Idempotent()
+  async create(@Req() req: HeaderRequest, @Body() body: { name: string; delay_ms?: number }, @Res({ passthrough: true }) res: unknown) {
+    const [row] = await this.txHost.tx.query<{ id: string }[]>('INSERT INTO lib_widgets (scope, name) VALUES ($1, $2) RETURNING id', [
+      principal(req),
+      body.name,
+    ]);
+    if (body.delay_ms) await sleep(body.delay_ms);
+    HttpResponse.of(res).setHeader('Location', `/lib/widgets/${row.id}`);
+    return { id: row.id, name: body.name, zeta: 1, alpha: 2 };
+  }
+
+  /** A phased route: the row in a first phase with its recovery point, the response in the last. */
+  @Post('phased')
+  @Idempotent({ phased: 'lib-widget' })
+  async phased(@Req() req: HeaderRequest, @Body() body: { name: string }, @Operation() op: PhasedOperation<{ id: string }>) {
+    const id =
+      op.state?.id ??
+      (await op.checkpoint(
+        'inserted',
+        async () => {
+          const [row] = await this.txHost.tx.query<{ id: string }[]>('INSERT INTO lib_widgets (scope, name) VALUES ($1, $2) RETURNING id', [
+            principal(req),
+            body.name,
+          ]);
+          return row.id;
+        },
+        (rowId) => ({ id: rowId }),
+      ));
+    return op.finish(async () => ({ id, name: body.name, phased: true }), { location: (r) => `/lib/widgets/${r.id}` });
+  }
+}
+
+@Module({ controllers: [LibraryDemoController] })
+class LibraryDemoModule implements OnModuleInit {
+  constructor(private readonly dataSource: DataSource) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.dataSource.query(
+      `CREATE TABLE IF NOT EXISTS lib_widgets (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), scope text NOT NULL, name text NOT NULL)`,
+    );
+  }
+}
+
+/** nestjs-cls with the transactional plugin on TypeORM: what the module needs from the app. */
+export const transactionalCls = () =>
+  ClsModule.forRoot({
+    global: true,
+    middleware: { mount: true },
+    plugins: [
+      new ClsPluginTransactional({
+        imports: [TypeOrmModule],
+        adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
+      }),
+    ],
+  });
+
+export interface LibraryApp {
+  app: INestApplication;
+  db: TestDatabase;
+  dataSource: DataSource;
+  close(): Promise<void>;
+}
+
+export type Platform = 'express' | 'fastify';
+
+/** Boots the library demo on a fresh database, the way a new Nest + TypeORM app would wire the module. */
+export async function createLibraryApp(platform: Platform = 'express'): Promise<LibraryApp> {
+  const db = await createTestDatabase();
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(LIBRARY_TABLE), migrationsRun: true }),
+      transactionalCls(),
+      IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, purge: { enabled: false }, recovery: { enabled: false } }),
+      LibraryDemoModule,
+    ],
+  }).compile();
+  const app =
+    platform === 'fastify'
+      ? moduleRef.createNestApplication(new FastifyAdapter(), { logger: false })
+      : moduleRef.createNestApplication({ logger: false });
+  await app.init();
+  if (platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
+  return {
+    app,
+    db,
+    dataSource: app.get(DataSource),
+    close: async () => {
+      await app.close();
+      await db.drop();
+    },
+  };
+}

@@ -1,0 +1,52 @@
+import { Controller, Post } from '@nestjs/common';
+import { IDEMPOTENCY_DEFAULTS, Idempotent } from '../../src/idempotency';
+import { resolveIdempotencyOptions, resolveTiming } from '../../src/idempotency/idempotency.options';
+
+/** The one resolver of the module's options: defaults, durations, lease < retention. */
+describe('idempotency options', () => {
+  it('applies the defaults', () => {
+    const o = resolveIdempotencyOptions({});
+    expect(o).toMatchObject({
+      leaseMs: 30_000,
+      retentionMs: 86_400_000,
+      claimPoolSize: IDEMPOTENCY_DEFAULTS.claimPoolSize,
+      policyUrl: '/docs/idempotency',
+      purge: { enabled: true, cron: IDEMPOTENCY_DEFAULTS.purge.cron, batchSize: 5_000, budgetMs: 60_000 },
+      recovery: { enabled: true, intervalMs: 60_000, batchSize: 100 },
+    });
+    expect(o.table.sql).toBe('"idempotency_keys"');
+    expect(o.scope({ client: { id: 'c1' } } as never)).toBe('c1');
+  });
+
+  it.each([
+    [{ lease: '1m', retention: '30s' }, /IdempotencyModule: the lease \(1m\) must be shorter than the retention \(30s\)/],
+    [{ lease: '25h' }, /the lease \(25h\) must be shorter than the retention \(24h\)/],
+    [{ retention: '10s' }, /the lease \(30s\) must be shorter than the retention \(10s\)/],
+    [{ lease: 0 }, /IdempotencyModule: the lease must be longer than 0/],
+    [{ lease: 'soon' }, /invalid duration "soon"/],
+  ])('refuses %j at startup', (given, error) => {
+    expect(() => resolveIdempotencyOptions(given)).toThrow(error);
+  });
+
+  it('resolves a route against the module: what the route gives, else the module', () => {
+    const module = { leaseMs: 1_000, retentionMs: 60_000 };
+    expect(resolveTiming({}, module, 'route')).toEqual(module);
+    expect(resolveTiming({ lease: '2s' }, module, 'route')).toEqual({ leaseMs: 2_000, retentionMs: 60_000 });
+    expect(() => resolveTiming({ retention: '1s' }, module, 'route')).toThrow('route: the lease (1s) must be shorter than the retention (1s)');
+  });
+
+  it('checks what a route gives when it is declared', () => {
+    const declare = (options: object) => {
+      @Controller()
+      class C {
+        @Post()
+        @Idempotent(options)
+        create() {}
+      }
+      return C;
+    };
+    expect(() => declare({ lease: '2m', retention: '1m' })).toThrow('@Idempotent(): the lease (2m) must be shorter than the retention (1m)');
+    expect(() => declare({ lease: '0ms' })).toThrow('@Idempotent(): the lease must be longer than 0');
+    expect(() => declare({ lease: '2m' })).not.toThrow();
+  });
+});
