@@ -27,11 +27,12 @@ export class ClientsService implements OnModuleInit {
   /** Upserts the clients named in API_KEYS (development, compose, tests). */
   async onModuleInit(): Promise<void> {
     for (const seed of this.config.apiKeys) {
-      await this.dataSource.query(
-        `INSERT INTO clients (name, key_hash) VALUES ($1, $2)
-         ON CONFLICT (name) DO UPDATE SET key_hash = EXCLUDED.key_hash`,
-        [seed.name, hashApiKey(seed.secret)],
-      );
+      // Instances boot together and seed the same rows: ON CONFLICT with no target
+      // covers both unique keys (name and key_hash; an arbiter on name alone lets a
+      // concurrent insert of the same key_hash fail), then a changed secret is set.
+      const keyHash = hashApiKey(seed.secret);
+      await this.dataSource.query('INSERT INTO clients (name, key_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING', [seed.name, keyHash]);
+      await this.dataSource.query('UPDATE clients SET key_hash = $2 WHERE name = $1 AND key_hash <> $2', [seed.name, keyHash]);
     }
     if (this.config.apiKeys.length) this.logger.log(`API_KEYS: ${this.config.apiKeys.map((s) => s.name).join(', ')}`);
   }
