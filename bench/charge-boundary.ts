@@ -1,7 +1,6 @@
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { freePort } from '../src/database/embedded-postgres';
 import { Agent, request } from 'node:http';
 import { startServer } from './http';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
@@ -121,20 +120,20 @@ async function measure(port: number, design: BoundaryRun['design'], clients: num
 
 /** The card network as a process of its own, as a real provider is: its work is not the app's. */
 async function startNetwork(delay: string): Promise<{ url: string; stop(): void }> {
-  const port = await freePort();
   const child = fork(join(__dirname, '../src/card-network-simulator/main.js'), [], {
-    env: { PATH: process.env.PATH ?? '', CARD_NETWORK_PORT: String(port), CARD_NETWORK_DELAY: delay },
+    env: { PATH: process.env.PATH ?? '', CARD_NETWORK_PORT: '0', CARD_NETWORK_DELAY: delay },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
-  await new Promise<void>((resolve, reject) => {
+  const url = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      if (out.includes('listening on')) resolve();
+      const listening = /listening on (http:\/\/\S+)/.exec(out);
+      if (listening) resolve(listening[1]);
     });
     child.once('exit', (code) => reject(new Error(`the card network exited with ${code}`)));
   });
-  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill('SIGTERM') };
+  return { url, stop: () => child.kill('SIGTERM') };
 }
 
 export async function chargeBoundary(databaseUrl: string, options: { clients: number; seconds: number; delay: string }): Promise<BoundaryResult> {

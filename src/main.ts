@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import type { AddressInfo } from 'node:net';
 import { existsSync } from 'node:fs';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
@@ -47,7 +48,9 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
-  console.log(JSON.stringify({ level: 30, msg: `listening on :${config.port}`, docs: `http://localhost:${config.port}/docs` }));
+  // The port bound (PORT=0 asks the OS for a free one; tests read it from this line).
+  const { port } = app.getHttpServer().address() as AddressInfo;
+  console.log(JSON.stringify({ level: 30, msg: `listening on :${port}`, port, docs: `http://localhost:${port}/docs` }));
 }
 
 main().catch((error: unknown) => {

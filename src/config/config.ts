@@ -147,6 +147,8 @@ const schema = z
       .refine((v) => /^sk_(test|live)_[A-Za-z0-9_]+$/.test(v.trim()), { message: 'expected a secret key sk_test_... or sk_live_...' }),
     CARD_NETWORK_TIMEOUT: duration('5s'),
     CARD_NETWORK_MAX_RETRIES: integer(2, 0, 10),
+    PAYMENTS_CONCURRENCY: integer(100, 0, 100_000),
+    PAYMENTS_QUEUE_LIMIT: integer(1000, 0, 1_000_000),
     RECOVERY_ENABLED: boolean(IDEMPOTENCY_DEFAULTS.recovery.enabled),
     RECOVERY_INTERVAL: duration(IDEMPOTENCY_DEFAULTS.recovery.interval),
   })
@@ -199,6 +201,8 @@ export interface AppConfig {
     maxRetries: number;
   };
   recovery: { enabled: boolean; intervalMs: number };
+  /** Admission control of the routes that reach the card network (0: unlimited). */
+  payments: { concurrency: number; queueLimit: number };
 }
 
 export class ConfigError extends Error {
@@ -250,5 +254,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       maxRetries: e.CARD_NETWORK_MAX_RETRIES,
     },
     recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
+    payments: { concurrency: e.PAYMENTS_CONCURRENCY, queueLimit: e.PAYMENTS_QUEUE_LIMIT },
   };
 }

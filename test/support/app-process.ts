@@ -2,7 +2,6 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
 import { resolve } from 'node:path';
-import { freePort } from '../../src/database/embedded-postgres';
 import { assertDistIsCurrent } from './dist';
 
 /**
@@ -89,14 +88,20 @@ function baseEnv(): Record<string, string> {
   return env;
 }
 
-async function startOnce(options: AppProcessOptions, port: number): Promise<AppProcess> {
+/** The port the app reports it bound (main.ts prints it whatever the log level). */
+const LISTENING = /"msg":"listening on :(\d+)"/;
+
+async function startOnce(options: AppProcessOptions): Promise<AppProcess> {
   const env = {
     ...baseEnv(),
     API_KEYS: `${PROCESS_CLIENT.name}:${PROCESS_CLIENT.key}`,
     LOG_LEVEL: 'warn',
     IDEMPOTENCY_PURGE_ENABLED: 'false',
     ...options.env,
-    PORT: String(port),
+    // The OS picks a free port and the app reports it: a port chosen here could be
+    // taken by another suite's process before this one binds it, and that process's
+    // /health would then answer for this one.
+    PORT: '0',
   };
   const child = spawn(process.execPath, [MAIN_JS], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   installExitHook();
@@ -125,6 +130,22 @@ async function startOnce(options: AppProcessOptions, port: number): Promise<AppP
     });
   });
 
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  let port = 0;
+  while (!port) {
+    if (exitedFlag) {
+      const code = await exited;
+      throw new AppProcessError(`the app process exited with ${code} before it was ready`, output);
+    }
+    if (Date.now() >= deadline) {
+      child.kill('SIGKILL');
+      await exited;
+      throw new AppProcessError(`the app did not report its port within ${options.readyTimeoutMs ?? 30_000} ms`, output);
+    }
+    port = Number(LISTENING.exec(output)?.[1] ?? 0);
+    if (!port) await sleep(50);
+  }
+
   const app: AppProcess = {
     url: `http://127.0.0.1:${port}`,
     port,
@@ -147,7 +168,6 @@ async function startOnce(options: AppProcessOptions, port: number): Promise<AppP
     output: () => output,
   };
 
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
   while (Date.now() < deadline) {
     if (exitedFlag) {
       const code = await exited;
@@ -169,22 +189,15 @@ export class AppProcessError extends Error {
 }
 
 /**
- * Spawns `node dist/src/main.js` on a free port and waits until `GET /health`
- * answers 200. Retries on another port if the chosen one was taken meanwhile.
+ * Spawns `node dist/src/main.js` on a port the OS picks, reads the port from
+ * the app's "listening on" line, and waits until its `GET /health` answers 200.
  */
 export async function startAppProcess(options: AppProcessOptions): Promise<AppProcess> {
   if (!options.env.DATABASE_URL) throw new Error('startAppProcess: env.DATABASE_URL is required');
   // A mutated copy named by APP_MAIN_JS is deliberately not the current build.
   if (!process.env.APP_MAIN_JS) assertDistIsCurrent();
   if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: build first (npx nest build)`);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startOnce(options, await freePort());
-    } catch (error) {
-      if (attempt < 3 && error instanceof AppProcessError && error.output.includes('EADDRINUSE')) continue;
-      throw error;
-    }
-  }
+  return startOnce(options);
 }
 
 /** Stops every given process (SIGTERM, then SIGKILL), ignoring the ones already gone. */

@@ -1,5 +1,4 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { freePort } from '../../src/database/embedded-postgres';
 import { DEFAULT_CARD_NETWORK_SECRET } from '../../src/config/config';
 import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from '../../src/payments/card-network/card-network.module';
 import type { TestApp } from './app';
@@ -119,11 +118,11 @@ process.once('exit', () => {
 
 /** `npm run card-network`'s built entry as its own process, ready when it prints its address. */
 export async function startCardNetworkProcess(options: { delay?: string } = {}): Promise<CardNetworkProcess> {
-  const port = await freePort();
   const child = spawn(process.execPath, [builtFile(SIMULATOR_MAIN)], {
     env: {
       PATH: process.env.PATH ?? '',
-      CARD_NETWORK_PORT: String(port),
+      // The OS picks the port and the simulator prints it (no race with other suites).
+      CARD_NETWORK_PORT: '0',
       CARD_NETWORK_SECRET: DEFAULT_CARD_NETWORK_SECRET,
       CARD_NETWORK_DELAY: options.delay ?? '0ms',
     },
@@ -132,13 +131,14 @@ export async function startCardNetworkProcess(options: { delay?: string } = {}):
   live.add(child);
   let output = '';
   const exited = new Promise<void>((done) => child.once('exit', () => (live.delete(child), done())));
-  await new Promise<void>((ready, fail) => {
+  const url = await new Promise<string>((ready, fail) => {
     const timer = setTimeout(() => fail(new Error(`the card network did not start:\n${output}`)), 15_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
-      if (output.includes('listening on')) {
+      const listening = /listening on (http:\/\/[^\s]+)/.exec(output);
+      if (listening) {
         clearTimeout(timer);
-        ready();
+        ready(listening[1]);
       }
     };
     child.stdout!.on('data', onData);
@@ -148,7 +148,6 @@ export async function startCardNetworkProcess(options: { delay?: string } = {}):
       fail(new Error(`the card network exited with ${code}:\n${output}`));
     });
   });
-  const url = `http://127.0.0.1:${port}`;
   return {
     url,
     ledger: new Ledger(url),
