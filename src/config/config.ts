@@ -114,6 +114,7 @@ const boolean = (fallback: boolean) =>
 
 const schema = z
   .object({
+    NODE_ENV: z.string().default('development').transform((v) => v.trim().toLowerCase()),
     PORT: integer(3000, 0, 65535),
     DATABASE_URL: emptyToUndefined.refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), {
       message: 'expected a postgres:// or postgresql:// URL',
@@ -170,6 +171,8 @@ const schema = z
 type Env = z.output<typeof schema>;
 
 export interface AppConfig {
+  /** NODE_ENV=production: turns on the refusals of production.ts. */
+  production: boolean;
   port: number;
   database: {
     url?: string;
@@ -218,6 +221,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const e = result.data;
   return {
+    production: e.NODE_ENV === 'production',
     port: e.PORT,
     database: {
       url: e.DATABASE_URL,

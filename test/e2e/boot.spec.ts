@@ -127,6 +127,30 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(failure?.stderr.trim().split('\n')).toHaveLength(1);
   });
 
+  it('refuses to start in production with the published demo key, and only then', () => {
+    const boot = (apiKeys: string) => {
+      try {
+        execFileSync(process.execPath, [MAIN], {
+          // An unreachable database: the refusal comes before any connection.
+          env: { ...process.env, NODE_ENV: 'production', API_KEYS: apiKeys, DATABASE_URL: 'postgres://nobody:secret@127.0.0.1:1/none' },
+          encoding: 'utf8',
+          stdio: 'pipe',
+          timeout: 30_000,
+        });
+      } catch (error) {
+        return error as { status: number | null; stderr: string };
+      }
+      return undefined;
+    };
+    const refused = boot('shop:sk_live_0123456789abcdefXYZ,demo:sk_test_demo_0123456789abcdef');
+    expect(refused?.status).toBe(1);
+    expect(refused?.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused?.stderr).toMatch(/^refusing to start: API_KEYS gives client "demo" the published demo key/);
+    expect(refused?.stderr).not.toContain('sk_test_demo_0123456789abcdef');
+    // Another key passes the check (and stops later, at the unreachable database).
+    expect(boot('shop:sk_live_0123456789abcdefXYZ')?.stderr).toMatch(/^cannot connect to PostgreSQL/);
+  });
+
   it('exits with a message naming the variable when the configuration is invalid', () => {
     let failure: { status: number | null; stderr: string } | undefined;
     try {

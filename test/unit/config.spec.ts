@@ -130,6 +130,7 @@ describe('loadConfig defaults', () => {
 
   it('uses the documented defaults for an empty environment', () => {
     expect(config()).toEqual({
+      production: false,
       port: 3000,
       database: { url: undefined, embeddedDir: '.data/postgres', embeddedPort: undefined, poolSize: 20 },
       apiKeys: [],
@@ -187,6 +188,12 @@ describe('loadConfig defaults', () => {
     expect(loadConfig({ HOME: '/root', PATH: '/bin', NODE_ENV: 'test' })).toEqual(config());
   });
 
+  it('is in production only with NODE_ENV=production', () => {
+    expect(loadConfig({ NODE_ENV: 'production' }).production).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'Production ' }).production).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'test' }).production).toBe(false);
+  });
+
   it('reads process.env when no environment is passed', () => {
     const saved = process.env.PORT;
     process.env.PORT = '4321';
@@ -227,6 +234,7 @@ describe('loadConfig values', () => {
       RECOVERY_INTERVAL: '5s',
     });
     expect(config).toEqual({
+      production: false,
       port: 8080,
       database: { url: 'postgres://u:p@db:5432/app', embeddedDir: '/tmp/pg', embeddedPort: 5433, poolSize: 50 },
       apiKeys: [
