@@ -1,10 +1,12 @@
 import { INestApplication } from '@nestjs/common';
+import { json } from 'express';
 import type { Express } from 'express';
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { refuseDeepJson } from './common/json-depth';
 import { ProblemDetailsFilter } from './common/problem-details.filter';
 import { createValidationPipe } from './common/validation.pipe';
 import { AppConfig } from './config/config';
@@ -19,7 +21,9 @@ import { applyIdempotencyPolicy, policyMarkdown } from './idempotency/idempotenc
  */
 export function configureApp(app: NestExpressApplication, config: AppConfig): INestApplication {
   app.useLogger(app.get(Logger));
-  app.useBodyParser('json', { limit: config.bodyLimitBytes });
+  // Size and depth are checked on the raw bytes, before the body is parsed or anything walks it
+  // (express.json directly: Nest's useBodyParser keeps `verify` for its rawBody option).
+  app.use(json({ limit: config.bodyLimitBytes, verify: refuseDeepJson() }));
   app.useGlobalPipes(createValidationPipe());
   app.useGlobalFilters(new ProblemDetailsFilter());
   app.set('x-powered-by', false);

@@ -1,6 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { isDatabaseUnavailable } from '../database/database-errors';
+import { JSON_TOO_DEEP, MAX_JSON_DEPTH } from './json-depth';
 import { PROBLEM_CONTENT_TYPE, ProblemException, problems } from './problem';
 
 const CODES_BY_STATUS: Record<number, string> = {
@@ -60,6 +61,14 @@ export class ProblemDetailsFilter implements ExceptionFilter {
         code: 'invalid_json',
         title: 'Invalid JSON',
         detail: 'The request body is not valid JSON.',
+      });
+    }
+    if (status === HttpStatus.BAD_REQUEST && cause?.type === JSON_TOO_DEEP) {
+      return new ProblemException({
+        status,
+        code: 'invalid_json',
+        title: 'Invalid JSON',
+        detail: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`,
       });
     }
     if (status === HttpStatus.PAYLOAD_TOO_LARGE) {
