@@ -148,6 +148,12 @@ const schema = z
     CARD_NETWORK_MAX_RETRIES: integer(2, 0, 10),
     RECOVERY_ENABLED: boolean(true),
     RECOVERY_INTERVAL: duration('1m'),
+    METRICS_TOKEN: emptyToUndefined.refine((v) => v === undefined || /^[\x21-\x7e]{16,512}$/.test(v), {
+      // Never echo the token itself.
+      message: 'expected at least 16 printable characters without spaces',
+    }),
+    METRICS_PORT: optionalPort,
+    METRICS_HOST: z.string().default('127.0.0.1').transform((v) => v.trim()),
   })
   .superRefine((env, ctx) => {
     if (env.IDEMPOTENCY_LEASE <= 0) {
@@ -200,6 +206,12 @@ export interface AppConfig {
     maxRetries: number;
   };
   recovery: { enabled: boolean; intervalMs: number };
+  /**
+   * Who may read /metrics: with a token, only `Authorization: Bearer <token>`;
+   * with a port, it is served there (on `host`) and not on the API port; with
+   * neither, it is not served at all.
+   */
+  metrics: { token?: string; port?: number; host: string };
 }
 
 export class ConfigError extends Error {
@@ -252,5 +264,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       maxRetries: e.CARD_NETWORK_MAX_RETRIES,
     },
     recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
+    metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
   };
 }

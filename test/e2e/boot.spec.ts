@@ -15,6 +15,7 @@ import { waitFor } from '../support/http-client';
  * a stale dist/ fails the suite (builtFile).
  */
 const KEY = 'sk_test_boot_0123456789abcdef';
+const METRICS_TOKEN = 'metrics_boot_token_0123456789abcdef';
 
 function postgresProcessesFor(dir: string): string[] {
   try {
@@ -45,7 +46,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
 
   it('starts, answers, and shuts down cleanly on SIGTERM', async () => {
     const port = await freePort();
-    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), EMBEDDED_PG_DIR: join(dir, 'pg'), API_KEYS: `boot:${KEY}`, LOG_LEVEL: 'info' };
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), EMBEDDED_PG_DIR: join(dir, 'pg'), API_KEYS: `boot:${KEY}`, METRICS_TOKEN, LOG_LEVEL: 'info' };
     delete env.DATABASE_URL;
     child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
@@ -75,7 +76,9 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
     expect(doc.paths['/payments'].post['x-idempotency']).toMatchObject({ header: 'Idempotency-Key', lease: '30s', retention: '24h', scope: 'client' });
     expect((await fetch(`${base}/docs`)).status).toBe(200);
-    expect(await (await fetch(`${base}/metrics`)).text()).toContain('http_request_duration_seconds');
+    expect((await fetch(`${base}/metrics`)).status).toBe(401);
+    const metrics = await fetch(`${base}/metrics`, { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(await metrics.text()).toContain('http_request_duration_seconds');
 
     expect(postgresProcessesFor(dir).length).toBeGreaterThan(0);
     const stopping = Date.now();
@@ -88,6 +91,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(output).toContain('"reqId"');
     expect(output).toContain('[redacted]');
     expect(output).not.toContain(KEY);
+    expect(output).not.toContain(METRICS_TOKEN);
     // API_KEYS seeded a client: no advice to create one.
     expect(output).not.toContain('client:create');
   });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
+import { CLIENT_B, TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
 import { DemoModule } from '../support/demo/demo.module';
 
 /**
@@ -185,7 +185,7 @@ describe('@Idempotent() (e2e)', () => {
   });
 
   it('counts every outcome and the claim latency on /metrics', async () => {
-    const text = (await http().get('/metrics').expect(200)).text;
+    const text = (await http().get('/metrics').set(metricsAuth()).expect(200)).text;
     for (const outcome of ['claimed', 'replayed', 'in_progress', 'mismatch', 'lease_lost', 'taken_over', 'released']) {
       expect(text).toMatch(new RegExp(`idempotency_requests_total\\{outcome="${outcome}"\\} [1-9]`));
     }

@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { TestApp, createTestApp } from '../support/app';
+import { TestApp, createTestApp, metricsAuth } from '../support/app';
 
 /** Cross-cutting HTTP behaviour: CORS for browser clients, request ids, problem+json for the framework's own errors. */
 describe('platform (e2e)', () => {
@@ -49,7 +49,7 @@ describe('platform (e2e)', () => {
 
   it('serves Prometheus metrics with the HTTP histogram by route and status', async () => {
     await http().get('/orders').set(t.auth()).expect(200);
-    const text = (await http().get('/metrics').expect(200)).text;
+    const text = (await http().get('/metrics').set(metricsAuth()).expect(200)).text;
     expect(text).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/orders",status="200"\} [1-9]/);
     expect(text).toContain('process_cpu_seconds_total');
   });

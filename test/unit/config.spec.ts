@@ -145,7 +145,18 @@ describe('loadConfig defaults', () => {
       },
       cardNetwork: { url: undefined, apiKey: 'sk_test_simulator_0123456789abcdef', delayMs: 50, timeoutMs: 5_000, maxRetries: 2 },
       recovery: { enabled: true, intervalMs: 60_000 },
+      metrics: { token: undefined, port: undefined, host: '127.0.0.1' },
     });
+  });
+
+  it('reads the metrics settings and never echoes a bad token', () => {
+    expect(loadConfig({ METRICS_TOKEN: 'metrics-token-0123456789', METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' }).metrics).toEqual({
+      token: 'metrics-token-0123456789',
+      port: 9464,
+      host: '0.0.0.0',
+    });
+    expect(() => loadConfig({ METRICS_TOKEN: 'short-secret' })).toThrow(/METRICS_TOKEN: expected at least 16/);
+    expect(() => loadConfig({ METRICS_TOKEN: 'short-secret' })).not.toThrow(/short-secret/);
   });
 
   it.each([
@@ -232,6 +243,9 @@ describe('loadConfig values', () => {
       CARD_NETWORK_MAX_RETRIES: '1',
       RECOVERY_ENABLED: 'false',
       RECOVERY_INTERVAL: '5s',
+      METRICS_TOKEN: 'metrics-token-0123456789',
+      METRICS_PORT: '9464',
+      METRICS_HOST: '0.0.0.0',
     });
     expect(config).toEqual({
       production: false,
@@ -252,6 +266,7 @@ describe('loadConfig values', () => {
       },
       cardNetwork: { url: 'http://127.0.0.1:4242', apiKey: 'sk_test_other_key_123', delayMs: 0, timeoutMs: 1000, maxRetries: 1 },
       recovery: { enabled: false, intervalMs: 5000 },
+      metrics: { token: 'metrics-token-0123456789', port: 9464, host: '0.0.0.0' },
     });
   });
 
