@@ -1,6 +1,7 @@
 import { INestApplication } from '@nestjs/common';
 import { json } from 'express';
-import type { Express } from 'express';
+import helmet from 'helmet';
+import type { Express, NextFunction, Request, Response } from 'express';
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { NestExpressApplication } from '@nestjs/platform-express';
@@ -21,6 +22,7 @@ import { applyIdempotencyPolicy, policyMarkdown } from './idempotency/idempotenc
  */
 export function configureApp(app: NestExpressApplication, config: AppConfig): INestApplication {
   app.useLogger(app.get(Logger));
+  app.use(securityHeaders());
   // Size and depth are checked on the raw bytes, before the body is parsed or anything walks it
   // (express.json directly: Nest's useBodyParser keeps `verify` for its rawBody option).
   app.use(json({ limit: config.bodyLimitBytes, verify: refuseDeepJson() }));
@@ -39,6 +41,26 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): IN
   setupOpenApi(app);
   answerMalformedRequestsWithProblems(app);
   return app;
+}
+
+/**
+ * Headers of every response. Payments data must not be kept by a browser or a
+ * proxy (Cache-Control: no-store); nothing may frame the API or the docs; the
+ * CSP is the strictest the Swagger UI at /docs works with (its scripts are
+ * served from here, its styles are inline, its icons data: URIs).
+ */
+function securityHeaders() {
+  const headers = helmet({
+    contentSecurityPolicy: {
+      useDefaults: true,
+      directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null },
+    },
+    frameguard: { action: 'deny' },
+  });
+  return (req: Request, res: Response, next: NextFunction) => {
+    res.setHeader('Cache-Control', 'no-store');
+    headers(req, res, next);
+  };
 }
 
 /**

@@ -38,6 +38,11 @@ describe('platform (e2e)', () => {
     expect((await http().get('/health').set('X-Request-Id', 'req-123.abc').expect(200)).headers['x-request-id']).toBe('req-123.abc');
     const made = (await http().get('/health').set('X-Request-Id', 'bad id with spaces').expect(200)).headers['x-request-id'];
     expect(made).toMatch(/^[0-9a-f-]{36}$/);
+    const longest = 'a'.repeat(128);
+    expect((await http().get('/health').set('X-Request-Id', longest).expect(200)).headers['x-request-id']).toBe(longest);
+    for (const refused of ['a'.repeat(129), 'user@host', 'a/b', 'x;y', '${jndi}']) {
+      expect((await http().get('/health').set('X-Request-Id', refused).expect(200)).headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    }
   });
 
   it('answers an unknown route with a 404 problem and an unsupported method alike', async () => {
