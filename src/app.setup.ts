@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { FailedAuthLimiter } from './auth/failed-auth.limiter';
 import { refuseDeepJson } from './common/json-depth';
 import { ProblemDetailsFilter } from './common/problem-details.filter';
 import { createValidationPipe } from './common/validation.pipe';
@@ -23,6 +24,8 @@ import { applyIdempotencyPolicy, policyMarkdown } from './idempotency/idempotenc
 export function configureApp(app: NestExpressApplication, config: AppConfig): INestApplication {
   app.useLogger(app.get(Logger));
   app.use(securityHeaders());
+  // Before the body parser: an address over its failed-auth budget costs no body read and no query.
+  app.use(app.get(FailedAuthLimiter).middleware());
   // Size and depth are checked on the raw bytes, before the body is parsed or anything walks it
   // (express.json directly: Nest's useBodyParser keeps `verify` for its rawBody option).
   app.use(json({ limit: config.bodyLimitBytes, verify: refuseDeepJson() }));

@@ -9,6 +9,8 @@ import { ClientEntity } from './client.entity';
 
 const CACHE_TTL_MS = 60_000;
 const CACHE_MAX = 10_000;
+/** Unknown keys are remembered this long: a flood of bad keys costs no query each. */
+const NEGATIVE_TTL_MS = 5_000;
 
 /**
  * Clients and their API keys. Lookups by key hash are cached for a minute:
@@ -18,6 +20,7 @@ const CACHE_MAX = 10_000;
 export class ClientsService implements OnModuleInit {
   private readonly logger = new Logger(ClientsService.name);
   private readonly cache = new Map<string, { client: AuthenticatedClient; expires: number }>();
+  private readonly unknown = new Map<string, number>();
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -58,17 +61,28 @@ export class ClientsService implements OnModuleInit {
     return { client: { id: saved.id, name: saved.name }, apiKey };
   }
 
+  /** Whether this key authenticated here recently (the cache only, no query): lets a known client past an address's failed-auth block. */
+  isKnownKey(apiKey: string): boolean {
+    const hit = this.cache.get(hashApiKey(apiKey).toString('base64'));
+    return hit !== undefined && hit.expires > Date.now();
+  }
+
   async authenticate(apiKey: string): Promise<AuthenticatedClient | undefined> {
     const hash = hashApiKey(apiKey);
     const cacheKey = hash.toString('base64');
     const now = Date.now();
     const hit = this.cache.get(cacheKey);
     if (hit && hit.expires > now) return hit.client;
+    if ((this.unknown.get(cacheKey) ?? 0) > now) return undefined;
 
     const row = await this.dataSource
       .getRepository(ClientEntity)
       .findOne({ where: { keyHash: hash }, select: { id: true, name: true } });
-    if (!row) return undefined;
+    if (!row) {
+      if (this.unknown.size >= CACHE_MAX) this.unknown.clear();
+      this.unknown.set(cacheKey, now + NEGATIVE_TTL_MS);
+      return undefined;
+    }
     const client = { id: row.id, name: row.name };
     if (this.cache.size >= CACHE_MAX) this.cache.clear();
     this.cache.set(cacheKey, { client, expires: now + CACHE_TTL_MS });

@@ -154,6 +154,8 @@ const schema = z
     }),
     METRICS_PORT: optionalPort,
     METRICS_HOST: z.string().default('127.0.0.1').transform((v) => v.trim()),
+    RATE_LIMIT_PER_CLIENT: integer(100, 1, 1_000_000_000),
+    RATE_LIMIT_UNAUTHENTICATED: integer(60, 1, 1_000_000_000),
   })
   .superRefine((env, ctx) => {
     if (env.IDEMPOTENCY_LEASE <= 0) {
@@ -212,6 +214,8 @@ export interface AppConfig {
    * neither, it is not served at all.
    */
   metrics: { token?: string; port?: number; host: string };
+  /** Per instance (see docs/security.md): requests per second per client; failed authentications per minute per address. */
+  rateLimit: { perClientPerSecond: number; unauthenticatedPerMinute: number };
 }
 
 export class ConfigError extends Error {
@@ -265,5 +269,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     },
     recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
     metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
+    rateLimit: { perClientPerSecond: e.RATE_LIMIT_PER_CLIENT, unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED },
   };
 }

@@ -67,6 +67,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(unauthorized.status).toBe(401);
     expect(unauthorized.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect((await unauthorized.json()).code).toBe('unauthorized');
+    for (let i = 0; i < 3; i++) expect((await fetch(`${base}/orders`, { headers: { Authorization: 'Bearer sk_wrong_0123456789abcdef' } })).status).toBe(401);
 
     const unknown = await fetch(`${base}/no-such-route`, { headers: { Authorization: `Bearer ${KEY}` } });
     expect(unknown.status).toBe(404);
@@ -92,6 +93,9 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(output).toContain('[redacted]');
     expect(output).not.toContain(KEY);
     expect(output).not.toContain(METRICS_TOKEN);
+    // 401s write no line per request: one warning for the address in this minute.
+    expect(output).not.toMatch(/"statusCode":401/);
+    expect(output.split('\n').filter((l) => l.includes('failed authentication'))).toHaveLength(1);
     // API_KEYS seeded a client: no advice to create one.
     expect(output).not.toContain('client:create');
   });

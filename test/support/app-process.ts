@@ -95,6 +95,8 @@ async function startOnce(options: AppProcessOptions, port: number): Promise<AppP
     API_KEYS: `${PROCESS_CLIENT.name}:${PROCESS_CLIENT.key}`,
     LOG_LEVEL: 'warn',
     IDEMPOTENCY_PURGE_ENABLED: 'false',
+    RATE_LIMIT_PER_CLIENT: '1000000',
+    RATE_LIMIT_UNAUTHENTICATED: '1000000',
     ...options.env,
     PORT: String(port),
   };
