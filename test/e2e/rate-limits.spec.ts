@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
+import { waitFor } from '../support/http-client';
 
 /** Per client (RATE_LIMIT_PER_CLIENT a second) and per address for failed authentications (RATE_LIMIT_UNAUTHENTICATED a minute). */
 describe('rate limits (e2e)', () => {
@@ -75,5 +76,24 @@ describe('rate limits (e2e)', () => {
         lookups.mockRestore();
       }
     });
+  });
+});
+
+describe('a removed key (e2e)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  it('stops working within 5 s of its client being deleted, though it was cached', async () => {
+    const http = () => request(t.app.getHttpServer());
+    await t.dataSource.query(`INSERT INTO clients (name, key_hash) VALUES ('short-lived', sha256('sk_short_lived_0123456789abcdef'::bytea))`);
+    const auth = { Authorization: 'Bearer sk_short_lived_0123456789abcdef' };
+    await http().get('/orders').set(auth).expect(200);
+    await t.dataSource.query(`DELETE FROM clients WHERE name = 'short-lived'`);
+    const deleted = Date.now();
+    await waitFor('the deleted key to be refused', async () => (await http().get('/orders').set(auth)).status === 401, { timeoutMs: 8_000, intervalMs: 200 });
+    expect(Date.now() - deleted).toBeLessThanOrEqual(5_500);
   });
 });
