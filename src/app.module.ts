@@ -36,7 +36,10 @@ export class AppModule implements NestModule {
             genReqId: requestId,
             // Secrets never reach the log: the API key is in this header.
             redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
-            customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+            // 401 and 429 are not logged per request (a flood would flood the log): FailedAuthLimiter
+            // warns once a minute per address.
+            customLogLevel: (_req, res, err) =>
+              err || res.statusCode >= 500 ? 'error' : res.statusCode === 401 || res.statusCode === 429 ? 'silent' : res.statusCode >= 400 ? 'warn' : 'info',
             quietReqLogger: true,
           },
         }),

@@ -1,10 +1,14 @@
 import { INestApplication } from '@nestjs/common';
-import type { Express } from 'express';
+import { json } from 'express';
+import helmet from 'helmet';
+import type { Express, NextFunction, Request, Response } from 'express';
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { FailedAuthLimiter } from './auth/failed-auth.limiter';
+import { refuseDeepJson } from './common/json-depth';
 import { ProblemDetailsFilter } from './common/problem-details.filter';
 import { createValidationPipe } from './common/validation.pipe';
 import { AppConfig } from './config/config';
@@ -18,7 +22,12 @@ import type { ResolvedIdempotencyOptions } from './idempotency';
  */
 export function configureApp(app: NestExpressApplication, config: AppConfig): INestApplication {
   app.useLogger(app.get(Logger));
-  app.useBodyParser('json', { limit: config.bodyLimitBytes });
+  app.use(securityHeaders());
+  // Before the body parser: an address over its failed-auth budget costs no body read and no query.
+  app.use(app.get(FailedAuthLimiter).middleware());
+  // Size and depth are checked on the raw bytes, before the body is parsed or anything walks it
+  // (express.json directly: Nest's useBodyParser keeps `verify` for its rawBody option).
+  app.use(json({ limit: config.bodyLimitBytes, verify: refuseDeepJson() }));
   app.useGlobalPipes(createValidationPipe());
   app.useGlobalFilters(new ProblemDetailsFilter());
   app.set('x-powered-by', false);
@@ -34,6 +43,26 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): IN
   setupOpenApi(app);
   answerMalformedRequestsWithProblems(app);
   return app;
+}
+
+/**
+ * Headers of every response. Payments data must not be kept by a browser or a
+ * proxy (Cache-Control: no-store); nothing may frame the API or the docs; the
+ * CSP is the strictest the Swagger UI at /docs works with (its scripts are
+ * served from here, its styles are inline, its icons data: URIs).
+ */
+function securityHeaders() {
+  const headers = helmet({
+    contentSecurityPolicy: {
+      useDefaults: true,
+      directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null },
+    },
+    frameguard: { action: 'deny' },
+  });
+  return (req: Request, res: Response, next: NextFunction) => {
+    res.setHeader('Cache-Control', 'no-store');
+    headers(req, res, next);
+  };
 }
 
 /**

@@ -7,6 +7,7 @@ import { configureApp } from './app.setup';
 import { AppModule } from './app.module';
 import { ClientsService } from './auth/clients.service';
 import { ConfigError, loadConfig } from './config/config';
+import { UnsafeProductionConfigError, refuseUnsafeProductionConfig } from './config/production';
 import { DatabaseStartError, openDatabase } from './database/database-server';
 
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -16,6 +17,7 @@ async function main(): Promise<void> {
   // A .env file (see .env.example) fills in what the environment does not set.
   if (existsSync('.env')) process.loadEnvFile('.env');
   const config = loadConfig();
+  refuseUnsafeProductionConfig(config);
   const database = await openDatabase(config, (m) => console.log(JSON.stringify({ level: 30, context: 'Database', msg: m })));
 
   let app: NestExpressApplication;
@@ -54,7 +56,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  if (error instanceof ConfigError || error instanceof DatabaseStartError) {
+  if (error instanceof ConfigError || error instanceof UnsafeProductionConfigError || error instanceof DatabaseStartError) {
     console.error(error.message);
   } else {
     console.error('fatal: the service could not start:', error);

@@ -4,6 +4,7 @@ import { problems } from '../common/problem';
 import { bearerToken } from './api-key';
 import { ClientsService } from './clients.service';
 import { RequestWithClient } from './current-client.decorator';
+import { FailedAuthLimiter, remoteAddress } from './failed-auth.limiter';
 import { IS_PUBLIC } from './public.decorator';
 
 /** Global guard: every route needs `Authorization: Bearer <key>` unless @Public(). */
@@ -12,6 +13,7 @@ export class ApiKeyGuard implements CanActivate {
   constructor(
     private readonly reflector: Reflector,
     private readonly clients: ClientsService,
+    private readonly failedAuth: FailedAuthLimiter,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -21,7 +23,10 @@ export class ApiKeyGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<RequestWithClient>();
     const key = bearerToken(req.headers.authorization);
     const client = key ? await this.clients.authenticate(key) : undefined;
-    if (!client) throw problems.unauthorized();
+    if (!client) {
+      await this.failedAuth.recordFailure(remoteAddress(req));
+      throw problems.unauthorized();
+    }
     req.client = client;
     return true;
   }

@@ -1,13 +1,30 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
+import { ThrottlerModule } from '@nestjs/throttler';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { APP_CONFIG } from '../config/config.module';
+import type { AppConfig } from '../config/config';
 import { ApiKeyGuard } from './api-key.guard';
+import { ClientThrottlerGuard } from './client-throttler.guard';
 import { ClientEntity } from './client.entity';
 import { ClientsService } from './clients.service';
+import { FailedAuthLimiter } from './failed-auth.limiter';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([ClientEntity])],
-  providers: [ClientsService, { provide: APP_GUARD, useClass: ApiKeyGuard }],
-  exports: [ClientsService],
+  imports: [
+    TypeOrmModule.forFeature([ClientEntity]),
+    ThrottlerModule.forRootAsync({
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => ({ throttlers: [{ name: 'client', ttl: 1_000, limit: config.rateLimit.perClientPerSecond }] }),
+    }),
+  ],
+  providers: [
+    ClientsService,
+    FailedAuthLimiter,
+    // Guards run in this order: the client is known before it is throttled.
+    { provide: APP_GUARD, useClass: ApiKeyGuard },
+    { provide: APP_GUARD, useClass: ClientThrottlerGuard },
+  ],
+  exports: [ClientsService, FailedAuthLimiter],
 })
 export class AuthModule {}

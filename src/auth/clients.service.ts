@@ -7,17 +7,29 @@ import { generateApiKey, hashApiKey } from './api-key';
 import { AuthenticatedClient } from './authenticated-client';
 import { ClientEntity } from './client.entity';
 
-const CACHE_TTL_MS = 60_000;
+/**
+ * A key found in the database is trusted this long without asking again: a
+ * deleted client (or a key API_KEYS replaced on another instance) stops working
+ * within 5 s on every instance.
+ */
+const CACHE_TTL_MS = 5_000;
+/** Keys seen to authenticate are remembered longer, only to let them past an address's failed-auth block (the guard still checks them). */
+const KNOWN_KEY_TTL_MS = 60_000;
 const CACHE_MAX = 10_000;
+/** Unknown keys are remembered this long: a flood of bad keys costs no query each. */
+const NEGATIVE_TTL_MS = 5_000;
 
 /**
- * Clients and their API keys. Lookups by key hash are cached for a minute:
- * authentication runs on every request and must not cost a query each time.
+ * Clients and their API keys. Lookups by key hash are cached for 5 s, found or
+ * unknown: authentication runs on every request and must not cost a query
+ * each time, and a removed key must stop working soon on every instance.
  */
 @Injectable()
 export class ClientsService implements OnModuleInit {
   private readonly logger = new Logger(ClientsService.name);
   private readonly cache = new Map<string, { client: AuthenticatedClient; expires: number }>();
+  private readonly unknown = new Map<string, number>();
+  private readonly known = new Map<string, number>();
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -59,20 +71,32 @@ export class ClientsService implements OnModuleInit {
     return { client: { id: saved.id, name: saved.name }, apiKey };
   }
 
+  /** Whether this key authenticated here recently (the cache only, no query): lets a known client past an address's failed-auth block. */
+  isKnownKey(apiKey: string): boolean {
+    return (this.known.get(hashApiKey(apiKey).toString('base64')) ?? 0) > Date.now();
+  }
+
   async authenticate(apiKey: string): Promise<AuthenticatedClient | undefined> {
     const hash = hashApiKey(apiKey);
     const cacheKey = hash.toString('base64');
     const now = Date.now();
     const hit = this.cache.get(cacheKey);
     if (hit && hit.expires > now) return hit.client;
+    if ((this.unknown.get(cacheKey) ?? 0) > now) return undefined;
 
     const row = await this.dataSource
       .getRepository(ClientEntity)
       .findOne({ where: { keyHash: hash }, select: { id: true, name: true } });
-    if (!row) return undefined;
+    if (!row) {
+      if (this.unknown.size >= CACHE_MAX) this.unknown.clear();
+      this.unknown.set(cacheKey, now + NEGATIVE_TTL_MS);
+      return undefined;
+    }
     const client = { id: row.id, name: row.name };
     if (this.cache.size >= CACHE_MAX) this.cache.clear();
     this.cache.set(cacheKey, { client, expires: now + CACHE_TTL_MS });
+    if (this.known.size >= CACHE_MAX) this.known.clear();
+    this.known.set(cacheKey, now + KNOWN_KEY_TTL_MS);
     return client;
   }
 }

@@ -6,16 +6,22 @@ import { ValidationOptions, registerDecorator } from 'class-validator';
  */
 export const MAX_AMOUNT = 99_999_999;
 
-// Active ISO 4217 codes (2026), lower-case.
+/**
+ * ISO 4217 currencies in circulation (late 2026), lower-case: what a card can be
+ * charged in. Left out on purpose: precious metals (xau, xag, xpt, xpd), funds and
+ * units of account (xdr, xsu, xua, xba..xbd, bov, che, chw, clf, cou, mxv, usn, uyi,
+ * uyw), the testing and "no currency" codes (xts, xxx), and withdrawn currencies
+ * (cuc, sll, zwl, hrk, vef, mro, std, ang, and bgn since Bulgaria's euro in 2026).
+ */
 const ISO_4217 = new Set(
   (
-    'aed afn all amd ang aoa ars aud awg azn bam bbd bdt bgn bhd bif bmd bnd bob bov brl bsd btn bwp byn bzd ' +
-    'cad cdf che chf chw clf clp cny cop cou crc cuc cup cve czk djf dkk dop dzd egp ern etb eur fjd fkp gbp gel ' +
-    'ghs gip gmd gnf gtq gyd hkd hnl htg huf idr ils inr iqd irr isk jmd jod jpy kes kgs khr kmf kpw krw kwd kyd ' +
-    'kzt lak lbp lkr lrd lsl lyd mad mdl mga mkd mmk mnt mop mru mur mvr mwk mxn mxv myr mzn nad ngn nio nok npr ' +
-    'nzd omr pab pen pgk php pkr pln pyg qar ron rsd rub rwf sar sbd scr sdg sek sgd shp sle sll sos srd ssp stn ' +
-    'svc syp szl thb tjs tmt tnd top try ttd twd tzs uah ugx usd usn uyi uyu uyw uzs ved ves vnd vuv wst xaf xag ' +
-    'xau xcd xcg xdr xof xpd xpf xpt yer zar zmw zwg zwl'
+    'aed afn all amd aoa ars aud awg azn bam bbd bdt bhd bif bmd bnd bob brl bsd btn bwp byn bzd cad cdf ' +
+    'chf clp cny cop crc cup cve czk djf dkk dop dzd egp ern etb eur fjd fkp gbp gel ghs gip gmd gnf gtq ' +
+    'gyd hkd hnl htg huf idr ils inr iqd irr isk jmd jod jpy kes kgs khr kmf kpw krw kwd kyd kzt lak lbp ' +
+    'lkr lrd lsl lyd mad mdl mga mkd mmk mnt mop mru mur mvr mwk mxn myr mzn nad ngn nio nok npr nzd omr ' +
+    'pab pen pgk php pkr pln pyg qar ron rsd rub rwf sar sbd scr sdg sek sgd shp sle sos srd ssp stn svc ' +
+    'syp szl thb tjs tmt tnd top try ttd twd tzs uah ugx usd uyu uzs ved ves vnd vuv wst xaf xcd xcg xof ' +
+    'xpf yer zar zmw zwg'
   ).split(' '),
 );
 

@@ -1,6 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { isDatabaseUnavailable } from '../database/database-errors';
+import { JSON_TOO_DEEP, MAX_JSON_DEPTH } from './json-depth';
 import { PROBLEM_CONTENT_TYPE, ProblemException, problems } from './problem';
 
 const CODES_BY_STATUS: Record<number, string> = {
@@ -47,7 +48,7 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       this.logger.warn({ requestId: req.id, err: describe(exception) }, 'database unavailable');
       return problems.serviceUnavailable();
     }
-    this.logger.error({ requestId: req.id, err: exception }, 'unhandled error');
+    this.logger.error({ requestId: req.id, err: describeForLog(exception) }, 'unhandled error');
     return problems.internal();
   }
 
@@ -60,6 +61,14 @@ export class ProblemDetailsFilter implements ExceptionFilter {
         code: 'invalid_json',
         title: 'Invalid JSON',
         detail: 'The request body is not valid JSON.',
+      });
+    }
+    if (status === HttpStatus.BAD_REQUEST && cause?.type === JSON_TOO_DEEP) {
+      return new ProblemException({
+        status,
+        code: 'invalid_json',
+        title: 'Invalid JSON',
+        detail: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`,
       });
     }
     if (status === HttpStatus.PAYLOAD_TOO_LARGE) {
@@ -84,6 +93,26 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       detail: status >= 500 ? 'An unexpected error occurred.' : message,
     });
   }
+}
+
+/**
+ * What a 500 logs: the error's class, code, message, constraint and stack,
+ * never the whole object. A TypeORM QueryFailedError carries the SQL's
+ * `parameters` and pg's `detail` ("Key (email)=(...) already exists"): client
+ * data that must not reach the logs.
+ */
+export function describeForLog(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { class: typeof error, message: 'a non-Error value was thrown' };
+  const e = error as Error & { code?: unknown; constraint?: unknown; driverError?: { code?: unknown; constraint?: unknown } };
+  const code = e.code ?? e.driverError?.code;
+  const constraint = e.constraint ?? e.driverError?.constraint;
+  return {
+    class: e.constructor?.name ?? e.name,
+    message: e.message,
+    ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
+    ...(typeof constraint === 'string' ? { constraint } : {}),
+    stack: e.stack,
+  };
 }
 
 function describe(error: unknown): string {

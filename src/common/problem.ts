@@ -83,6 +83,14 @@ export const problems = {
       detail,
       headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
     }),
+  rateLimited: (retryAfterSeconds: number, detail = 'Too many requests. Retry after Retry-After seconds.') =>
+    new ProblemException({
+      status: 429,
+      code: 'rate_limited',
+      title: 'Too Many Requests',
+      detail,
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
+    }),
   internal: () =>
     new ProblemException({
       status: 500,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-const ACCEPTABLE = /^[\w.:@-]{1,128}$/;
+const ACCEPTABLE = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * A request id per request: an incoming X-Request-Id is honoured when it is a

@@ -115,6 +115,7 @@ const boolean = (fallback: boolean) =>
 
 const schema = z
   .object({
+    NODE_ENV: z.string().default('development').transform((v) => v.trim().toLowerCase()),
     PORT: integer(3000, 0, 65535),
     DATABASE_URL: emptyToUndefined.refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), {
       message: 'expected a postgres:// or postgresql:// URL',
@@ -151,6 +152,14 @@ const schema = z
     PAYMENTS_QUEUE_LIMIT: integer(1000, 0, 1_000_000),
     RECOVERY_ENABLED: boolean(IDEMPOTENCY_DEFAULTS.recovery.enabled),
     RECOVERY_INTERVAL: duration(IDEMPOTENCY_DEFAULTS.recovery.interval),
+    METRICS_TOKEN: emptyToUndefined.refine((v) => v === undefined || /^[\x21-\x7e]{16,512}$/.test(v), {
+      // Never echo the token itself.
+      message: 'expected at least 16 printable characters without spaces',
+    }),
+    METRICS_PORT: optionalPort,
+    METRICS_HOST: z.string().default('127.0.0.1').transform((v) => v.trim()),
+    RATE_LIMIT_PER_CLIENT: integer(100, 1, 1_000_000_000),
+    RATE_LIMIT_UNAUTHENTICATED: integer(60, 1, 1_000_000_000),
   })
   .superRefine((env, ctx) => {
     if (env.IDEMPOTENCY_LEASE <= 0) {
@@ -174,6 +183,8 @@ const schema = z
 type Env = z.output<typeof schema>;
 
 export interface AppConfig {
+  /** NODE_ENV=production: turns on the refusals of production.ts. */
+  production: boolean;
   port: number;
   database: {
     url?: string;
@@ -203,6 +214,14 @@ export interface AppConfig {
   recovery: { enabled: boolean; intervalMs: number };
   /** Admission control of the routes that reach the card network (0: unlimited). */
   payments: { concurrency: number; queueLimit: number };
+  /**
+   * Who may read /metrics: with a token, only `Authorization: Bearer <token>`;
+   * with a port, it is served there (on `host`) and not on the API port; with
+   * neither, it is not served at all.
+   */
+  metrics: { token?: string; port?: number; host: string };
+  /** Per instance (see docs/security.md): requests per second per client; failed authentications per minute per address. */
+  rateLimit: { perClientPerSecond: number; unauthenticatedPerMinute: number };
 }
 
 export class ConfigError extends Error {
@@ -224,6 +243,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const e = result.data;
   return {
+    production: e.NODE_ENV === 'production',
     port: e.PORT,
     database: {
       url: e.DATABASE_URL,
@@ -255,5 +275,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     },
     recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
     payments: { concurrency: e.PAYMENTS_CONCURRENCY, queueLimit: e.PAYMENTS_QUEUE_LIMIT },
+    metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
+    rateLimit: { perClientPerSecond: e.RATE_LIMIT_PER_CLIENT, unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED },
   };
 }

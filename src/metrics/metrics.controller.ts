@@ -1,17 +1,32 @@
-import { Controller, Get, Header } from '@nestjs/common';
+import { Controller, Get, Header, Headers, Inject } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { Public } from '../auth/public.decorator';
+import { problems } from '../common/problem';
+import { APP_CONFIG } from '../config/config.module';
+import type { AppConfig } from '../config/config';
+import { isMetricsTokenValid } from './metrics-access';
 import { MetricsService } from './metrics.service';
 
+/**
+ * /metrics on the API port, only when METRICS_TOKEN is set and METRICS_PORT is
+ * not (then MetricsServer serves it on its own port). Otherwise it answers like
+ * a route that does not exist. Public: the metrics token, not an API key, opens it.
+ */
 @ApiExcludeController()
 @Public()
 @Controller('metrics')
 export class MetricsController {
-  constructor(private readonly metrics: MetricsService) {}
+  constructor(
+    private readonly metrics: MetricsService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
 
   @Get()
   @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
-  scrape(): Promise<string> {
+  scrape(@Headers('authorization') authorization: string | undefined): Promise<string> {
+    const { token, port } = this.config.metrics;
+    if (token === undefined || port !== undefined) throw problems.notFound('Cannot GET /metrics');
+    if (!isMetricsTokenValid(authorization, token)) throw problems.unauthorized('Send Authorization: Bearer <METRICS_TOKEN>.');
     return this.metrics.registry.metrics();
   }
 }

@@ -1,12 +1,13 @@
 import { Global, MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
 import { HttpMetricsMiddleware } from './http-metrics.middleware';
 import { MetricsController } from './metrics.controller';
+import { MetricsServer } from './metrics.server';
 import { MetricsService } from './metrics.service';
 
 @Global()
 @Module({
   controllers: [MetricsController],
-  providers: [MetricsService],
+  providers: [MetricsService, MetricsServer],
   exports: [MetricsService],
 })
 export class MetricsModule implements NestModule {

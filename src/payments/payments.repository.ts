@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { SqlRepository } from '../database/sql-repository';
 import { PaymentStatus } from './payment.entity';
+import { MAX_REFUNDS_PER_PAYMENT, RefundLimitReachedException } from './refund-limit';
 import { RefundStatus } from './refund.entity';
 
 export interface PaymentRow {
@@ -79,11 +80,11 @@ export class PaymentsRepository extends SqlRepository {
     return row;
   }
 
-  /** The refunds of a payment, oldest first. */
+  /** The refunds of a payment, oldest first: at most MAX_REFUNDS_PER_PAYMENT, which reserveRefund enforces. */
   async refunds(clientId: string, paymentId: string): Promise<RefundRow[]> {
     return this.rows<RefundRow>(
-      `SELECT ${REFUND_COLUMNS} FROM refunds WHERE client_id = $1 AND payment_id = $2 ORDER BY created_at, id`,
-      [clientId, paymentId],
+      `SELECT ${REFUND_COLUMNS} FROM refunds WHERE client_id = $1 AND payment_id = $2 ORDER BY created_at, id LIMIT $3`,
+      [clientId, paymentId, MAX_REFUNDS_PER_PAYMENT],
     );
   }
 
@@ -98,6 +99,9 @@ export class PaymentsRepository extends SqlRepository {
    * refunds can together ask the card network for more than was paid.
    */
   async reserveRefund(clientId: string, paymentId: string, amount: number): Promise<RefundRow> {
+    // The caller holds the payment's row lock (findForUpdate): the count cannot change under us.
+    const [{ n }] = await this.rows<{ n: number }>('SELECT count(*)::int AS n FROM refunds WHERE client_id = $1 AND payment_id = $2', [clientId, paymentId]);
+    if (n >= MAX_REFUNDS_PER_PAYMENT) throw new RefundLimitReachedException(paymentId);
     await this.rows('UPDATE payments SET amount_refunded = amount_refunded + $3 WHERE client_id = $1 AND id = $2', [clientId, paymentId, amount]);
     const [row] = await this.rows<RefundRow>(
       `INSERT INTO refunds (client_id, payment_id, amount, status) VALUES ($1, $2, $3, 'processing') RETURNING ${REFUND_COLUMNS}`,

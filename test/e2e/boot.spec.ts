@@ -15,6 +15,7 @@ import { waitFor } from '../support/http-client';
  * a stale dist/ fails the suite (builtFile).
  */
 const KEY = 'sk_test_boot_0123456789abcdef';
+const METRICS_TOKEN = 'metrics_boot_token_0123456789abcdef';
 
 function postgresProcessesFor(dir: string): string[] {
   try {
@@ -45,7 +46,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
 
   it('starts, answers, and shuts down cleanly on SIGTERM', async () => {
     const port = await freePort();
-    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), EMBEDDED_PG_DIR: join(dir, 'pg'), API_KEYS: `boot:${KEY}`, LOG_LEVEL: 'info' };
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), EMBEDDED_PG_DIR: join(dir, 'pg'), API_KEYS: `boot:${KEY}`, METRICS_TOKEN, LOG_LEVEL: 'info' };
     delete env.DATABASE_URL;
     child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
@@ -66,6 +67,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(unauthorized.status).toBe(401);
     expect(unauthorized.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect((await unauthorized.json()).code).toBe('unauthorized');
+    for (let i = 0; i < 3; i++) expect((await fetch(`${base}/orders`, { headers: { Authorization: 'Bearer sk_wrong_0123456789abcdef' } })).status).toBe(401);
 
     const unknown = await fetch(`${base}/no-such-route`, { headers: { Authorization: `Bearer ${KEY}` } });
     expect(unknown.status).toBe(404);
@@ -75,7 +77,9 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
     expect(doc.paths['/payments'].post['x-idempotency']).toMatchObject({ header: 'Idempotency-Key', lease: '30s', retention: '24h', scope: 'client' });
     expect((await fetch(`${base}/docs`)).status).toBe(200);
-    expect(await (await fetch(`${base}/metrics`)).text()).toContain('http_request_duration_seconds');
+    expect((await fetch(`${base}/metrics`)).status).toBe(401);
+    const metrics = await fetch(`${base}/metrics`, { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(await metrics.text()).toContain('http_request_duration_seconds');
 
     expect(postgresProcessesFor(dir).length).toBeGreaterThan(0);
     const stopping = Date.now();
@@ -88,6 +92,10 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(output).toContain('"reqId"');
     expect(output).toContain('[redacted]');
     expect(output).not.toContain(KEY);
+    expect(output).not.toContain(METRICS_TOKEN);
+    // 401s write no line per request: one warning for the address in this minute.
+    expect(output).not.toMatch(/"statusCode":401/);
+    expect(output.split('\n').filter((l) => l.includes('failed authentication'))).toHaveLength(1);
     // API_KEYS seeded a client: no advice to create one.
     expect(output).not.toContain('client:create');
   });
@@ -125,6 +133,30 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(failure?.stderr.trim()).toMatch(/^cannot connect to PostgreSQL at postgres:\/\/nobody:\*\*\*@127\.0\.0\.1:1\/none: /);
     expect(failure?.stderr).not.toContain('secret');
     expect(failure?.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('refuses to start in production with the published demo key, and only then', () => {
+    const boot = (apiKeys: string) => {
+      try {
+        execFileSync(process.execPath, [MAIN], {
+          // An unreachable database: the refusal comes before any connection.
+          env: { ...process.env, NODE_ENV: 'production', API_KEYS: apiKeys, DATABASE_URL: 'postgres://nobody:secret@127.0.0.1:1/none' },
+          encoding: 'utf8',
+          stdio: 'pipe',
+          timeout: 30_000,
+        });
+      } catch (error) {
+        return error as { status: number | null; stderr: string };
+      }
+      return undefined;
+    };
+    const refused = boot('shop:sk_live_0123456789abcdefXYZ,demo:sk_test_demo_0123456789abcdef');
+    expect(refused?.status).toBe(1);
+    expect(refused?.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused?.stderr).toMatch(/^refusing to start: API_KEYS gives client "demo" the published demo key/);
+    expect(refused?.stderr).not.toContain('sk_test_demo_0123456789abcdef');
+    // Another key passes the check (and stops later, at the unreachable database).
+    expect(boot('shop:sk_live_0123456789abcdefXYZ')?.stderr).toMatch(/^cannot connect to PostgreSQL/);
   });
 
   it('exits with a message naming the variable when the configuration is invalid', () => {

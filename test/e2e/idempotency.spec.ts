@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
+import { CLIENT_B, TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
 import { NOW_US } from '../support/db-clock';
 import { DemoModule } from '../support/demo/demo.module';
 import { waitFor } from '../support/http-client';
@@ -203,7 +203,7 @@ describe('@Idempotent() (e2e)', () => {
 
   it('counts every outcome and the claim latency on /metrics', async () => {
     const counters = async () => {
-      const text = (await http().get('/metrics').expect(200)).text;
+      const text = (await http().get('/metrics').set(metricsAuth()).expect(200)).text;
       const count = (outcome: string) => Number(new RegExp(`idempotency_requests_total\\{outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
       const claims = Number(/idempotency_claim_duration_seconds_count (\d+)/.exec(text)?.[1] ?? 0);
       return { count, claims };

@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { TestApp, createTestApp } from '../support/app';
+import { TestApp, createTestApp, metricsAuth } from '../support/app';
 
 /** Cross-cutting HTTP behaviour: CORS for browser clients, request ids, problem+json for the framework's own errors. */
 describe('platform (e2e)', () => {
@@ -38,6 +38,11 @@ describe('platform (e2e)', () => {
     expect((await http().get('/health').set('X-Request-Id', 'req-123.abc').expect(200)).headers['x-request-id']).toBe('req-123.abc');
     const made = (await http().get('/health').set('X-Request-Id', 'bad id with spaces').expect(200)).headers['x-request-id'];
     expect(made).toMatch(/^[0-9a-f-]{36}$/);
+    const longest = 'a'.repeat(128);
+    expect((await http().get('/health').set('X-Request-Id', longest).expect(200)).headers['x-request-id']).toBe(longest);
+    for (const refused of ['a'.repeat(129), 'user@host', 'a/b', 'x;y', '${jndi}']) {
+      expect((await http().get('/health').set('X-Request-Id', refused).expect(200)).headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    }
   });
 
   it('answers an unknown route with a 404 problem and an unsupported method alike', async () => {
@@ -49,7 +54,7 @@ describe('platform (e2e)', () => {
 
   it('serves Prometheus metrics with the HTTP histogram by route and status', async () => {
     await http().get('/orders').set(t.auth()).expect(200);
-    const text = (await http().get('/metrics').expect(200)).text;
+    const text = (await http().get('/metrics').set(metricsAuth()).expect(200)).text;
     expect(text).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/orders",status="200"\} [1-9]/);
     expect(text).toContain('process_cpu_seconds_total');
   });

@@ -9,6 +9,9 @@ import { TestDatabase, createTestDatabase } from './database';
 
 export const CLIENT_A = { name: 'client-a', key: 'sk_test_client_a_0123456789abcdef' };
 export const CLIENT_B = { name: 'client-b', key: 'sk_test_client_b_0123456789abcdef' };
+/** METRICS_TOKEN of every test app: /metrics is served on the API port with it. */
+export const METRICS_TOKEN = 'metrics_test_token_0123456789abcdef';
+export const metricsAuth = () => ({ Authorization: `Bearer ${METRICS_TOKEN}` });
 
 export interface TestAppOptions {
   /** Environment overrides (strings, as in production). */
@@ -41,6 +44,11 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     API_KEYS: `${CLIENT_A.name}:${CLIENT_A.key},${CLIENT_B.name}:${CLIENT_B.key}`,
     IDEMPOTENCY_PURGE_ENABLED: 'false',
     CARD_NETWORK_DELAY: '0ms',
+    METRICS_TOKEN,
+    // The suites send hundreds of requests at once from one client and address: no throttling
+    // unless a suite asks for it (the production defaults are 100/s and 60/min).
+    RATE_LIMIT_PER_CLIENT: '1000000',
+    RATE_LIMIT_UNAUTHENTICATED: '1000000',
     ...options.env,
   });
   let builder = Test.createTestingModule({

@@ -130,6 +130,7 @@ describe('loadConfig defaults', () => {
 
   it('uses the documented defaults for an empty environment', () => {
     expect(config()).toEqual({
+      production: false,
       port: 3000,
       database: { url: undefined, embeddedDir: '.data/postgres', embeddedPort: undefined, poolSize: 20 },
       apiKeys: [],
@@ -145,7 +146,19 @@ describe('loadConfig defaults', () => {
       cardNetwork: { url: undefined, apiKey: 'sk_test_simulator_0123456789abcdef', delayMs: 50, timeoutMs: 5_000, maxRetries: 2 },
       recovery: { enabled: true, intervalMs: 60_000 },
       payments: { concurrency: 100, queueLimit: 1000 },
+      metrics: { token: undefined, port: undefined, host: '127.0.0.1' },
+      rateLimit: { perClientPerSecond: 100, unauthenticatedPerMinute: 60 },
     });
+  });
+
+  it('reads the metrics settings and never echoes a bad token', () => {
+    expect(loadConfig({ METRICS_TOKEN: 'metrics-token-0123456789', METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' }).metrics).toEqual({
+      token: 'metrics-token-0123456789',
+      port: 9464,
+      host: '0.0.0.0',
+    });
+    expect(() => loadConfig({ METRICS_TOKEN: 'short-secret' })).toThrow(/METRICS_TOKEN: expected at least 16/);
+    expect(() => loadConfig({ METRICS_TOKEN: 'short-secret' })).not.toThrow(/short-secret/);
   });
 
   it.each([
@@ -188,6 +201,12 @@ describe('loadConfig defaults', () => {
     expect(loadConfig({ HOME: '/root', PATH: '/bin', NODE_ENV: 'test' })).toEqual(config());
   });
 
+  it('is in production only with NODE_ENV=production', () => {
+    expect(loadConfig({ NODE_ENV: 'production' }).production).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'Production ' }).production).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'test' }).production).toBe(false);
+  });
+
   it('reads process.env when no environment is passed', () => {
     const saved = process.env.PORT;
     process.env.PORT = '4321';
@@ -226,8 +245,14 @@ describe('loadConfig values', () => {
       CARD_NETWORK_MAX_RETRIES: '1',
       RECOVERY_ENABLED: 'false',
       RECOVERY_INTERVAL: '5s',
+      METRICS_TOKEN: 'metrics-token-0123456789',
+      METRICS_PORT: '9464',
+      METRICS_HOST: '0.0.0.0',
+      RATE_LIMIT_PER_CLIENT: '500',
+      RATE_LIMIT_UNAUTHENTICATED: '10',
     });
     expect(config).toEqual({
+      production: false,
       port: 8080,
       database: { url: 'postgres://u:p@db:5432/app', embeddedDir: '/tmp/pg', embeddedPort: 5433, poolSize: 50 },
       apiKeys: [
@@ -246,6 +271,8 @@ describe('loadConfig values', () => {
       cardNetwork: { url: 'http://127.0.0.1:4242', apiKey: 'sk_test_other_key_123', delayMs: 0, timeoutMs: 1000, maxRetries: 1 },
       recovery: { enabled: false, intervalMs: 5000 },
       payments: { concurrency: 100, queueLimit: 1000 },
+      metrics: { token: 'metrics-token-0123456789', port: 9464, host: '0.0.0.0' },
+      rateLimit: { perClientPerSecond: 500, unauthenticatedPerMinute: 10 },
     });
   });
 

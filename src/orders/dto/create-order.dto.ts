@@ -1,12 +1,50 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { ArrayMaxSize, ArrayMinSize, IsArray, IsInt, IsString, Length, Matches, Max, Min, ValidateNested } from 'class-validator';
+import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  IsArray,
+  IsInt,
+  IsString,
+  Length,
+  Matches,
+  Max,
+  Min,
+  ValidateNested,
+  ValidationOptions,
+  registerDecorator,
+} from 'class-validator';
 import { IsCurrency, MAX_AMOUNT } from '../../common/money';
+import { NoControlCharacters } from '../../common/text';
+
+/** An order whose total no payment could ever match (0, or above MAX_AMOUNT) is refused when created. */
+function IsPayableTotal(options?: ValidationOptions): PropertyDecorator {
+  return (target, propertyName) =>
+    registerDecorator({
+      name: 'isPayableTotal',
+      target: target.constructor,
+      propertyName: propertyName as string,
+      options: { message: `the order total must be between 1 and ${MAX_AMOUNT} minor units`, ...options },
+      validator: {
+        validate: (items: unknown) => {
+          // Malformed items are reported by their own validators.
+          if (!Array.isArray(items)) return true;
+          let total = 0;
+          for (const item of items as Partial<OrderItemDto>[]) {
+            if (!Number.isInteger(item?.quantity) || !Number.isInteger(item?.unit_amount)) return true;
+            total += item.quantity! * item.unit_amount!;
+          }
+          return total >= 1 && total <= MAX_AMOUNT;
+        },
+      },
+    });
+}
 
 export class OrderItemDto {
   @ApiProperty({ example: 'sku_tshirt_m', minLength: 1, maxLength: 64 })
   @IsString()
   @Length(1, 64)
+  @NoControlCharacters()
   @Matches(/^[\x21-\x7e]+$/, { message: 'sku must be printable ASCII without spaces' })
   sku!: string;
 
@@ -28,8 +66,14 @@ export class CreateOrderDto {
   @IsCurrency()
   currency!: string;
 
-  @ApiProperty({ type: [OrderItemDto], minItems: 1, maxItems: 100 })
+  @ApiProperty({
+    type: [OrderItemDto],
+    minItems: 1,
+    maxItems: 100,
+    description: `The total (sum of quantity × unit_amount) must be payable: 1 to ${MAX_AMOUNT} minor units`,
+  })
   @IsArray()
+  @IsPayableTotal()
   @ArrayMinSize(1)
   @ArrayMaxSize(100)
   @ValidateNested({ each: true })
