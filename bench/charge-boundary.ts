@@ -138,7 +138,12 @@ async function startNetwork(delay: string): Promise<{ url: string; stop(): void 
 
 export async function chargeBoundary(databaseUrl: string, options: { clients: number; seconds: number; delay: string }): Promise<BoundaryResult> {
   const network = await startNetwork(options.delay);
-  const server = await startServer(databaseUrl, { CARD_NETWORK_URL: network.url, DATABASE_POOL_SIZE: '20' });
+  const server = await startServer(databaseUrl, {
+    CARD_NETWORK_URL: network.url,
+    DATABASE_POOL_SIZE: '20',
+    // The app's default unless the bench is asked to try another.
+    ...(process.env.BENCH_PAYMENTS_CONCURRENCY ? { PAYMENTS_CONCURRENCY: process.env.BENCH_PAYMENTS_CONCURRENCY } : {}),
+  });
   try {
     // A short warm-up of both routes (JIT, pool, prepared statements).
     await measure(server.port, 'phased', 20, 2);

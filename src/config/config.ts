@@ -148,7 +148,7 @@ const schema = z
       .refine((v) => /^sk_(test|live)_[A-Za-z0-9_]+$/.test(v.trim()), { message: 'expected a secret key sk_test_... or sk_live_...' }),
     CARD_NETWORK_TIMEOUT: duration('5s'),
     CARD_NETWORK_MAX_RETRIES: integer(2, 0, 10),
-    PAYMENTS_CONCURRENCY: integer(100, 0, 100_000),
+    PAYMENTS_CONCURRENCY: integer(90, 0, 100_000),
     PAYMENTS_QUEUE_LIMIT: integer(1000, 0, 1_000_000),
     RECOVERY_ENABLED: boolean(IDEMPOTENCY_DEFAULTS.recovery.enabled),
     RECOVERY_INTERVAL: duration(IDEMPOTENCY_DEFAULTS.recovery.interval),

@@ -145,7 +145,7 @@ describe('loadConfig defaults', () => {
       },
       cardNetwork: { url: undefined, apiKey: 'sk_test_simulator_0123456789abcdef', delayMs: 50, timeoutMs: 5_000, maxRetries: 2 },
       recovery: { enabled: true, intervalMs: 60_000 },
-      payments: { concurrency: 100, queueLimit: 1000 },
+      payments: { concurrency: 90, queueLimit: 1000 },
       metrics: { token: undefined, port: undefined, host: '127.0.0.1' },
       rateLimit: { perClientPerSecond: 100, unauthenticatedPerMinute: 60 },
     });
@@ -270,7 +270,7 @@ describe('loadConfig values', () => {
       },
       cardNetwork: { url: 'http://127.0.0.1:4242', apiKey: 'sk_test_other_key_123', delayMs: 0, timeoutMs: 1000, maxRetries: 1 },
       recovery: { enabled: false, intervalMs: 5000 },
-      payments: { concurrency: 100, queueLimit: 1000 },
+      payments: { concurrency: 90, queueLimit: 1000 },
       metrics: { token: 'metrics-token-0123456789', port: 9464, host: '0.0.0.0' },
       rateLimit: { perClientPerSecond: 500, unauthenticatedPerMinute: 10 },
     });
