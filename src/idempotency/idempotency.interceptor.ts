@@ -16,7 +16,8 @@ import {
   ResolvedIdempotencyOptions,
   resolveTiming,
 } from './idempotency.options';
-import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
+import { ClaimRequest, ClaimResult, IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
+import { parseDuration } from './duration';
 import { parseIdempotencyKey } from './idempotency-key';
 import { fingerprint } from './fingerprint';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
@@ -26,6 +27,8 @@ interface RouteSettings {
   required: boolean;
   /** The operation name of a phased route (see PhasedOperation). */
   phased?: string;
+  /** How long a duplicate waits for the owner to finish (0: answer 409 at once). */
+  waitMs: number;
   leaseMs: number;
   retentionMs: number;
   fingerprint?: IdempotentOptions['fingerprint'];
@@ -99,15 +102,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const clientId = checkScope(this.options.scope(req));
     const body = route.fingerprint ? route.fingerprint(req) : (req.body as unknown);
 
-    const started = process.hrtime.bigint();
-    const claim = await this.store.claim({
+    const request = {
       clientId,
       key: parsed.key,
       fingerprint: fingerprint(req.method, req.originalUrl ?? req.url, body),
       leaseMs: route.leaseMs,
       retentionMs: route.retentionMs,
-    });
-    this.metrics.claimDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    };
+    let claim = await this.claim(request);
+    if (claim.kind === 'in_progress' && route.waitMs > 0) claim = await this.waitForOwner(request, route.waitMs);
 
     switch (claim.kind) {
       case 'completed':
@@ -124,11 +127,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
       case 'claimed': {
         this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
         this.context.enter(parsed.key);
-        if (!route.phased) return from(this.execute(res, next, claim.owner));
-        // Nest has set the route's status already: a success answers with it.
-        const operation = new PhasedOperation(claim.owner, route.phased, res.status, claim.recovery, this.store, this.txHost);
-        (req as unknown as Record<symbol, unknown>)[PHASED_OPERATION] = operation;
-        return from(this.executePhased(res, next, operation, claim.owner));
+        const owner = claim.owner;
+        let run: Promise<string>;
+        if (!route.phased) {
+          run = this.execute(res, next, owner);
+        } else {
+          // Nest has set the route's status already: a success answers with it.
+          const operation = new PhasedOperation(owner, route.phased, res.status, claim.recovery, this.store, this.txHost);
+          (req as unknown as Record<symbol, unknown>)[PHASED_OPERATION] = operation;
+          run = this.executePhased(res, next, operation, owner);
+        }
+        // Duplicates may be waiting for this key: wake them once it has settled.
+        if (route.waitMs > 0) run = run.finally(() => this.announceSettled(owner));
+        return from(run);
       }
     }
   }
@@ -201,6 +212,43 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
+  private async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const started = process.hrtime.bigint();
+    const claim = await this.store.claim(request);
+    this.metrics.claimDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    return claim;
+  }
+
+  /**
+   * `@Idempotent({ wait })`: the owner is still at work; wait for its key to
+   * settle (LISTEN/NOTIFY, see the store), then ask again, until it is no longer
+   * in progress or the time is up (then the last answer, 409, stands).
+   */
+  private async waitForOwner(request: ClaimRequest, waitMs: number): Promise<ClaimResult> {
+    const { awaitSettled } = this.store;
+    if (!awaitSettled) return { kind: 'in_progress', retryAfterMs: waitMs };
+    const deadline = performance.now() + waitMs;
+    let claim: ClaimResult = { kind: 'in_progress', retryAfterMs: waitMs };
+    while (claim.kind === 'in_progress' && performance.now() < deadline) {
+      // Registered before asking again: a settlement in between is not missed.
+      const waiting = awaitSettled.call(this.store, request.clientId, request.key, deadline - performance.now());
+      claim = await this.claim(request);
+      if (claim.kind !== 'in_progress') {
+        waiting.cancel();
+        break;
+      }
+      await waiting.settled;
+      claim = await this.claim(request);
+    }
+    return claim;
+  }
+
+  private announceSettled(owner: Ownership): void {
+    this.store.announceSettled?.(owner.clientId, owner.key).catch((error: unknown) => {
+      this.logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
+    });
+  }
+
   private async release(owner: Ownership): Promise<void> {
     try {
       await this.store.release(owner);
@@ -240,6 +288,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       settings = {
         required: o.required ?? true,
         phased: o.phased,
+        waitMs: o.wait === undefined ? 0 : parseDuration(o.wait),
         ...resolveTiming(o, this.options, `@Idempotent() on ${context.getClass().name}.${handler.name}`),
         fingerprint: o.fingerprint,
       };

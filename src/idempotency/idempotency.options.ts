@@ -92,6 +92,13 @@ export interface IdempotentOptions {
    * recovery job can finish it when no client retries.
    */
   phased?: string;
+  /**
+   * Opt-in: a duplicate of a request still in progress waits up to this long
+   * (e.g. `'2s'`) for the owner to finish and is then answered with the replay,
+   * instead of 409 at once; still 409 with Retry-After when the time is up.
+   * Woken by PostgreSQL LISTEN/NOTIFY when the key settles, not by polling.
+   */
+  wait?: Duration;
 }
 
 export interface ResolvedIdempotencyOptions {

@@ -79,6 +79,15 @@ export interface IdempotencyStore {
    * One winner per key across instances.
    */
   takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]>;
+  /**
+   * For `@Idempotent({ wait })`: resolves when the key is announced settled
+   * (completed or released, see `announceSettled`) or after `timeoutMs`, whichever
+   * comes first. Registers at once, so a settlement right after the call is not
+   * missed. A store without it cannot wait: duplicates get 409 at once.
+   */
+  awaitSettled?(clientId: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
+  /** Wakes whoever awaits this key (after its completion or release committed). */
+  announceSettled?(clientId: string, key: string): Promise<void>;
 }
 
 export const IDEMPOTENCY_STORE = Symbol('IDEMPOTENCY_STORE');

@@ -1,6 +1,7 @@
 import { UseInterceptors, applyDecorators } from '@nestjs/common';
 import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { parseDuration } from './duration';
 import { IdempotentMetadata, IdempotentOptions, X_IDEMPOTENCY, resolveTiming } from './idempotency.options';
 import { MAX_KEY_LENGTH } from './idempotency-key';
 
@@ -18,6 +19,8 @@ export function Idempotent(options: IdempotentOptions = {}): MethodDecorator & C
   // What can be checked before the module's options are known; the interceptor checks the rest.
   const { leaseMs, retentionMs } = resolveTiming(options, undefined, '@Idempotent()');
   const required = options.required ?? true;
+  // Parsed here too, so that a bad duration fails where the route is declared.
+  const waitMs = options.wait === undefined ? 0 : parseDuration(options.wait);
   return applyDecorators(
     IdempotentMetadata(options),
     UseInterceptors(IdempotencyInterceptor),
@@ -41,6 +44,8 @@ export function Idempotent(options: IdempotentOptions = {}): MethodDecorator & C
       lease: leaseMs ?? null,
       retention: retentionMs ?? null,
       scope: 'client',
+      // How long (ms) a duplicate of a request in progress waits for its replay before 409.
+      ...(waitMs > 0 ? { wait_ms: waitMs } : {}),
     }),
   );
 }

@@ -2,7 +2,8 @@ import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { Pool, PoolClient, QueryResult } from 'pg';
+import { createHash } from 'node:crypto';
+import { Client, Pool, PoolClient, QueryResult } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
@@ -154,12 +155,21 @@ export function decodeResponse(status: number, body: string, headers: string | n
   return { status, body, contentType: h.ct, location: h.loc };
 }
 
+/** A waiter asks the claim again at least this often (a lost notification costs no more). */
+const MAX_WAIT_SLICE_MS = 1_000;
+
+/** What a settled key is announced as: a hash, never the key itself. */
+function settledId(clientId: string, key: string): string {
+  return createHash('sha256').update(clientId).update('\n').update(key).digest('base64url').slice(0, 32);
+}
+
 @Injectable()
 export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestroy {
   private readonly logger = new Logger('Idempotency');
   private readonly claimPool: Pool;
   /** Every statement, on the configured table. */
   private readonly sql: ReturnType<typeof statements>;
+  private readonly tableName: string;
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
@@ -167,12 +177,82 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
   ) {
     this.sql = statements(options.table.sql);
+    this.tableName = options.table.name;
     this.claimPool = createClaimPool(dataSource, options.claimPoolSize);
     this.claimPool.on('error', (error) => this.logger.warn(`idle claim connection failed: ${error.message}`));
   }
 
   async onModuleDestroy(): Promise<void> {
+    this.stopListening();
     await this.claimPool.end();
+  }
+
+  /*
+   * Waiting duplicates (`@Idempotent({ wait })`). One connection per process
+   * LISTENs on one channel; a settled key is announced with pg_notify on the
+   * claim pool, after its completion or release committed, with a hash of
+   * (scope, key) as payload (the key itself never travels). Every waiter also
+   * wakes at least once a second and asks the claim again, so a notification
+   * lost while the listener reconnects costs at most that second: no polling
+   * storm, and no reliance on delivery.
+   */
+  private listener?: Promise<Client>;
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  awaitSettled(clientId: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void } {
+    const id = settledId(clientId, key);
+    let wake!: () => void;
+    const settled = new Promise<void>((resolve) => (wake = resolve));
+    const timer = setTimeout(() => done(), Math.max(0, Math.min(timeoutMs, MAX_WAIT_SLICE_MS)));
+    const done = () => {
+      clearTimeout(timer);
+      const set = this.waiters.get(id);
+      set?.delete(done);
+      if (set?.size === 0) this.waiters.delete(id);
+      wake();
+    };
+    const set = this.waiters.get(id) ?? new Set();
+    set.add(done);
+    this.waiters.set(id, set);
+    void this.listen();
+    return { settled, cancel: done };
+  }
+
+  async announceSettled(clientId: string, key: string): Promise<void> {
+    await this.claimPool.query({ name: 'idempotency_settled', text: 'SELECT pg_notify($1, $2)', values: [this.channel, settledId(clientId, key)] });
+  }
+
+  /** The channel of this table's settled keys (an identifier: at most 63 bytes). */
+  private get channel(): string {
+    const name = `${this.tableName}_settled`;
+    return Buffer.byteLength(name) <= 63 ? name : `idempotency_settled_${createHash('sha256').update(name).digest('hex').slice(0, 16)}`;
+  }
+
+  private listen(): Promise<Client | undefined> {
+    this.listener ??= (async () => {
+      const client = new Client({ ...this.claimPool.options, application_name: 'safe-retries-waits' });
+      client.on('notification', (message) => {
+        for (const wake of [...(this.waiters.get(message.payload ?? '') ?? [])]) wake();
+      });
+      client.on('error', (error) => {
+        this.logger.warn(`the listener of settled keys failed: ${error.message}`);
+        this.stopListening();
+      });
+      await client.connect();
+      await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
+      return client;
+    })();
+    return this.listener.catch((error: unknown) => {
+      this.logger.warn(`cannot listen for settled keys: ${(error as Error).message}`);
+      this.listener = undefined;
+      return undefined;
+    });
+  }
+
+  private stopListening(): void {
+    const listener = this.listener;
+    this.listener = undefined;
+    void listener?.then((c) => c.end()).catch(() => undefined);
   }
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {

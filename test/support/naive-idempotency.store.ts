@@ -30,6 +30,10 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
       return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
     }
     // The race: between the SELECT above and this write, others found nothing too.
+    // Naive code does work between its check and its write (logging, a lookup, an
+    // await); 5 ms of it keeps the window as wide on a fast idle machine as on a
+    // loaded one, so the suite catches this store every run, not just most runs.
+    await new Promise((resolve) => setTimeout(resolve, 5));
     await this.dataSource.query(
       `INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at)
        VALUES ($1, $2, $3, 0, now() + interval '1 day')

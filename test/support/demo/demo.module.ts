@@ -67,6 +67,18 @@ export class DemoController {
     return this.create(client, dto, res);
   }
 
+  @Post('waiting')
+  @Idempotent({ wait: '5s' })
+  waiting(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
+    return this.create(client, dto, res);
+  }
+
+  @Post('short-wait')
+  @Idempotent({ wait: '300ms' })
+  shortWait(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
+    return this.create(client, dto, res);
+  }
+
   @Post('optional')
   @Idempotent({ required: false })
   optional(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
