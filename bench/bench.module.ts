@@ -4,7 +4,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import type { Response } from 'express';
 import { AuthenticatedClient } from '../src/auth/authenticated-client';
 import { CurrentClient } from '../src/auth/current-client.decorator';
-import { PhasedOperation } from '../src/idempotency';
+import { Idempotent, Operation, PhasedOperation } from '../src/idempotency';
 import { IdempotencyStore } from '../src/idempotency/idempotency.store';
 import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
 import { PaymentResponse } from '../src/payments/dto/payment.response';
@@ -66,5 +66,21 @@ export class UnprotectedPaymentsController {
   }
 }
 
-@Module({ imports: [PaymentsModule], controllers: [UnprotectedPaymentsController] })
+/**
+ * POST /payments with `@Idempotent({ wait: '2s' })`: the same phased route, but a
+ * duplicate of a payment in progress waits for its replay instead of 409 (§7's
+ * wait pile-up).
+ */
+@Controller('bench')
+export class WaitingPaymentsController {
+  constructor(private readonly payments: PaymentsService) {}
+
+  @Post('waiting-payments')
+  @Idempotent({ phased: PAYMENT_OPERATION, wait: '2s' })
+  create(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreatePaymentDto, @Operation() op: PaymentOperation): Promise<PaymentResponse> {
+    return this.payments.create(client.id, dto, op);
+  }
+}
+
+@Module({ imports: [PaymentsModule], controllers: [UnprotectedPaymentsController, WaitingPaymentsController] })
 export class BenchModule {}

@@ -2,7 +2,7 @@ import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { Agent, request } from 'node:http';
-import { startServer } from './http';
+import { RaceResult, race, startServer } from './http';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
 import { openBenchDatabase } from './lib/database';
 import { Percentiles, round, sleep, summarize } from './lib/stats';
@@ -35,6 +35,8 @@ export interface BoundaryResult {
   runs: BoundaryRun[];
   /** Payments per second, phased over pool-bound. */
   speedup: number;
+  /** 100 identical payments at once on a route with `@Idempotent({ wait: '2s' })`, the owner busy for the network's delay. */
+  waitPileup: RaceResult;
 }
 
 const AUTH = `Bearer ${BENCH_CLIENT.key}`;
@@ -150,11 +152,13 @@ export async function chargeBoundary(databaseUrl: string, options: { clients: nu
     await measure(server.port, 'pool-bound', 20, 2);
     const phased = await measure(server.port, 'phased', options.clients, options.seconds);
     const poolBound = await measure(server.port, 'pool-bound', options.clients, options.seconds);
+    const waitPileup = await race(server.port, 100, 3, '/bench/waiting-payments');
     return {
       delay: options.delay,
       clients: options.clients,
       runs: [phased, poolBound],
       speedup: round(phased.paymentsPerSecond / Math.max(poolBound.paymentsPerSecond, 0.1), 2),
+      waitPileup,
     };
   } finally {
     await server.stop();

@@ -149,14 +149,14 @@ interface Reply {
 }
 
 /** One POST /payments on a socket of its own (no keep-alive agent). */
-export function post(port: number, key: string, body = BODY): Promise<Reply> {
+export function post(port: number, key: string, body = BODY, path = '/payments'): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
         host: '127.0.0.1',
         port,
         method: 'POST',
-        path: '/payments',
+        path,
         agent: false,
         headers: { ...HEADERS, 'idempotency-key': key, 'content-length': Buffer.byteLength(body) },
       },
@@ -195,13 +195,13 @@ export interface RaceResult {
   totals: { created: number; replays: number; conflicts409: number; other: number };
 }
 
-/** §6 Race cost: `n` identical requests at once, each on its own socket. */
-export async function race(port: number, n: number, rounds: number): Promise<RaceResult> {
+/** §6 Race cost: `n` identical requests at once, each on its own socket (to `path`, POST /payments by default). */
+export async function race(port: number, n: number, rounds: number, path = '/payments'): Promise<RaceResult> {
   const out: RaceRound[] = [];
   for (let i = 0; i < rounds; i++) {
     const key = randomUUID();
     const started = process.hrtime.bigint();
-    const replies = await Promise.all(Array.from({ length: n }, () => post(port, key)));
+    const replies = await Promise.all(Array.from({ length: n }, () => post(port, key, BODY, path)));
     const allAnsweredMs = round(msSince(started));
     const other: Record<string, number> = {};
     let created = 0;

@@ -417,6 +417,10 @@ function report(
       ]),
     ),
     `phased / pool-bound payments/s: ${fmt(b.speedup)}x`,
+    `wait pile-up (@Idempotent({ wait: '2s' }), 100 identical payments at once, owner busy ${b.delay} at the network), per round: ` +
+      b.waitPileup.rounds
+        .map((x) => `${x.created} created + ${x.replays} replays + ${x.conflicts409} × 409 in ${fmt(x.allAnsweredMs, 0)} ms`)
+        .join('; '),
     '',
   );
 
