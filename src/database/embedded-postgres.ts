@@ -98,17 +98,17 @@ async function claim(file: string, port: number): Promise<Owner | undefined> {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     }
+    const judged = statSync(file, { throwIfNoEntry: false });
+    if (!judged) continue;
     const owner = readOwner(file);
     if (owner && alive(owner.pid)) return owner;
-    if (!owner) {
-      // Being written right now by another starter? Give it a moment before calling it stale.
-      const age = Date.now() - (statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0);
-      if (age < 2_000) {
-        await new Promise((r) => setTimeout(r, 200));
-        continue;
-      }
+    // Being written right now by another starter? Give it a moment before calling it stale.
+    if (!owner && Date.now() - judged.mtimeMs < 2_000) {
+      await new Promise((r) => setTimeout(r, 200));
+      continue;
     }
-    rmSync(file, { force: true });
+    // Remove the stale file only if it is still the one judged (another starter may have replaced it).
+    if (statSync(file, { throwIfNoEntry: false })?.ino === judged.ino) rmSync(file, { force: true });
   }
   throw new Error(`could not take ownership of the data folder (${file} keeps changing)`);
 }
