@@ -13,7 +13,8 @@ import { DatabaseStartError, openDatabase } from '../database/database-server';
 export function runWithAppContext(name: string, task: (context: INestApplicationContext, config: AppConfig) => Promise<void>): void {
   const main = async () => {
     const config = loadConfig();
-    const database = await openDatabase(config, (m) => console.error(m));
+    // Beside a running app, its embedded PostgreSQL is used (and left running), never stopped.
+    const database = await openDatabase(config, (m) => console.error(m), 'attach');
     let context: INestApplicationContext | undefined;
     try {
       context = await NestFactory.createApplicationContext(

@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { AppConfig } from '../config/config';
-import { startEmbeddedPostgres } from './embedded-postgres';
+import { EmbeddedPostgresBusyError, startEmbeddedPostgres } from './embedded-postgres';
 
 /**
  * Picks the database before the app is built: DATABASE_URL when set, else an
@@ -40,7 +40,16 @@ export async function verifyConnection(url: string): Promise<string> {
   }
 }
 
-export async function openDatabase(config: AppConfig, log: (message: string) => void): Promise<DatabaseServer> {
+/**
+ * `whenRunning`: what to do when a live process (another app, or a CLI run)
+ * already runs the embedded PostgreSQL on this data folder. The app refuses
+ * ('refuse': one line naming its pid); the CLIs 'attach' to it and leave it running.
+ */
+export async function openDatabase(
+  config: AppConfig,
+  log: (message: string) => void,
+  whenRunning: 'attach' | 'refuse' = 'refuse',
+): Promise<DatabaseServer> {
   if (config.database.url) {
     const version = await verifyConnection(config.database.url);
     log(`using external PostgreSQL ${version} at ${redact(config.database.url)}`);
@@ -51,13 +60,20 @@ export async function openDatabase(config: AppConfig, log: (message: string) => 
     embedded = await startEmbeddedPostgres({
       dataDir: config.database.embeddedDir,
       port: config.database.embeddedPort,
+      whenRunning,
+      warn: log,
     });
   } catch (error) {
+    if (error instanceof EmbeddedPostgresBusyError) throw new DatabaseStartError(error.message);
     throw new DatabaseStartError(
       `DATABASE_URL is unset and the embedded PostgreSQL in ${config.database.embeddedDir} could not start: ${(error as Error)?.message ?? error}`,
     );
   }
   const version = await verifyConnection(embedded.url);
-  log(`started embedded PostgreSQL ${version} at ${redact(embedded.url)} (data in ${embedded.dataDir})`);
+  log(
+    embedded.ownerPid
+      ? `using the embedded PostgreSQL ${version} of the running process ${embedded.ownerPid} at ${redact(embedded.url)} (data in ${embedded.dataDir}); it is left running`
+      : `started embedded PostgreSQL ${version} at ${redact(embedded.url)} (data in ${embedded.dataDir})`,
+  );
   return { url: embedded.url, kind: 'embedded', stop: () => embedded.stop() };
 }

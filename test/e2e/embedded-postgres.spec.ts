@@ -1,0 +1,155 @@
+import { ChildProcess, execFile, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { readFile, unlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client } from 'pg';
+import { REPO_ROOT, builtFile } from '../support/dist';
+import { waitFor } from '../support/http-client';
+
+/**
+ * The embedded PostgreSQL's credentials and ownership, with the built app and
+ * CLI (dist/) on a data folder of this file's own: a new cluster has a random
+ * password (file 0600) and refuses `postgres`; a CLI run beside the running app
+ * uses its server and leaves it running; a second app on the same folder stops
+ * with one line; a cluster whose owner was killed is taken over; a cluster from
+ * before password files still starts on the old password, with a warning.
+ */
+const run = promisify(execFile);
+const KEY = 'sk_test_embedded_0123456789abcdef';
+
+interface Started {
+  child: ChildProcess;
+  port: number;
+  pgPort: number;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+describe('the embedded PostgreSQL: password and owner (e2e)', () => {
+  jest.setTimeout(180_000);
+  let dir: string;
+  let pgDir: string;
+  let env: NodeJS.ProcessEnv;
+  const children: ChildProcess[] = [];
+
+  beforeAll(() => {
+    builtFile('src/main.js');
+    dir = mkdtempSync(join(tmpdir(), 'safe-retries-embedded-'));
+    chmodSync(dir, 0o755); // PostgreSQL runs as the postgres user when we are root
+    pgDir = join(dir, 'pg');
+    env = { ...process.env, PORT: '0', EMBEDDED_PG_DIR: pgDir, API_KEYS: `embedded:${KEY}`, LOG_LEVEL: 'warn', IDEMPOTENCY_PURGE_ENABLED: 'false' };
+    delete env.DATABASE_URL;
+  });
+  afterAll(async () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function spawnApp(): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+    const child = spawn(process.execPath, [builtFile('src/main.js')], { env, cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let output = '';
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    return { child, output: () => output, exited };
+  }
+
+  async function startApp(): Promise<Started> {
+    const app = spawnApp();
+    const port = await waitFor('the listening line', () => {
+      if (app.child.exitCode !== null) throw new Error(`the app exited early:\n${app.output()}`);
+      const found = /"msg":"listening on :(\d+)"/.exec(app.output());
+      return found ? Number(found[1]) : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 100 });
+    const pgPort = Number(/127\.0\.0\.1:(\d+)\/safe_retries/.exec(app.output())?.[1]);
+    expect(pgPort).toBeGreaterThan(0);
+    await waitFor('GET /health 200', async () => ((await fetch(`http://127.0.0.1:${port}/health`)).status === 200 ? true : undefined), { timeoutMs: 30_000, intervalMs: 100 });
+    return { ...app, port, pgPort };
+  }
+
+  const health = async (app: Started) => (await fetch(`http://127.0.0.1:${app.port}/health`)).status;
+
+  async function connect(pgPort: number, password: string): Promise<Client> {
+    const client = new Client({ host: '127.0.0.1', port: pgPort, user: 'postgres', password, database: 'safe_retries' });
+    await client.connect();
+    return client;
+  }
+
+  let first: Started;
+  let password: string;
+
+  it('a new cluster gets a random password in a 0600 file; "postgres" is refused', async () => {
+    first = await startApp();
+    const file = `${pgDir}.password`;
+    const stat = statSync(file);
+    expect(stat.mode & 0o777).toBe(0o600);
+    expect(stat.uid).toBe(process.getuid!());
+    password = (await readFile(file, 'utf8')).trim();
+    expect(password).toMatch(/^[\w-]{43}$/);
+    expect(first.output()).not.toContain(password);
+
+    await expect(connect(first.pgPort, 'postgres')).rejects.toThrow(/password authentication failed/);
+    const client = await connect(first.pgPort, password);
+    try {
+      const { rows } = await client.query<{ method: string }>("SELECT auth_method AS method FROM pg_hba_file_rules WHERE type = 'host'");
+      expect(rows.length).toBeGreaterThan(0);
+      expect(rows.every((r) => r.method === 'scram-sha-256')).toBe(true);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a CLI run beside the running app uses its database and leaves it running', async () => {
+    const { stdout, stderr } = await run(process.execPath, [builtFile('src/cli/client-create.js'), 'beside-the-app'], { env, cwd: REPO_ROOT, timeout: 60_000 });
+    const key = /API key \(shown once, store it now\): (sk_[\w-]{43})/.exec(stdout)?.[1];
+    expect(key).toBeDefined();
+    expect(await health(first)).toBe(200);
+    // The app sees the client the CLI created: one database.
+    expect((await fetch(`http://127.0.0.1:${first.port}/orders`, { headers: { Authorization: `Bearer ${key}` } })).status).toBe(200);
+
+    await run(process.execPath, [builtFile('src/cli/purge.js')], { env, cwd: REPO_ROOT, timeout: 60_000 });
+    expect(await health(first)).toBe(200);
+    expect(first.child.exitCode).toBeNull();
+    expect(stderr).toContain(`of the running process ${first.child.pid}`);
+  });
+
+  it('a second app on the same data folder exits 1 with one line; the first stays healthy', async () => {
+    const second = spawnApp();
+    // Bounded: a second app that took the folder over would run until killed.
+    const code = await Promise.race([second.exited, new Promise<string>((r) => setTimeout(() => r('still running after 30 s'), 30_000))]);
+    if (second.child.exitCode === null) second.child.kill('SIGTERM');
+    expect(code).toBe(1);
+    expect(second.output().trim()).toBe(`another instance is running on this data folder (pid ${first.child.pid}); stop it or set EMBEDDED_PG_DIR`);
+    expect(await health(first)).toBe(200);
+  });
+
+  it('a cluster whose app was killed is taken over (its orphan postmaster stopped)', async () => {
+    first.child.kill('SIGKILL');
+    await first.exited;
+    first = await startApp();
+    expect(await health(first)).toBe(200);
+  });
+
+  it('a cluster from before password files starts on the old password, with a warning', async () => {
+    const client = await connect(first.pgPort, password);
+    try {
+      await client.query("ALTER USER postgres PASSWORD 'postgres'");
+    } finally {
+      await client.end();
+    }
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    await unlink(`${pgDir}.password`);
+    expect(existsSync(`${pgDir}.owner`)).toBe(false);
+
+    first = await startApp();
+    expect(first.output()).toMatch(/warning: the embedded PostgreSQL in .* predates password files/);
+    expect(await health(first)).toBe(200);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+  });
+});
