@@ -35,9 +35,14 @@ describe('command-line tools (e2e)', () => {
     const { stdout } = await cli('client-create', ['acme-shop'], env);
     const key = /API key \(shown once, store it now\): (sk_[\w-]{43})/.exec(stdout)?.[1];
     expect(key).toBeDefined();
-    const rows = await t.dataSource.query<{ key_hash: Buffer }[]>('SELECT key_hash FROM clients WHERE name = $1', ['acme-shop']);
+    const rows = await t.dataSource.query<{ key_hash: Buffer; prefix: string }[]>(
+      'SELECT k.key_hash, k.prefix FROM client_keys k JOIN clients c ON c.id = k.client_id WHERE c.name = $1',
+      ['acme-shop'],
+    );
+    expect(rows).toHaveLength(1);
     expect(rows[0].key_hash.equals(createHash('sha256').update(key!).digest())).toBe(true);
-    const dump = JSON.stringify(await t.dataSource.query('SELECT * FROM clients'));
+    expect(rows[0].prefix).toBe(key!.slice(0, 12));
+    const dump = JSON.stringify(await t.dataSource.query('SELECT * FROM clients')) + JSON.stringify(await t.dataSource.query('SELECT * FROM client_keys'));
     expect(dump).not.toContain(key);
     await request(t.app.getHttpServer()).get('/orders').set('Authorization', `Bearer ${key}`).expect(200);
 
