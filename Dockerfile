@@ -37,5 +37,6 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 USER node
 EXPOSE 3000
-# Also in the image: `node dist/src/cli/migration.js run`, `node dist/src/cli/client-create.js <name>`.
+# Also in the image: `node dist/src/cli/migration.js run`, `node dist/src/cli/client-create.js <name>`
+# (and client-rotate.js <name>, client-keys.js <name>, client-revoke.js <name> <prefix or id>).
 CMD ["node", "dist/src/main.js"]

@@ -2,6 +2,7 @@ import { idempotencyMigrations } from '../src/idempotency';
 import { CreateClients1764460800000 } from './1764460800000-CreateClients';
 import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-CreateOrdersPaymentsRefunds';
 import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
+import { ClientKeys1796076397978 } from './1796076397978-ClientKeys';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope] = idempotencyMigrations;
 
@@ -19,4 +20,5 @@ export const migrations = [
   PaymentPhases1764460800003,
   idempotencyKeysRecovery,
   idempotencyKeysAnyScope,
+  ClientKeys1796076397978,
 ];

@@ -21,3 +21,13 @@ export function bearerToken(header: string | undefined): string | undefined {
   const match = /^Bearer\s+(\S{1,512})\s*$/i.exec(header);
   return match?.[1];
 }
+
+/**
+ * The non-secret part of a key that humans see in `client:keys` and pass to
+ * `client:revoke`: its first 12 characters (`sk_` and 9 random ones, 54 of 256
+ * bits, for a generated key), but never more than a third of a short key
+ * (API_KEYS allows 16 characters).
+ */
+export function keyPrefix(key: string): string {
+  return key.slice(0, Math.min(12, Math.floor(key.length / 3)));
+}

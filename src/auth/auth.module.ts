@@ -6,13 +6,14 @@ import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
 import { ApiKeyGuard } from './api-key.guard';
 import { ClientThrottlerGuard } from './client-throttler.guard';
+import { ClientKeyEntity } from './client-key.entity';
 import { ClientEntity } from './client.entity';
 import { ClientsService } from './clients.service';
 import { FailedAuthLimiter } from './failed-auth.limiter';
 
 @Module({
   imports: [
-    TypeOrmModule.forFeature([ClientEntity]),
+    TypeOrmModule.forFeature([ClientEntity, ClientKeyEntity]),
     ThrottlerModule.forRootAsync({
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) => ({ throttlers: [{ name: 'client', ttl: 1_000, limit: config.rateLimit.perClientPerSecond }] }),

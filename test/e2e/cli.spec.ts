@@ -5,10 +5,12 @@ import { Client } from 'pg';
 import request from 'supertest';
 import { TestApp, createTestApp } from '../support/app';
 import { REPO_ROOT, builtFile } from '../support/dist';
+import { waitFor } from '../support/http-client';
 
 /**
  * The command-line tools, as `npm run …` runs them from dist/ (npm test builds
- * first), against this file's database: client:create, migration:run,
+ * first), against this file's database: client:create, client:rotate,
+ * client:keys, client:revoke, migration:run,
  * migration:generate (which also proves the entities match the migrations) and purge.
  * A dist/ older than src/ fails each test with a sentence saying to build.
  */
@@ -35,15 +37,72 @@ describe('command-line tools (e2e)', () => {
     const { stdout } = await cli('client-create', ['acme-shop'], env);
     const key = /API key \(shown once, store it now\): (sk_[\w-]{43})/.exec(stdout)?.[1];
     expect(key).toBeDefined();
-    const rows = await t.dataSource.query<{ key_hash: Buffer }[]>('SELECT key_hash FROM clients WHERE name = $1', ['acme-shop']);
+    const rows = await t.dataSource.query<{ key_hash: Buffer; prefix: string }[]>(
+      'SELECT k.key_hash, k.prefix FROM client_keys k JOIN clients c ON c.id = k.client_id WHERE c.name = $1',
+      ['acme-shop'],
+    );
+    expect(rows).toHaveLength(1);
     expect(rows[0].key_hash.equals(createHash('sha256').update(key!).digest())).toBe(true);
-    const dump = JSON.stringify(await t.dataSource.query('SELECT * FROM clients'));
+    expect(rows[0].prefix).toBe(key!.slice(0, 12));
+    const dump = JSON.stringify(await t.dataSource.query('SELECT * FROM clients')) + JSON.stringify(await t.dataSource.query('SELECT * FROM client_keys'));
     expect(dump).not.toContain(key);
     await request(t.app.getHttpServer()).get('/orders').set('Authorization', `Bearer ${key}`).expect(200);
 
     const again = await cli('client-create', ['acme-shop'], env).catch((e: { code: number; stderr: string }) => e);
     expect(again).toMatchObject({ code: 1 });
     expect((again as { stderr: string }).stderr).toContain('a client named "acme-shop" already exists');
+  });
+
+  it('client:rotate prints a new key once (only its hash stored), client:keys lists without secrets, client:revoke revokes exactly one', async () => {
+    const fail = (e: { code: number; stderr: string }) => e;
+    const { stdout: created } = await cli('client-create', ['rotating-shop'], env);
+    const first = /API key \(shown once, store it now\): (sk_[\w-]{43})/.exec(created)![1];
+    const { stdout: rotated } = await cli('client-rotate', ['rotating-shop'], env);
+    const second = /API key \(shown once, store it now\): (sk_[\w-]{43})/.exec(rotated)?.[1];
+    expect(second).toBeDefined();
+    expect(rotated.split(second!)).toHaveLength(2); // printed once
+    const stored = await t.dataSource.query<{ key_hash: Buffer }[]>(
+      'SELECT k.key_hash FROM client_keys k JOIN clients c ON c.id = k.client_id WHERE c.name = $1 ORDER BY k.created_at',
+      ['rotating-shop'],
+    );
+    expect(stored.map((r) => r.key_hash.toString('hex'))).toEqual([first, second!].map((k) => createHash('sha256').update(k).digest('hex')));
+    const dump = JSON.stringify(await t.dataSource.query('SELECT * FROM client_keys')) + JSON.stringify(await t.dataSource.query('SELECT * FROM clients'));
+    expect(dump).not.toContain(second!);
+    const http = () => request(t.app.getHttpServer());
+    await http().get('/orders').set('Authorization', `Bearer ${first}`).expect(200);
+    await http().get('/orders').set('Authorization', `Bearer ${second!}`).expect(200);
+
+    const { stdout: listed } = await cli('client-keys', ['rotating-shop'], env);
+    const lines = listed.trim().split('\n');
+    expect(lines[0]).toBe('id\tprefix\tcreated_at\trevoked_at');
+    expect(lines.slice(1).map((l) => l.split('\t')[1])).toEqual([first.slice(0, 12), second!.slice(0, 12)]);
+    expect(lines.slice(1).map((l) => l.split('\t')[3])).toEqual(['-', '-']);
+    expect(listed).not.toContain(first);
+    expect(listed).not.toContain(second!);
+    const [firstId, secondId] = lines.slice(1).map((l) => l.split('\t')[0]);
+
+    // "sk_" starts both prefixes: exit 1 listing both ids, nothing revoked.
+    const ambiguous = await cli('client-revoke', ['rotating-shop', 'sk_'], env).catch(fail);
+    expect(ambiguous).toMatchObject({ code: 1 });
+    expect((ambiguous as { stderr: string }).stderr).toContain(firstId);
+    expect((ambiguous as { stderr: string }).stderr).toContain(secondId);
+    const unknown = await cli('client-revoke', ['rotating-shop', 'sk_nothing_like_it'], env).catch(fail);
+    expect(unknown).toMatchObject({ code: 1 });
+    expect(await cli('client-revoke', ['no-such-shop', firstId], env).catch(fail)).toMatchObject({ code: 1 });
+    expect(await cli('client-rotate', ['no-such-shop'], env).catch(fail)).toMatchObject({ code: 1 });
+
+    const { stdout: revoked } = await cli('client-revoke', ['rotating-shop', first.slice(0, 12)], env);
+    expect(revoked).toContain(`revoked key ${firstId}`);
+    const { stdout: after } = await cli('client-keys', ['rotating-shop'], env);
+    const states = after.trim().split('\n').slice(1).map((l) => l.split('\t'));
+    expect(states[0][3]).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(states[1][3]).toBe('-');
+    // The app's cache may hold the revoked key up to 5 s.
+    await waitFor('the revoked key to be refused', async () => (await http().get('/orders').set('Authorization', `Bearer ${first}`)).status === 401, {
+      timeoutMs: 8_000,
+      intervalMs: 200,
+    });
+    await http().get('/orders').set('Authorization', `Bearer ${second!}`).expect(200);
   });
 
   it('migration:run reports the schema up to date, and migration:generate finds no difference from the entities', async () => {

@@ -88,7 +88,10 @@ describe('a removed key (e2e)', () => {
 
   it('stops working within 5 s of its client being deleted, though it was cached', async () => {
     const http = () => request(t.app.getHttpServer());
-    await t.dataSource.query(`INSERT INTO clients (name, key_hash) VALUES ('short-lived', sha256('sk_short_lived_0123456789abcdef'::bytea))`);
+    await t.dataSource.query(`INSERT INTO clients (name) VALUES ('short-lived')`);
+    await t.dataSource.query(
+      `INSERT INTO client_keys (client_id, key_hash) SELECT id, sha256('sk_short_lived_0123456789abcdef'::bytea) FROM clients WHERE name = 'short-lived'`,
+    );
     const auth = { Authorization: 'Bearer sk_short_lived_0123456789abcdef' };
     await http().get('/orders').set(auth).expect(200);
     await t.dataSource.query(`DELETE FROM clients WHERE name = 'short-lived'`);

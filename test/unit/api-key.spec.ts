@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { API_KEY_PREFIX, bearerToken, generateApiKey, hashApiKey } from '../../src/auth/api-key';
+import { API_KEY_PREFIX, bearerToken, generateApiKey, hashApiKey, keyPrefix } from '../../src/auth/api-key';
 
 const KEY_FORMAT = /^sk_[A-Za-z0-9_-]{43}$/;
 
@@ -151,6 +151,23 @@ describe('bearerToken', () => {
           expect(token).toMatch(/^\S{1,512}$/);
           expect(rest.trim()).toBe(token);
         }
+      }),
+    );
+  });
+});
+
+describe('keyPrefix', () => {
+  it('is the first 12 characters of a generated key', () => {
+    const key = generateApiKey();
+    expect(keyPrefix(key)).toBe(key.slice(0, 12));
+  });
+
+  it('never shows more than a third of a short secret', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 16, maxLength: 512 }), (secret) => {
+        const prefix = keyPrefix(secret);
+        expect(secret.startsWith(prefix)).toBe(true);
+        expect(prefix.length).toBeLessThanOrEqual(Math.min(12, secret.length / 3));
       }),
     );
   });
