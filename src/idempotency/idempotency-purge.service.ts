@@ -5,6 +5,7 @@ import { CronJob } from 'cron';
 import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
+import { NOW_US } from './postgres-idempotency.store';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 
 /**
@@ -46,7 +47,6 @@ export const PURGE_LOCK_ID = 0x5afe_0002;
 /** The name of the scheduled job in SchedulerRegistry. */
 export const PURGE_JOB_NAME = 'idempotency-purge';
 
-const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
 
 // The outer WHERE repeats the inner one: the subquery has locked the rows, so it
 // cannot change the result; it keeps the rule visible in the statement that deletes.

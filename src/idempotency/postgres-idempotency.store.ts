@@ -38,7 +38,8 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, 
  * committed after it, and the key simply becomes free again. A lost release
  * leaves an in-progress key that a retry takes over after the lease.
  */
-const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
+/** The database clock in microseconds since the epoch: the unit of `lease`, the fencing token. */
+export const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
 const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 // The existing row is read first, in the same statement: when it is there the

@@ -3,6 +3,7 @@ import request from 'supertest';
 import { IdempotencyRecovery } from '../../src/idempotency';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
+import { NOW_US } from '../support/db-clock';
 import { createPayment, paymentBody } from '../support/fixtures';
 
 /**
@@ -62,7 +63,7 @@ describe('payments through the card network (e2e)', () => {
     const keyRow = async (key: string) =>
       (
         await t.dataSource.query<{ status: number | null; recovery: { point: string } | null; yielded: boolean }[]>(
-          `SELECT status, recovery, lease <= (extract(epoch FROM now()) * 1000000)::int8 AS yielded FROM idempotency_keys WHERE key = $1`,
+          `SELECT status, recovery, lease <= ${NOW_US} AS yielded FROM idempotency_keys WHERE key = $1`,
           [key],
         )
       )[0];

@@ -4,4 +4,4 @@
  * judge leases use it so they agree with the store on the clock (PostgreSQL's,
  * never the test process's).
  */
-export const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
+export { NOW_US } from '../../src/idempotency/postgres-idempotency.store';
