@@ -4,7 +4,7 @@ import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-Create
 import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
 import { ClientKeys1796076397978 } from './1796076397978-ClientKeys';
 
-const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope] = idempotencyMigrations;
+const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed] = idempotencyMigrations;
 
 /**
  * Every migration, in order: the app's and the idempotency module's (which
@@ -21,4 +21,5 @@ export const migrations = [
   idempotencyKeysRecovery,
   idempotencyKeysAnyScope,
   ClientKeys1796076397978,
+  idempotencyKeysHashed,
 ];

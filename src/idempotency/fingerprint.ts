@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 
 /**
- * The request fingerprint: SHA-256 over method, path (with its params), the
- * sorted query string and the canonical JSON of the body as received (before
- * pipes). Canonical means object keys sorted recursively and no insignificant
+ * The request fingerprint: the first 128 bits of SHA-256 over method, path
+ * (with its params), the sorted query string and the canonical JSON of the body
+ * as received (before pipes). 16 bytes are what telling two requests apart
+ * needs (a client would have to find a SHA-256 collision of its own requests to
+ * replay one for the other), and every stored key carries one. Canonical means object keys sorted recursively and no insignificant
  * whitespace, so the same body with keys in another order is the same request.
  */
 export function canonicalJson(value: unknown): string {
@@ -28,6 +30,9 @@ export function canonicalQuery(search: string): string {
   return new URLSearchParams(params).toString();
 }
 
+/** The stored length of a fingerprint (the table checks it). */
+export const FINGERPRINT_BYTES = 16;
+
 export function fingerprint(method: string, url: string, body: unknown): Buffer {
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
@@ -40,5 +45,6 @@ export function fingerprint(method: string, url: string, body: unknown): Buffer 
     .update(query)
     .update('\n')
     .update(canonicalJson(body))
-    .digest();
+    .digest()
+    .subarray(0, FINGERPRINT_BYTES);
 }

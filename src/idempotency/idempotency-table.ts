@@ -13,6 +13,8 @@ export interface IdempotencyTable {
   readonly name: string;
   /** The escaped identifier for SQL, e.g. `"idempotency_keys"` or `"app"."keys"`. */
   readonly sql: string;
+  /** The escaped table name without its schema (for RENAME TO). */
+  readonly unqualified: string;
   /** The escaped name of one of the table's constraints or indexes, e.g. `"idempotency_keys_pkey"`. */
   part(suffix: string): string;
   /** The same, schema-qualified (for DROP INDEX). */
@@ -31,6 +33,7 @@ export function idempotencyTable(name: string = DEFAULT_TABLE_NAME): Idempotency
   return {
     name,
     sql: parts.map(quote).join('.'),
+    unqualified: quote(table),
     part: (suffix) => quote(`${table}_${suffix}`),
     qualifiedPart: (suffix) => (schema === undefined ? '' : `${quote(schema)}.`) + quote(`${table}_${suffix}`),
   };

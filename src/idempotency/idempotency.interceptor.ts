@@ -313,6 +313,9 @@ export function checkScope(scope: unknown): string {
       `@Idempotent(): the scope function returned ${got}; it must return the id of the request's principal as a non-empty string (is the route behind the app's authentication?)`,
     );
   }
+  if (scope.includes('\0')) {
+    throw new Error('@Idempotent(): the scope function returned a string with a NUL character; a scope is text without NUL');
+  }
   if (scope.length > MAX_SCOPE_LENGTH) {
     throw new Error(`@Idempotent(): the scope function returned ${scope.length} characters; a scope is at most ${MAX_SCOPE_LENGTH}`);
   }

@@ -14,3 +14,4 @@ export { DEFAULT_TABLE_NAME } from './idempotency-table';
 export { IdempotencyMigration, createIdempotencyMigrations, idempotencyMigrations } from './migrations';
 export { IdempotencyKeyEntity, IdempotencyKeyRow, idempotencyKeyEntity } from './idempotency-key.entity';
 export { HttpResponse } from './http-response';
+export { keyId, keyIdSql } from './key-id';

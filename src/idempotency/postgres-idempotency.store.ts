@@ -7,6 +7,7 @@ import { Client, Pool, PoolClient, QueryResult } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
+import { keyId } from './key-id';
 import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 
 /**
@@ -49,15 +50,15 @@ const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 // snapshot, neither branch returns a row: the caller answers 409, retry.
 const CLAIM_SQL = (t: string) => `
 WITH cur AS (
-  SELECT lease, fingerprint = $3::bytea AS same, status, body, headers,
+  SELECT lease, fingerprint = $2::bytea AS same, status, body, headers,
          expires_at <= now() AS expired, lease - ${NOW_US} AS remaining_us
     FROM ${t}
-   WHERE client_id = $1::text AND key = $2::text
+   WHERE id = $1::uuid
 ), ins AS (
-  INSERT INTO ${t} (client_id, key, fingerprint, lease, expires_at)
-  SELECT $1::text, $2::text, $3::bytea, ${NOW_US} + $4::int8 * 1000, now() + $5::int8 * interval '1 millisecond'
+  INSERT INTO ${t} (id, lease, expires_at, fingerprint)
+  SELECT $1::uuid, ${NOW_US} + $3::int8 * 1000, now() + $4::int8 * interval '1 millisecond', $2::bytea
    WHERE NOT EXISTS (SELECT 1 FROM cur)
-  ON CONFLICT (client_id, key) DO NOTHING
+  ON CONFLICT (id) DO NOTHING
   RETURNING lease
 )
 SELECT lease::text AS lease, true AS claimed, NULL::bool AS same, NULL::int2 AS status,
@@ -69,41 +70,41 @@ SELECT lease::text, false, same, status, CASE WHEN same THEN body END, CASE WHEN
   FROM cur`;
 
 const TAKEOVER_SQL = (t: string) => `
-UPDATE ${t} SET lease = ${NOW_US} + $4::int8 * 1000
- WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8
+UPDATE ${t} SET lease = ${NOW_US} + $3::int8 * 1000
+ WHERE id = $1::uuid AND lease = $2::int8
    AND status IS NULL AND lease <= ${NOW_US}
 RETURNING lease::text AS lease, recovery`;
 
 const REPLACE_SQL = (t: string) => `
 UPDATE ${t}
-   SET fingerprint = $5::bytea, lease = ${NOW_US} + $4::int8 * 1000,
-       expires_at = now() + $6::int8 * interval '1 millisecond', status = NULL, body = NULL, headers = NULL
- WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8
+   SET fingerprint = $4::bytea, lease = ${NOW_US} + $3::int8 * 1000,
+       expires_at = now() + $5::int8 * interval '1 millisecond', status = NULL, body = NULL, headers = NULL
+ WHERE id = $1::uuid AND lease = $2::int8
    AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
 RETURNING lease::text AS lease`;
 
 // Clears the recovery point (NULL stays NULL on other routes, so their completion
 // stays a HOT update; see the migration of the recovery index).
 const COMPLETE_SQL = (t: string) => `
-UPDATE ${t} SET status = $4::int2, body = $5::text, headers = $6::text, recovery = NULL
- WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+UPDATE ${t} SET status = $3::int2, body = $4::text, headers = $5::text, recovery = NULL
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
 // A phase's recovery point, fenced like the completion, in the phase's transaction.
 const CHECKPOINT_SQL = (t: string) => `
-UPDATE ${t} SET recovery = $4::jsonb
- WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+UPDATE ${t} SET recovery = $3::jsonb
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
 // The lease ends now; the token stays, so only this owner can yield, and any
 // takeover makes a larger one.
 const YIELD_SQL = (t: string) => `
 UPDATE ${t} SET lease = ${NOW_US}
- WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL AND lease > ${NOW_US}`;
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL AND lease > ${NOW_US}`;
 
 // SKIP LOCKED: instances running the recovery job at once split the work; the
 // lease compare-and-set makes each takeover a single winner against retries too.
 const TAKE_OVER_ABANDONED_SQL = (t: string) => `
 WITH abandoned AS (
-  SELECT client_id, key, lease FROM ${t}
+  SELECT id, lease FROM ${t}
    WHERE recovery IS NOT NULL AND status IS NULL AND lease <= ${NOW_US}
    ORDER BY lease
    LIMIT $1
@@ -111,12 +112,12 @@ WITH abandoned AS (
 )
 UPDATE ${t} k SET lease = ${NOW_US} + $2::int8 * 1000
   FROM abandoned a
- WHERE k.client_id = a.client_id AND k.key = a.key AND k.lease = a.lease
-RETURNING k.client_id, k.key, k.lease::text AS lease, k.recovery`;
+ WHERE k.id = a.id AND k.lease = a.lease
+RETURNING k.lease::text AS lease, k.recovery`;
 
 const RELEASE_SQL = (t: string) => `
 DELETE FROM ${t}
- WHERE client_id = $1::text AND key = $2::text AND lease = $3::int8 AND status IS NULL`;
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
 function statements(table: string) {
   return {
@@ -159,9 +160,24 @@ export function decodeResponse(status: number, body: string, headers: string | n
 /** A waiter asks the claim again at least this often (a lost notification costs no more). */
 const MAX_WAIT_SLICE_MS = 1_000;
 
-/** What a settled key is announced as: a hash, never the key itself. */
-function settledId(clientId: string, key: string): string {
-  return createHash('sha256').update(clientId).update('\n').update(key).digest('base64url').slice(0, 32);
+/**
+ * A recovery point as stored: with the scope and key it belongs to, which the
+ * row itself does not keep (see keyId), so that the recovery job can hand the
+ * operation its scope again. Cleared with the rest by the completion.
+ */
+interface StoredRecoveryPoint extends RecoveryPoint {
+  scope: string;
+  key: string;
+}
+
+function ownerOf(stored: StoredRecoveryPoint, token: string): { owner: Ownership; recovery: RecoveryPoint } {
+  const { scope, key, ...recovery } = stored;
+  return { owner: { clientId: scope, key, token }, recovery };
+}
+
+/** A recovery point without its scope and key (a takeover by a retry knows them). */
+function withoutOwner(stored: StoredRecoveryPoint | null): RecoveryPoint | null {
+  return stored && ownerOf(stored, '').recovery;
 }
 
 @Injectable()
@@ -191,8 +207,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   /*
    * Waiting duplicates (`@Idempotent({ wait })`). One connection per process
    * LISTENs on one channel; a settled key is announced with pg_notify on the
-   * claim pool, after its completion or release committed, with a hash of
-   * (scope, key) as payload (the key itself never travels). Every waiter also
+   * claim pool, after its completion or release committed, with the key's
+   * row id (keyId, a hash) as payload: the key itself never travels. Every waiter also
    * wakes at least once a second and asks the claim again, so a notification
    * lost while the listener reconnects costs at most that second: no polling
    * storm, and no reliance on delivery.
@@ -201,7 +217,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   private readonly waiters = new Map<string, Set<() => void>>();
 
   awaitSettled(clientId: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void } {
-    const id = settledId(clientId, key);
+    const id = keyId(clientId, key);
     let wake!: () => void;
     const settled = new Promise<void>((resolve) => (wake = resolve));
     const timer = setTimeout(() => done(), Math.max(0, Math.min(timeoutMs, MAX_WAIT_SLICE_MS)));
@@ -220,7 +236,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async announceSettled(clientId: string, key: string): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_settled', text: 'SELECT pg_notify($1, $2)', values: [this.channel, settledId(clientId, key)] });
+    await this.claimPool.query({ name: 'idempotency_settled', text: 'SELECT pg_notify($1, $2)', values: [this.channel, keyId(clientId, key)] });
   }
 
   /** The channel of this table's settled keys (an identifier: at most 63 bytes). */
@@ -258,10 +274,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
     const { clientId, key, fingerprint, leaseMs, retentionMs } = request;
+    const id = keyId(clientId, key);
     const { rows } = await this.claimPool.query<ClaimRow>({
       name: 'idempotency_claim',
       text: this.sql.claim,
-      values: [clientId, key, fingerprint, leaseMs, retentionMs],
+      values: [id, fingerprint, leaseMs, retentionMs],
     });
     const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
@@ -272,7 +289,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       const replaced = await this.claimPool.query<{ lease: string }>({
         name: 'idempotency_replace',
         text: this.sql.replace,
-        values: [clientId, key, row.lease, leaseMs, fingerprint, retentionMs],
+        values: [id, row.lease, leaseMs, fingerprint, retentionMs],
       });
       return replaced.rows[0]
         ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false, recovery: null }
@@ -286,21 +303,20 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     if (remainingMs > 0) return { kind: 'in_progress', retryAfterMs: remainingMs };
 
     // In progress, lease expired: the owner crashed or is too slow. One winner.
-    const taken = await this.claimPool.query<{ lease: string; recovery: RecoveryPoint | null }>({
+    const taken = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint | null }>({
       name: 'idempotency_takeover',
       text: this.sql.takeover,
-      values: [clientId, key, row.lease, leaseMs],
+      values: [id, row.lease, leaseMs],
     });
     const won = taken.rows[0];
     return won
-      ? { kind: 'claimed', owner: { clientId, key, token: won.lease }, takenOver: true, recovery: won.recovery }
+      ? { kind: 'claimed', owner: { clientId, key, token: won.lease }, takenOver: true, recovery: withoutOwner(won.recovery) }
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
     const result = await this.inTransaction('idempotency_complete', this.sql.complete, [
-      owner.clientId,
-      owner.key,
+      keyId(owner.clientId, owner.key),
       owner.token,
       response.status,
       response.body,
@@ -310,30 +326,31 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
-    const result = await this.inTransaction('idempotency_checkpoint', this.sql.checkpoint, [owner.clientId, owner.key, owner.token, JSON.stringify(recovery)]);
+    const stored: StoredRecoveryPoint = { ...recovery, scope: owner.clientId, key: owner.key };
+    const result = await this.inTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.clientId, owner.key), owner.token, JSON.stringify(stored)]);
     if (result.rowCount !== 1) throw new LeaseLostError();
   }
 
   async releaseInTransaction(owner: Ownership): Promise<void> {
-    const result = await this.inTransaction('idempotency_release', this.sql.release, [owner.clientId, owner.key, owner.token]);
+    const result = await this.inTransaction('idempotency_release', this.sql.release, [keyId(owner.clientId, owner.key), owner.token]);
     if (result.rowCount !== 1) throw new LeaseLostError();
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_release', text: this.sql.release, values: [owner.clientId, owner.key, owner.token] });
+    await this.claimPool.query({ name: 'idempotency_release', text: this.sql.release, values: [keyId(owner.clientId, owner.key), owner.token] });
   }
 
   async yieldLease(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_yield', text: this.sql.yield, values: [owner.clientId, owner.key, owner.token] });
+    await this.claimPool.query({ name: 'idempotency_yield', text: this.sql.yield, values: [keyId(owner.clientId, owner.key), owner.token] });
   }
 
   async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
-    const { rows } = await this.claimPool.query<{ client_id: string; key: string; lease: string; recovery: RecoveryPoint }>({
+    const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>({
       name: 'idempotency_take_over_abandoned',
       text: this.sql.takeOverAbandoned,
       values: [limit, leaseMs],
     });
-    return rows.map((r) => ({ owner: { clientId: r.client_id, key: r.key, token: r.lease }, recovery: r.recovery }));
+    return rows.map((r) => ownerOf(r.recovery, r.lease));
   }
 
   /** A prepared statement on the ambient business transaction's own connection. */

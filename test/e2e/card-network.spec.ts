@@ -5,6 +5,7 @@ import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';
 import { createPayment, paymentBody } from '../support/fixtures';
+import { keyIs } from '../support/keys';
 
 /**
  * The charge boundary, seen from both sides: our tables and the card network's
@@ -63,7 +64,7 @@ describe('payments through the card network (e2e)', () => {
     const keyRow = async (key: string) =>
       (
         await t.dataSource.query<{ status: number | null; recovery: { point: string } | null; yielded: boolean }[]>(
-          `SELECT status, recovery, lease <= ${NOW_US} AS yielded FROM idempotency_keys WHERE key = $1`,
+          `SELECT status, recovery, lease <= ${NOW_US} AS yielded FROM idempotency_keys WHERE ${keyIs()}`,
           [key],
         )
       )[0];
@@ -148,7 +149,7 @@ describe('payments through the card network (e2e)', () => {
       expect(res.body.code).toBe('validation_failed');
       expect(res.body.errors.map((e: { field: string }) => e.field)).toContain('description');
       expect((await ledger.intents()).length).toBe(before);
-      expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+      expect(await countRows(t.dataSource, 'idempotency_keys', keyIs(), [key])).toBe(0);
     });
 
     it('a processing error before any charge is 502: no payment, nothing charged, the key free for a retry', async () => {
@@ -158,7 +159,7 @@ describe('payments through the card network (e2e)', () => {
       expect(res.body.code).toBe('card_network_error');
       expect(await countRows(t.dataSource, 'payments', 'description = $1', [body.description])).toBe(0);
       expect(await ledger.chargesDescribed(body.description)).toHaveLength(0);
-      expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+      expect(await countRows(t.dataSource, 'idempotency_keys', keyIs(), [key])).toBe(0);
       await pay(key, body).expect(502);
     });
 

@@ -3,9 +3,11 @@ import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import request from 'supertest';
+import { keyIdSql } from '../../src/idempotency';
 import { TestApp, createTestApp } from '../support/app';
 import { REPO_ROOT, builtFile } from '../support/dist';
 import { waitFor } from '../support/http-client';
+import { keyIn } from '../support/keys';
 
 /**
  * The command-line tools, as `npm run …` runs them from dist/ (npm test builds
@@ -116,14 +118,14 @@ describe('command-line tools (e2e)', () => {
     try {
       const [{ id }] = (await pg.query<{ id: string }>("SELECT id FROM clients WHERE name = 'client-a'")).rows;
       await pg.query(
-        `INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at, status, body)
-         SELECT $1, 'expired-' || i, sha256(i::text::bytea), 0, now() - interval '1 minute', 201, '{}'
+        `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at, status, body)
+         SELECT ${keyIdSql('$1::text', "'expired-' || i")}, substring(sha256(i::text::bytea) FROM 1 FOR 16), 0, now() - interval '1 minute', 201, '{}'
            FROM generate_series(1, 7) AS i`,
         [id],
       );
       const { stdout } = await cli('purge', [], env);
       expect(stdout.trim()).toMatch(/^purged 7 expired idempotency keys in \d+ ms$/);
-      expect((await pg.query("SELECT 1 FROM idempotency_keys WHERE key LIKE 'expired-%'")).rowCount).toBe(0);
+      expect((await pg.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIn()}`, [['1', '2', '3', '4', '5', '6', '7'].map((i) => `expired-${i}`)])).rowCount).toBe(0);
     } finally {
       await pg.end();
     }

@@ -3,6 +3,7 @@ import { PaymentsClient, ProblemError, RetryEvent } from '../../src/client';
 import { CLIENT_A, TestApp, countRows, createTestApp } from '../support/app';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { send, waitFor } from '../support/http-client';
+import { keyIs } from '../support/keys';
 
 /**
  * The retrying client against the real server, through a fault-injecting proxy:
@@ -52,7 +53,7 @@ describe('PaymentsClient against the real server (e2e)', () => {
     // Another attempt with the same key is already running on the server.
     const first = send(t.url!, { method: 'POST', path: '/payments', headers: { ...t.auth(), 'Idempotency-Key': idempotencyKey }, body });
     await waitFor('the first attempt to hold the key', async () =>
-      (await countRows(t.dataSource, 'idempotency_keys', 'key = $1 AND status IS NULL', [idempotencyKey])) === 1,
+      (await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status IS NULL`, [idempotencyKey])) === 1,
     );
     const res = await client().createPayment(body, { idempotencyKey });
     expect(res.status).toBe(201);

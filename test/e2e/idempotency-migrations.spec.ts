@@ -1,13 +1,14 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { migrations } from '../../migrations';
-import { idempotencyMigrations } from '../../src/idempotency';
+import { idempotencyMigrations, keyId, keyIdSql } from '../../src/idempotency';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
 /** The idempotency table's migrations keep what a running service has stored. */
 describe('idempotency_keys migrations (e2e)', () => {
+  const sha = (s: string) => createHash('sha256').update(s).digest();
   let db: TestDatabase;
   const timestamp = (m: { name: string }) => Number(/\d{13}$/.exec(m.name)![0]);
   const migrate = async (list: typeof migrations) => {
@@ -32,12 +33,14 @@ describe('idempotency_keys migrations (e2e)', () => {
   });
   afterAll(() => db.drop());
 
-  it('upgrades a database of the service: client_id becomes text, every stored key and recovery point kept', async () => {
+  it('upgrades a database of the service: keys hashed, every stored key, fingerprint, recovery point and grant kept', async () => {
     // The schema the service had before the module shipped its migrations: its
     // PaymentPhases migration then added the recovery column and index itself.
     await migrate(migrations.filter((m) => timestamp(m) < 1764460800004));
     await query('ALTER TABLE idempotency_keys ADD COLUMN recovery jsonb');
     await query('CREATE INDEX idempotency_keys_recovery_idx ON idempotency_keys (lease) WHERE recovery IS NOT NULL');
+    await query(`DO $$ BEGIN CREATE ROLE keys_reader NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+    await query('GRANT SELECT ON idempotency_keys TO keys_reader');
     const client = randomUUID();
     await query(
       `INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at, status, body, recovery)
@@ -45,16 +48,71 @@ describe('idempotency_keys migrations (e2e)', () => {
               ($1, 'running', sha256('b'), 2, now() + interval '1 day', NULL, NULL, '{"point":"started"}')`,
       [client],
     );
-    const before = await query('SELECT * FROM idempotency_keys ORDER BY key');
-
-    await migrate(migrations);
-
+    // Up to the migration before the hashing: client_id becomes text, nothing else changes.
+    const hashed = migrations.findIndex((m) => m.name.startsWith('IdempotencyKeysHashed'));
+    await migrate(migrations.slice(0, hashed));
     const [{ type }] = await query<{ type: string }>(
       `SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = 'idempotency_keys'::regclass AND attname = 'client_id'`,
     );
     expect(type).toBe('text');
-    expect(await query('SELECT * FROM idempotency_keys ORDER BY key')).toEqual(before);
-    await query(`INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at) VALUES ('acct_9f3', 'done', sha256('c'), 3, now())`);
+    const [done, running] = await query<{ expires_at: Date }>('SELECT * FROM idempotency_keys ORDER BY key');
+
+    await migrate(migrations);
+
+    const after = await query('SELECT * FROM idempotency_keys WHERE id = $1 OR id = $2 ORDER BY lease', [keyId(client, 'done'), keyId(client, 'running')]);
+    expect(after).toEqual([
+      { id: keyId(client, 'done'), lease: '1', expires_at: done!.expires_at, status: 201, fingerprint: sha('a').subarray(0, 16), body: '{"id":1}', headers: null, recovery: null },
+      {
+        id: keyId(client, 'running'),
+        lease: '2',
+        expires_at: running!.expires_at,
+        status: null,
+        fingerprint: sha('b').subarray(0, 16),
+        body: null,
+        headers: null,
+        recovery: { point: 'started', scope: client, key: 'running' },
+      },
+    ]);
+    const [{ granted }] = await query<{ granted: boolean }>(`SELECT has_table_privilege('keys_reader', 'idempotency_keys', 'SELECT') AS granted`);
+    expect(granted).toBe(true);
+    // Any scope, any key, after the upgrade too.
+    await expect(
+      query(`INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at) VALUES ($1, sha256('c'), 3, now())`, [keyId('acct_9f3', 'done')]),
+    ).rejects.toThrow(/fingerprint_length/);
+    await query(`INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at) VALUES ($1, substring(sha256('c') FROM 1 FOR 16), 3, now())`, [keyId('acct_9f3', 'done')]);
+  });
+
+  it('refuses to revert the hashing while keys are stored, and reverts an empty table', async () => {
+    const own = await createTestDatabase();
+    try {
+      const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: idempotencyMigrations, migrationsTableName: 'migrations' }).initialize();
+      try {
+        await ds.runMigrations();
+        await ds.query(`INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at) VALUES ($1, substring(sha256('c') FROM 1 FOR 16), 3, now())`, [keyId('42', 'k')]);
+        await expect(ds.undoLastMigration()).rejects.toThrow(/cannot be reverted while idempotency_keys holds keys \(1\)/);
+        expect(await ds.query('SELECT count(*)::int AS n FROM idempotency_keys')).toEqual([{ n: 1 }]);
+        await ds.query('DELETE FROM idempotency_keys');
+        await ds.undoLastMigration();
+        await ds.query(`INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at) VALUES ('42', 'k', sha256('c'), 3, now())`);
+      } finally {
+        await ds.destroy();
+      }
+    } finally {
+      await own.drop();
+    }
+  });
+
+  it('computes the same key id in SQL as in the module', async () => {
+    const pairs: [string, string][] = [
+      ['42', 'k'],
+      [randomUUID(), randomUUID()],
+      ['acct_9f3', 'order-1 "quoted" \\ key'],
+      ['ünïcødé-प्रधान-🙂', 'x'.repeat(255)],
+    ];
+    for (const [scope, key] of pairs) {
+      const [{ id }] = await query<{ id: string }>(`SELECT ${keyIdSql('$1::text', '$2::text')} AS id`, [scope, key]);
+      expect(id).toBe(keyId(scope, key));
+    }
   });
 
   it('ships plain SQL that makes the same table as its migrations', async () => {
@@ -74,7 +132,7 @@ describe('idempotency_keys migrations (e2e)', () => {
         await ds.runMigrations().finally(() => ds.destroy());
         await query(readFileSync(join(__dirname, '../../src/idempotency/sql/idempotency-keys.sql'), 'utf8'), [], plain.url);
         const fromSql = await describe(plain.url);
-        expect(fromSql.columns).toHaveLength(9);
+        expect(fromSql.columns).toHaveLength(8);
         expect(fromSql).toEqual(await describe(fresh.url));
       } finally {
         await fresh.drop();

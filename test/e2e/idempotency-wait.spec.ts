@@ -4,6 +4,7 @@ import { TestApp, countRows, createTestApp } from '../support/app';
 import { DemoModule } from '../support/demo/demo.module';
 import { waitFor } from '../support/http-client';
 import { histogram, peakConcurrency, timed } from '../support/race';
+import { keyIs } from '../support/keys';
 
 /**
  * `@Idempotent({ wait })`: a duplicate of a request in progress waits for the
@@ -14,7 +15,7 @@ describe('@Idempotent({ wait }) (e2e)', () => {
   let t: TestApp;
   const post = (path: string, key: string, body: object) => request(t.url!).post(path).set(t.auth()).set('Idempotency-Key', key).send(body);
   const claimed = (key: string) =>
-    waitFor('the key to be claimed', async () => (await countRows(t.dataSource, 'idempotency_keys', 'key = $1 AND status IS NULL', [key])) === 1);
+    waitFor('the key to be claimed', async () => (await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status IS NULL`, [key])) === 1);
 
   beforeAll(async () => {
     t = await createTestApp({ imports: [DemoModule], listen: true });

@@ -5,6 +5,7 @@ import { NOW_US } from '../support/db-clock';
 import { DemoModule } from '../support/demo/demo.module';
 import { waitFor } from '../support/http-client';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
+import { keyIs } from '../support/keys';
 
 /**
  * Every path of the @Idempotent() request flow, through HTTP, on a real
@@ -22,10 +23,10 @@ describe('@Idempotent() (e2e)', () => {
 
   /** The first request holds the key (in progress). */
   const claimed = (key: string) =>
-    waitFor('the key to be claimed', async () => (await countRows(t.dataSource, 'idempotency_keys', 'key = $1 AND status IS NULL', [key])) === 1);
+    waitFor('the key to be claimed', async () => (await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status IS NULL`, [key])) === 1);
   /** Its lease has run out, by the database's clock. */
   const leaseExpired = (key: string) =>
-    waitFor('the lease to expire', async () => (await countRows(t.dataSource, 'idempotency_keys', `key = $1 AND lease <= ${NOW_US}`, [key])) === 1);
+    waitFor('the lease to expire', async () => (await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND lease <= ${NOW_US}`, [key])) === 1);
 
   beforeAll(async () => {
     t = await createTestApp({ imports: [DemoModule] });
@@ -157,7 +158,7 @@ describe('@Idempotent() (e2e)', () => {
     expect(failed.body.code).toBe('internal_error');
     expect(failed.text).not.toMatch(/demo: unexpected|at .*\.ts/);
     expect(await widgets('name = $1', ['boom'])).toBe(0);
-    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+    expect(await countRows(t.dataSource, 'idempotency_keys', keyIs(), [key])).toBe(0);
     // The retry runs the handler again (no stored 500, no 409)...
     const retry = await post('/demo/widgets', key, { name: 'boom', fail: 'boom' }).expect(500);
     expect(retry.headers['idempotent-replayed']).toBeUndefined();
@@ -172,7 +173,7 @@ describe('@Idempotent() (e2e)', () => {
     const invalid = await post('/demo/widgets', key, { name: 42, extra: true }).expect(400);
     expect(invalid.body.code).toBe('validation_failed');
     expect(invalid.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['extra', 'name']);
-    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+    expect(await countRows(t.dataSource, 'idempotency_keys', keyIs(), [key])).toBe(0);
     await post('/demo/widgets', key, { name: 'fixed' }).expect(201);
   });
 

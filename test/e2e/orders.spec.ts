@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { CLIENT_A, CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { createOrder, orderBody } from '../support/fixtures';
+import { keyIs } from '../support/keys';
 
 describe('orders (e2e)', () => {
   let t: TestApp;
@@ -43,7 +44,7 @@ describe('orders (e2e)', () => {
     expect(res.body.code).toBe('validation_failed');
     expect(res.body.errors.map((e: { field: string }) => e.field)).toContain(field);
     expect(await countRows(t.dataSource, 'orders')).toBe(before);
-    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+    expect(await countRows(t.dataSource, 'idempotency_keys', keyIs(), [key])).toBe(0);
   });
 
   it('cancels a pending order once; a second cancel is a stored 422 order_not_cancelable', async () => {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { createOrder, createPayment, paymentBody } from '../support/fixtures';
+import { keyIs } from '../support/keys';
 
 describe('payments (e2e)', () => {
   let t: TestApp;
@@ -47,7 +48,7 @@ describe('payments (e2e)', () => {
     expect(res.body.code).toBe('validation_failed');
     expect(res.body.errors.map((e: { field: string }) => e.field)).toContain(field);
     expect(await countRows(t.dataSource, 'payments')).toBe(before);
-    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+    expect(await countRows(t.dataSource, 'idempotency_keys', keyIs(), [key])).toBe(0);
   });
 
   it.each([
@@ -72,7 +73,7 @@ describe('payments (e2e)', () => {
     const res = await pay(paymentBody({ source: 'tok_processingError' }), key).expect(502);
     expect(res.body.code).toBe('card_network_error');
     expect(await countRows(t.dataSource, 'payments')).toBe(before);
-    expect(await countRows(t.dataSource, 'idempotency_keys', 'key = $1', [key])).toBe(0);
+    expect(await countRows(t.dataSource, 'idempotency_keys', keyIs(), [key])).toBe(0);
     // The same request runs again: the error was not stored and replayed.
     const again = await pay(paymentBody({ source: 'tok_processingError' }), key).expect(502);
     expect(again.headers['idempotent-replayed']).toBeUndefined();

@@ -3,6 +3,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { keyId } from '../../src/idempotency';
 import { decodeResponse, encodeHeaders } from '../../src/idempotency/postgres-idempotency.store';
 import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from '../../src/idempotency/idempotency.store';
 
@@ -21,8 +22,8 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
 
   async claim(r: ClaimRequest): Promise<ClaimResult> {
     const [row] = await this.dataSource.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
-      'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE client_id = $1 AND key = $2',
-      [r.clientId, r.key],
+      'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1',
+      [keyId(r.clientId, r.key)],
     );
     if (row) {
       if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
@@ -35,18 +36,17 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
     // loaded one, so the suite catches this store every run, not just most runs.
     await new Promise((resolve) => setTimeout(resolve, 5));
     await this.dataSource.query(
-      `INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at)
-       VALUES ($1, $2, $3, 0, now() + interval '1 day')
-       ON CONFLICT (client_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`,
-      [r.clientId, r.key, r.fingerprint],
+      `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at)
+       VALUES ($1, $2, 0, now() + interval '1 day')
+       ON CONFLICT (id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`,
+      [keyId(r.clientId, r.key), r.fingerprint],
     );
     return { kind: 'claimed', owner: { clientId: r.clientId, key: r.key, token: '0' }, takenOver: false, recovery: null };
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
-    await this.txHost.tx.query('UPDATE idempotency_keys SET status = $3, body = $4, headers = $5 WHERE client_id = $1 AND key = $2', [
-      owner.clientId,
-      owner.key,
+    await this.txHost.tx.query('UPDATE idempotency_keys SET status = $2, body = $3, headers = $4 WHERE id = $1', [
+      keyId(owner.clientId, owner.key),
       response.status,
       response.body,
       encodeHeaders(response),
@@ -54,20 +54,19 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.dataSource.query('DELETE FROM idempotency_keys WHERE client_id = $1 AND key = $2 AND status IS NULL', [owner.clientId, owner.key]);
+    await this.dataSource.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.clientId, owner.key)]);
   }
 
   // Phases, as naive as the rest: unfenced writes, never a takeover.
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
-    await this.txHost.tx.query('UPDATE idempotency_keys SET recovery = $3 WHERE client_id = $1 AND key = $2', [
-      owner.clientId,
-      owner.key,
-      JSON.stringify(recovery),
+    await this.txHost.tx.query('UPDATE idempotency_keys SET recovery = $2 WHERE id = $1', [
+      keyId(owner.clientId, owner.key),
+      JSON.stringify({ ...recovery, scope: owner.clientId, key: owner.key }),
     ]);
   }
 
   async releaseInTransaction(owner: Ownership): Promise<void> {
-    await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE client_id = $1 AND key = $2 AND status IS NULL', [owner.clientId, owner.key]);
+    await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.clientId, owner.key)]);
   }
 
   async yieldLease(): Promise<void> {}

@@ -3,6 +3,7 @@ import { DEFAULT_TABLE_NAME, idempotencyTable } from '../idempotency-table';
 import { createIdempotencyKeys } from './1764460800001-CreateIdempotencyKeys';
 import { idempotencyKeysRecovery } from './1764460800004-IdempotencyKeysRecovery';
 import { idempotencyKeysAnyScope } from './1764460800005-IdempotencyKeysAnyScope';
+import { idempotencyKeysHashed } from './1796081151558-IdempotencyKeysHashed';
 
 export type IdempotencyMigration = new () => MigrationInterface;
 
@@ -15,7 +16,7 @@ export type IdempotencyMigration = new () => MigrationInterface;
  */
 export function createIdempotencyMigrations(tableName: string = DEFAULT_TABLE_NAME): IdempotencyMigration[] {
   const table = idempotencyTable(tableName);
-  return [createIdempotencyKeys(table), idempotencyKeysRecovery(table), idempotencyKeysAnyScope(table)];
+  return [createIdempotencyKeys(table), idempotencyKeysRecovery(table), idempotencyKeysAnyScope(table), idempotencyKeysHashed(table)];
 }
 
 /** The module's migrations for the default table, `idempotency_keys`. */

@@ -5,6 +5,7 @@ import { CardNetworkProcess, startCardNetworkProcess } from '../../support/card-
 import { TestDatabase, createTestDatabase } from '../../support/database';
 import { FaultProxy, startFaultProxy } from '../../support/fault-proxy';
 import { authHeaders, send, waitFor } from '../../support/http-client';
+import { keyIs } from '../../support/keys';
 
 /**
  * The crash matrix of a phased payment. The app is a real process killed with
@@ -135,7 +136,7 @@ describe('fault: crash matrix of a phased payment', () => {
       expect(outcome.headers['idempotent-replayed']).toBe(point === 'c' ? 'true' : undefined);
     } else {
       await waitFor('the recovery job to finish the operation', async () => {
-        const { rows } = await pg.query('SELECT status FROM idempotency_keys WHERE key = $1', [key]);
+        const { rows } = await pg.query(`SELECT status FROM idempotency_keys WHERE ${keyIs()}`, [key]);
         return rows[0]?.status === 201;
       }, { timeoutMs: 15_000, intervalMs: 100 });
     }

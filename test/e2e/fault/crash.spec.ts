@@ -5,6 +5,7 @@ import { CardNetworkProcess, startCardNetworkProcess } from '../../support/card-
 import { TestDatabase, createTestDatabase } from '../../support/database';
 import { NOW_US } from '../../support/db-clock';
 import { authHeaders, send, waitFor } from '../../support/http-client';
+import { keyIs } from '../../support/keys';
 
 /**
  * A process SIGKILLed in the middle of a handler (after the claim, before the
@@ -76,7 +77,7 @@ describe('fault: the app process crashes mid-request', () => {
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(3);
     const orphan = await pg.query<{ status: number | null; remaining_ms: number }>(
-      `SELECT status, ((lease - ${NOW_US}) / 1000)::int AS remaining_ms FROM idempotency_keys WHERE key = $1`,
+      `SELECT status, ((lease - ${NOW_US}) / 1000)::int AS remaining_ms FROM idempotency_keys WHERE ${keyIs()}`,
       [key],
     );
     expect(orphan.rows).toHaveLength(1);
@@ -94,7 +95,7 @@ describe('fault: the app process crashes mid-request', () => {
     // After the lease (judged by the database clock): the retry takes over and runs once.
     await waitFor(
       'the crashed owner lease to expire',
-      async () => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE key = $1 AND lease <= ${NOW_US}`, [key])).rowCount === 1,
+      async () => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()} AND lease <= ${NOW_US}`, [key])).rowCount === 1,
       { timeoutMs: 20_000, intervalMs: 100 },
     );
     const taken = await pay(fresh.url);
@@ -117,7 +118,7 @@ describe('fault: the app process crashes mid-request', () => {
     const { rows } = await pg.query<{ id: string }>('SELECT id FROM payments WHERE description = $1', [description]);
     expect(rows.map((r) => r.id)).toEqual([payment.id]);
     expect(await network.ledger.charges({ key: 'payment_id', value: payment.id })).toHaveLength(1);
-    const stored = await pg.query('SELECT status FROM idempotency_keys WHERE key = $1', [key]);
+    const stored = await pg.query(`SELECT status FROM idempotency_keys WHERE ${keyIs()}`, [key]);
     expect(stored.rows).toEqual([{ status: 201 }]);
   });
 });

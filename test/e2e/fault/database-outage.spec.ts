@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { AppProcess, PROCESS_CLIENT, startAppProcess, stopAll } from '../../support/app-process';
 import { RawResponse, authHeaders, send, waitFor } from '../../support/http-client';
 import { PostgresServer, createPostgresServer } from '../../support/postgres-server';
+import { keyIn, keyIs } from '../../support/keys';
 
 /**
  * PostgreSQL goes away under a running app and comes back on the same port.
@@ -153,7 +154,7 @@ describe('fault: the database goes away and comes back', () => {
 
     // Exactly the payments that got an original 201; both keys completed.
     expect(await newPayments(paymentsBefore)).toEqual([...charged].sort());
-    const keys = await query<{ status: number | null }>('SELECT status FROM idempotency_keys WHERE key = ANY($1)', [[beforeKey, key]]);
+    const keys = await query<{ status: number | null }>(`SELECT status FROM idempotency_keys WHERE ${keyIn()}`, [[beforeKey, key]]);
     expect(keys.map((k) => k.status)).toEqual([201, 201]);
   });
 
@@ -170,7 +171,7 @@ describe('fault: the database goes away and comes back', () => {
       (error: Error) => ({ error }),
     );
     // Claimed, and now inside its 1 s card network call, holding transaction T open.
-    await waitFor('the in-flight key to be claimed', async () => (await query('SELECT 1 FROM idempotency_keys WHERE key = $1', [key])).length === 1);
+    await waitFor('the in-flight key to be claimed', async () => (await query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()}`, [key])).length === 1);
     await server.stop();
 
     const outcome = await inFlight;
@@ -207,6 +208,6 @@ describe('fault: the database goes away and comes back', () => {
     expect(mine.map((p) => p.id)).toEqual([res.json<{ id: string }>().id]);
     expect(mine[0].id).toBe(started[0].id);
     expect(await newPayments(paymentsBefore)).toEqual([...charged].sort());
-    expect(await query('SELECT key FROM idempotency_keys WHERE key = $1 AND status IS NULL', [key])).toEqual([]);
+    expect(await query(`SELECT id FROM idempotency_keys WHERE ${keyIs()} AND status IS NULL`, [key])).toEqual([]);
   });
 });

@@ -4,6 +4,7 @@ import { Client } from 'pg';
 import { AppProcess, PROCESS_CLIENT, startAppProcess, stopAll } from '../../support/app-process';
 import { TestDatabase, createTestDatabase } from '../../support/database';
 import { authHeaders, send, waitFor } from '../../support/http-client';
+import { keyIs } from '../../support/keys';
 
 /**
  * The response is lost: the client's socket dies while the server is still
@@ -54,7 +55,7 @@ describe('fault: the client loses the response', () => {
     // Hang up ~150 ms after sending, once the request has been read and claimed
     // (the body is parsed before the interceptor runs): the handler is then
     // still waiting on the 500 ms card network.
-    await waitFor('the key to be claimed', async () => (await pg.query('SELECT 1 FROM idempotency_keys WHERE key = $1', [key])).rowCount === 1);
+    await waitFor('the key to be claimed', async () => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()}`, [key])).rowCount === 1);
     await new Promise((r) => setTimeout(r, Math.max(0, 150 - (Date.now() - sentAt))));
     req.destroy();
     const error = await hungUp;
@@ -65,7 +66,7 @@ describe('fault: the client loses the response', () => {
     const stored = await waitFor(
       'the key to be completed',
       async () => {
-        const { rows } = await pg.query<{ status: number | null; body: string }>('SELECT status, body FROM idempotency_keys WHERE key = $1', [key]);
+        const { rows } = await pg.query<{ status: number | null; body: string }>(`SELECT status, body FROM idempotency_keys WHERE ${keyIs()}`, [key]);
         return rows[0]?.status !== null && rows[0]?.status !== undefined ? rows[0] : undefined;
       },
       { timeoutMs: 15_000 },

@@ -3,6 +3,7 @@ import { CLIENT_A, TestApp, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { RawResponse, authHeaders, send, waitFor } from '../../support/http-client';
 import { NOW_US } from '../../support/db-clock';
+import { keyIs } from '../../support/keys';
 
 /**
  * A worker slower than its lease (300 ms lease, 1 s card network): a retry
@@ -38,12 +39,12 @@ describe('fault: a slow worker loses its lease', () => {
     // The original claimed the key; wait (by the database clock) until its
     // 300 ms lease has run out: ~500 ms in, while its 1 s handler still runs.
     await waitFor('the original to claim the key', async () => {
-      const { length } = await t.dataSource.query('SELECT 1 FROM idempotency_keys WHERE key = $1 AND status IS NULL', [key]);
+      const { length } = await t.dataSource.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()} AND status IS NULL`, [key]);
       return length === 1;
     });
     await waitFor('the original lease to expire', async () => {
       const [row] = await t.dataSource.query<{ expired: boolean }[]>(
-        `SELECT lease <= ${NOW_US} AS expired FROM idempotency_keys WHERE key = $1`,
+        `SELECT lease <= ${NOW_US} AS expired FROM idempotency_keys WHERE ${keyIs()}`,
         [key],
       );
       return row?.expired === true;
@@ -73,7 +74,7 @@ describe('fault: a slow worker loses its lease', () => {
     const rows = await t.dataSource.query<{ id: string }[]>('SELECT id FROM payments WHERE description = $1', [description]);
     expect(rows.map((r) => r.id)).toEqual([payment.id]);
     const [stored] = await t.dataSource.query<{ status: number; body: string }[]>(
-      'SELECT status, body FROM idempotency_keys WHERE key = $1',
+      `SELECT status, body FROM idempotency_keys WHERE ${keyIs()}`,
       [key],
     );
     expect(stored).toEqual({ status: 201, body: takeover.text });

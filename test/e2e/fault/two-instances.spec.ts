@@ -4,6 +4,7 @@ import { migrations } from '../../../migrations';
 import { AppProcess, PROCESS_CLIENT, startAppProcesses, stopAll } from '../../support/app-process';
 import { TestDatabase, createTestDatabase } from '../../support/database';
 import { RawResponse, authHeaders, send } from '../../support/http-client';
+import { keyIs } from '../../support/keys';
 
 /**
  * Two real app processes on ONE database, booted together on an empty schema,
@@ -111,7 +112,7 @@ describe('fault: two instances on one database', () => {
       // Exactly one payment for the run, and the stored response is that one.
       const payments = await pg.query<{ id: string }>('SELECT id FROM payments WHERE description = $1', [description]);
       expect(payments.rows.map((r) => r.id)).toEqual([paymentId]);
-      const stored = await pg.query<{ status: number; body: string }>('SELECT status, body FROM idempotency_keys WHERE key = $1', [key]);
+      const stored = await pg.query<{ status: number; body: string }>(`SELECT status, body FROM idempotency_keys WHERE ${keyIs()}`, [key]);
       expect(stored.rows).toHaveLength(1);
       expect(stored.rows[0].status).toBe(201);
       expect(stored.rows[0].body).toBe(original.text);

@@ -1,0 +1,13 @@
+import { keyIdSql } from '../../src/idempotency';
+
+/*
+ * The keys table stores neither scope nor key, only their hash (keyId): these
+ * stand for the `key = $1` a test would write, matching the key under any of
+ * the app's clients (a test's keys are random, so no two clients share one).
+ */
+
+/** SQL condition on idempotency_keys: the row of Idempotency-Key `param`, whichever client holds it. */
+export const keyIs = (param = '$1') => `id IN (SELECT ${keyIdSql('c.id::text', `${param}::text`)} FROM clients c)`;
+
+/** The same for an array of keys. */
+export const keyIn = (param = '$1') => `id IN (SELECT ${keyIdSql('c.id::text', 'k')} FROM clients c, unnest(${param}::text[]) k)`;
