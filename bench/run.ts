@@ -45,6 +45,8 @@ const SETTINGS = {
   raceRounds: env('BENCH_RACE_ROUNDS', 5),
   storageKeys: env('BENCH_STORAGE_KEYS', 100_000),
   storageConcurrency: 20,
+  /** Informational: bytes per key when the stored body is a POST /payments response. */
+  storagePaymentKeys: env('BENCH_STORAGE_PAYMENT_KEYS', 20_000),
   purgeKeys: env('BENCH_PURGE_KEYS', 200_000),
   purgeBaselineMs: env('BENCH_PURGE_BASELINE_MS', 1000),
   purgeRounds: env('BENCH_PURGE_ROUNDS', 3),
@@ -152,6 +154,9 @@ async function main(): Promise<void> {
     );
 
     const stored: StorageResult = await timed('§4 storage', () => storage(harness, SETTINGS.storageKeys, SETTINGS.storageConcurrency));
+    const storedPayments: StorageResult = await timed('§4 storage, payment responses', () =>
+      storage(harness, SETTINGS.storagePaymentKeys, SETTINGS.storageConcurrency, 'payment'),
+    );
     const purged: PurgeBenchResult = await timed('§5 purge', () => purgeBench(harness, SETTINGS.purgeKeys, SETTINGS.purgeBaselineMs, SETTINGS.purgeRounds));
 
     await harness.context.close();
@@ -203,6 +208,7 @@ async function main(): Promise<void> {
       },
       race: raced,
       storage: stored,
+      storagePayments: storedPayments,
       purge: purged,
       chargeBoundary: boundary,
       ratios,
@@ -273,6 +279,7 @@ function report(
     http: { runs: Record<Scenario, HttpRun>; order: Scenario[]; seconds: number; rounds: number };
     race: RaceResult;
     storage: StorageResult;
+    storagePayments: StorageResult;
     purge: PurgeBenchResult;
     chargeBoundary: BoundaryResult;
     ratios: Record<string, number>;
@@ -356,7 +363,9 @@ function report(
   );
 
   const s = r.storage;
-  out.push(`§4 Storage: ${s.keys.toLocaleString('en-US')} completed keys through the store (concurrency ${s.concurrency}, ${fmt(s.keysPerSecond, 0)} keys/s)`);
+  out.push(
+    `§4 Storage: ${s.keys.toLocaleString('en-US')} completed keys through the store (concurrency ${s.concurrency}, ${fmt(s.keysPerSecond, 0)} keys/s; stored bodies ${fmt(s.bodyBytes, 0)} B)`,
+  );
   out.push(
     table(
       ['state', 'bytes/key', 'total MiB', 'heap MiB', 'indexes MiB', 'dead tuples'],
@@ -368,6 +377,11 @@ function report(
         ] as const
       ).map(([name, z]) => [name, fmt(z.bytesPerKey, 1), fmt(z.totalBytes / 2 ** 20), fmt(z.heapBytes / 2 ** 20), fmt(z.indexBytes / 2 ** 20), z.deadTuples]),
     ),
+  );
+  const sp = r.storagePayments;
+  out.push(
+    `info: with POST /payments responses as stored bodies (${fmt(sp.bodyBytes, 0)} B; ${sp.keys.toLocaleString('en-US')} keys): ` +
+      `${fmt(sp.withoutVacuum.bytesPerKey, 1)} bytes/key without VACUUM, ${fmt(sp.afterVacuum.bytesPerKey, 1)} after`,
     '',
   );
 

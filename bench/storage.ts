@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { toPaymentResponse } from '../src/payments/payments.service';
 import { JSON_TYPE, PAYMENT_BODY, StoreHarness } from './lib/app';
 import { round } from './lib/stats';
 
@@ -8,7 +9,29 @@ import { round } from './lib/stats';
  * real store (claim, then the fenced completion in a transaction) by
  * `concurrency` workers. Bytes per key = pg_total_relation_size (heap, TOAST
  * and both indexes) / count, right after the load and after a VACUUM.
+ * With `shape: 'payment'` the stored body is what POST /payments answers (the
+ * app's toPaymentResponse), to say what that shape costs.
  */
+export type BodyShape = 'reference' | 'payment';
+
+function responseBody(shape: BodyShape, amount: number): string {
+  if (shape === 'reference') return JSON.stringify({ id: randomUUID(), amount, currency: 'usd' });
+  return JSON.stringify(
+    toPaymentResponse({
+      id: randomUUID(),
+      order_id: null,
+      status: 'succeeded',
+      amount: String(amount),
+      currency: 'usd',
+      description: null,
+      failure_code: null,
+      amount_refunded: '0',
+      payment_method: 'pm_card_visa',
+      network_charge_id: `pi_${randomUUID().replace(/-/g, '').slice(0, 24)}`,
+      created_at: new Date(),
+    }),
+  );
+}
 export interface Size {
   rows: number;
   totalBytes: number;
@@ -19,6 +42,9 @@ export interface Size {
 }
 
 export interface StorageResult {
+  shape: BodyShape;
+  /** Mean length of the stored bodies, bytes. */
+  bodyBytes: number;
   keys: number;
   concurrency: number;
   loadSeconds: number;
@@ -49,9 +75,10 @@ async function size(h: StoreHarness): Promise<Size> {
   };
 }
 
-export async function storage(h: StoreHarness, keys: number, concurrency: number): Promise<StorageResult> {
+export async function storage(h: StoreHarness, keys: number, concurrency: number, shape: BodyShape = 'reference'): Promise<StorageResult> {
   await h.dataSource.query('TRUNCATE idempotency_keys');
   let issued = 0;
+  let bodyBytes = 0;
   const started = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -60,7 +87,8 @@ export async function storage(h: StoreHarness, keys: number, concurrency: number
         const amount = 100 + Math.floor(Math.random() * 99_900);
         const claim = await h.store.claim(h.request(randomUUID(), { ...PAYMENT_BODY, amount }));
         if (claim.kind !== 'claimed') throw new Error(`storage: expected a claim, got ${claim.kind}`);
-        const body = JSON.stringify({ id: randomUUID(), amount, currency: 'usd' });
+        const body = responseBody(shape, amount);
+        bodyBytes += Buffer.byteLength(body);
         await h.complete(claim.owner, { status: 201, body, contentType: JSON_TYPE });
       }
     }),
@@ -78,6 +106,8 @@ export async function storage(h: StoreHarness, keys: number, concurrency: number
   await h.dataSource.query('VACUUM FULL idempotency_keys');
   const afterVacuumFull = await size(h);
   return {
+    shape,
+    bodyBytes: round(bodyBytes / keys, 1),
     keys,
     concurrency,
     loadSeconds: round(loadSeconds, 2),
