@@ -15,7 +15,7 @@
 // with its version range taken from the root package.json; anything else that
 // is not a node: builtin stops the script. So the list cannot drift from the code.
 //
-// Usage: npm run pack:library   (= nest build && node scripts/pack-library.mjs)
+// Usage: npm run pack:library   (= nest build && node scripts/pack-library.mjs [--out DIR])
 // Prints the absolute path of the .tgz as its last line.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,7 +25,9 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BUILT = join(ROOT, 'dist', 'src', 'idempotency');
-const OUT = join(ROOT, '.pack');
+// `--out DIR` packs into another folder (the root's example-app suite packs into a temp one).
+const outArg = process.argv.indexOf('--out');
+const OUT = outArg > 0 && process.argv[outArg + 1] ? resolve(process.argv[outArg + 1]) : join(ROOT, '.pack');
 const STAGE = join(OUT, 'safe-retries');
 
 /**
