@@ -26,7 +26,7 @@ function run(command: string, args: string[], cwd: string, extraEnv: Record<stri
     if (!/^(npm_|JEST_|NODE_OPTIONS$|INIT_CWD$)/i.test(k)) env[k] = v;
   }
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, env: { ...env, CI: 'true', ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { cwd, env: { ...env, CI: 'true', FORCE_COLOR: '0', ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
