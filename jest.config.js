@@ -17,6 +17,10 @@ module.exports = {
   rootDir: __dirname,
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.spec.ts'],
+  // The example app has its own package.json, jest config and node_modules: test/library
+  // runs its tests there, against the packed package; the root's jest never loads it.
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/examples/'],
+  modulePathIgnorePatterns: ['<rootDir>/examples/', '<rootDir>/.pack/'],
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', swc] },
   transformIgnorePatterns: ['/node_modules/(?!(@nestjs)/)'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',

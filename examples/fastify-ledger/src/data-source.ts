@@ -1,0 +1,31 @@
+import { IdempotencyKeyEntity, idempotencyMigrations } from 'safe-retries';
+import { DataSource, DataSourceOptions } from 'typeorm';
+import { LedgerEntry } from './ledger-entry.entity';
+import { CreateLedgerEntries1766000000000 } from './migrations/1766000000000-CreateLedgerEntries';
+
+/**
+ * The app's one database configuration, used by the Nest app (TypeOrmModule) and by
+ * `npm run migrate` alike. The library's migrations run among the app's own, in
+ * timestamp order; the classes are listed (no glob), so they load under jest too.
+ */
+export function ledgerDataSourceOptions(url = process.env.DATABASE_URL): DataSourceOptions {
+  if (!url) throw new Error('DATABASE_URL is not set (postgres://user:password@host:5432/database)');
+  return {
+    type: 'postgres',
+    url,
+    entities: [LedgerEntry, IdempotencyKeyEntity],
+    migrations: [...idempotencyMigrations, CreateLedgerEntries1766000000000],
+    migrationsTransactionMode: 'each',
+  };
+}
+
+/** Runs the pending migrations (the library's and the app's) on the database at `url`. */
+export async function migrate(url?: string): Promise<string[]> {
+  const dataSource = new DataSource(ledgerDataSourceOptions(url));
+  await dataSource.initialize();
+  try {
+    return (await dataSource.runMigrations()).map((m) => m.name);
+  } finally {
+    await dataSource.destroy();
+  }
+}
