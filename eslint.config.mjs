@@ -22,6 +22,24 @@ export default tseslint.config(
     },
   },
   {
+    // The app uses the idempotency module as an installed app would: through its public entry
+    // (src/idempotency/index.ts, the package root `safe-retries`), and the module imports
+    // nothing of the app.
+    files: ['src/**/*.ts'],
+    ignores: ['src/idempotency/**'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/idempotency/*'], message: "Import from the module's public entry ('../idempotency')." }] }],
+    },
+  },
+  {
+    files: ['src/idempotency/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../*'], message: 'The idempotency module imports nothing from the app.' }] }] },
+  },
+  {
+    files: ['src/idempotency/*/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../../*'], message: 'The idempotency module imports nothing from the app.' }] }] },
+  },
+  {
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },
