@@ -30,7 +30,7 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
   return new FastifyAdapter({
     bodyLimit: config.bodyLimitBytes,
     // `/orders/` is `/orders`, as it was on Express (paths stay case-sensitive: Fastify's default).
-    ignoreTrailingSlash: true,
+    routerOptions: { ignoreTrailingSlash: true },
     // The request id of the logs and of X-Request-Id (pino-http takes the request's own).
     genReqId: newRequestId,
     requestIdHeader: false,
