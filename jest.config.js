@@ -22,7 +22,9 @@ module.exports = {
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/examples/'],
   modulePathIgnorePatterns: ['<rootDir>/examples/', '<rootDir>/.pack/'],
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', swc] },
-  transformIgnorePatterns: ['/node_modules/(?!(@nestjs)/)'],
+  // ESM-only packages are transformed too: Nest's, and the content-disposition 2 of @fastify/static
+  // (which Swagger UI needs on Fastify), wherever it is nested.
+  transformIgnorePatterns: ['^(?!.*/node_modules/(@nestjs|content-disposition)/).*/node_modules/'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 2,

@@ -1,9 +1,9 @@
 import { Body, Controller, Module, Post, Res } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import type { Response } from 'express';
 import { AuthenticatedClient } from '../src/auth/authenticated-client';
 import { CurrentClient } from '../src/auth/current-client.decorator';
+import type { ResponseHeaders } from '../src/common/http';
 import { Idempotent, Operation, PhasedOperation } from '../src/idempotency';
 import { IdempotencyStore } from '../src/idempotency/idempotency.store';
 import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
@@ -46,10 +46,10 @@ export class UnprotectedPaymentsController {
   async create(
     @CurrentClient() client: AuthenticatedClient,
     @Body() dto: CreatePaymentDto,
-    @Res({ passthrough: true }) res: Response,
+    @Res({ passthrough: true }) res: ResponseHeaders,
   ): Promise<PaymentResponse> {
     const payment = await this.payments.create(client.id, dto, this.operation(client.id));
-    res.status(201).location(`/payments/${payment.id}`);
+    res.header('Location', `/payments/${payment.id}`); // 201: a POST's default status
     return payment;
   }
 
@@ -57,11 +57,11 @@ export class UnprotectedPaymentsController {
   async createPoolBound(
     @CurrentClient() client: AuthenticatedClient,
     @Body() dto: CreatePaymentDto,
-    @Res({ passthrough: true }) res: Response,
+    @Res({ passthrough: true }) res: ResponseHeaders,
   ): Promise<PaymentResponse> {
     // Every phase joins this outer transaction (the default propagation).
     const payment = await this.txHost.withTransaction(() => this.payments.create(client.id, dto, this.operation(client.id)));
-    res.status(201).location(`/payments/${payment.id}`);
+    res.header('Location', `/payments/${payment.id}`); // 201: a POST's default status
     return payment;
   }
 }

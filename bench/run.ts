@@ -348,7 +348,7 @@ function report(
   );
 
   out.push(
-    `§3 HTTP throughput: 20 connections, ${r.http.seconds} s per route in ${r.http.rounds} interleaved slices (autocannon, CARD_NETWORK_DELAY=0, LOG_LEVEL=warn)`,
+    `§3 HTTP throughput: 20 connections, ${r.http.seconds} s per route in ${r.http.rounds} interleaved slices (autocannon, CARD_NETWORK_DELAY=0, LOG_LEVEL=${process.env.BENCH_LOG_LEVEL ?? 'warn'})`,
   );
   out.push(
     table(

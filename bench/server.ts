@@ -1,8 +1,8 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import { NestExpressApplication } from '@nestjs/platform-express';
+import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppModule } from '../src/app.module';
-import { configureApp } from '../src/app.setup';
+import { configureApp, createHttpAdapter } from '../src/app.setup';
 import { BenchModule } from './bench.module';
 import { benchConfig } from './lib/app';
 
@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   const config = benchConfig(databaseUrl, JSON.parse(process.env.BENCH_APP_ENV ?? '{}') as Record<string, string>);
   const root = AppModule.register({ config, databaseUrl });
   root.imports = [...(root.imports ?? []), BenchModule];
-  const app = await NestFactory.create<NestExpressApplication>(root, { bodyParser: false, bufferLogs: true });
+  const app = await NestFactory.create<NestFastifyApplication>(root, createHttpAdapter(config), { bodyParser: false, bufferLogs: true });
   configureApp(app, config);
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };

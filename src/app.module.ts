@@ -31,6 +31,8 @@ export class AppModule implements NestModule {
       imports: [
         AppConfigModule.forRoot(config),
         LoggerModule.forRoot({
+          // nestjs-pino's default route pattern ('{/*splat}') is never matched on Fastify: '*path' is, like the app's own middleware.
+          forRoutes: ['*path'],
           pinoHttp: {
             level: config.logLevel,
             genReqId: requestId,
@@ -55,7 +57,7 @@ export class AppModule implements NestModule {
             lease: config.idempotency.leaseMs,
             retention: config.idempotency.retentionMs,
             claimPoolSize: config.idempotency.claimPoolSize,
-            scope: (req) => (req as RequestWithClient).client?.id,
+            scope: (req) => (req as Pick<RequestWithClient, 'client'>).client?.id,
             registry: metrics.registry,
             purge: {
               enabled: config.idempotency.purge.enabled,

@@ -1,37 +1,83 @@
-import { INestApplication } from '@nestjs/common';
-import { json } from 'express';
-import helmet from 'helmet';
-import type { Express, NextFunction, Request, Response } from 'express';
-import type { Server } from 'node:http';
-import type { Duplex } from 'node:stream';
-import { NestExpressApplication } from '@nestjs/platform-express';
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import type { FastifyInstance } from 'fastify';
 import { Logger } from 'nestjs-pino';
 import { FailedAuthLimiter } from './auth/failed-auth.limiter';
-import { refuseDeepJson } from './common/json-depth';
+import { HttpRequest, Next } from './common/http';
+import { parseJsonBody } from './common/json-depth';
+import { ProblemException } from './common/problem';
 import { ProblemDetailsFilter } from './common/problem-details.filter';
+import { newRequestId } from './common/request-id';
 import { createValidationPipe } from './common/validation.pipe';
 import { AppConfig } from './config/config';
 import { IDEMPOTENCY_OPTIONS, applyIdempotencyPolicy, policyMarkdown } from './idempotency';
 import type { ResolvedIdempotencyOptions } from './idempotency';
+import { observeHttpRequests } from './metrics/http-metrics.hook';
+import { MetricsService } from './metrics/metrics.service';
+
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
+const UNSUPPORTED_CHARSET = () =>
+  new ProblemException({ status: 415, code: 'unsupported_media_type', title: 'Unsupported Media Type', detail: 'Send the request body as UTF-8.' });
+
+/**
+ * The HTTP platform of the app: Fastify, with the body limit, the request ids
+ * and the answer to malformed HTTP that must be set when the instance is made.
+ * main.ts, the tests and the bench all start from it.
+ */
+export function createHttpAdapter(config: AppConfig): FastifyAdapter {
+  return new FastifyAdapter({
+    bodyLimit: config.bodyLimitBytes,
+    // `/orders/` is `/orders`, as it was on Express (paths stay case-sensitive: Fastify's default).
+    routerOptions: { ignoreTrailingSlash: true },
+    // The request id of the logs and of X-Request-Id (pino-http takes the request's own).
+    genReqId: newRequestId,
+    requestIdHeader: false,
+    clientErrorHandler: answerMalformedRequestWithProblem,
+  });
+}
 
 /**
  * Everything main.ts does to the app besides listening, shared with the tests so
- * they exercise the same pipeline: body limit, validation, problem+json errors,
- * CORS, OpenAPI.
+ * they exercise the same pipeline: security headers, failed-auth limiter, body
+ * limit and JSON checks, validation, problem+json errors, metrics, CORS, OpenAPI.
  */
-export function configureApp(app: NestExpressApplication, config: AppConfig): INestApplication {
+export function configureApp(app: NestFastifyApplication, config: AppConfig): NestFastifyApplication {
+  const fastify = app.getHttpAdapter().getInstance();
   app.useLogger(app.get(Logger));
-  app.use(securityHeaders());
-  // Before the body parser: an address over its failed-auth budget costs no body read and no query.
+  // Before any middleware (Nest runs them in a request hook ahead of middie), for 404s and
+  // the router's own 400s too. Payments data must not be kept by a browser or a proxy (the
+  // no-store below); nothing may frame the API or the docs; the CSP is the strictest the
+  // Swagger UI at /docs works with (its scripts are served from here, its styles are
+  // inline, its icons data: URIs).
+  app.useSecurityHeaders({
+    contentSecurityPolicy: { useDefaults: true, directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },
+    xFrameOptions: { action: 'deny' },
+  });
+  app.use((req: HttpRequest, res: ServerResponse, next: Next) => {
+    res.setHeader('Cache-Control', 'no-store');
+    if (req.id) res.setHeader('X-Request-Id', req.id);
+    next();
+  });
+  // Before the body is read (middleware runs in Fastify's onRequest): an address over its
+  // failed-auth budget costs no body read and no query.
   app.use(app.get(FailedAuthLimiter).middleware());
-  // Size and depth are checked on the raw bytes, before the body is parsed or anything walks it
-  // (express.json directly: Nest's useBodyParser keeps `verify` for its rawBody option).
-  app.use(json({ limit: config.bodyLimitBytes, verify: refuseDeepJson() }));
+  // Size (bodyLimit) and depth are checked on the raw bytes, before the body is parsed or anything walks it.
+  fastify.removeContentTypeParser('application/json');
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    try {
+      // The depth is counted on UTF-8 bytes and the text decoded as UTF-8: another charset is refused.
+      const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1].toLowerCase();
+      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw UNSUPPORTED_CHARSET();
+      done(null, parseJsonBody(body as Buffer));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
   app.useGlobalPipes(createValidationPipe());
   app.useGlobalFilters(new ProblemDetailsFilter());
-  app.set('x-powered-by', false);
-  app.set('etag', false);
+  observeHttpRequests(fastify, app.get(MetricsService));
   if (config.corsOrigins.length) {
     app.enableCors({
       origin: config.corsOrigins,
@@ -40,56 +86,32 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): IN
       maxAge: 600,
     });
   }
-  setupOpenApi(app);
-  answerMalformedRequestsWithProblems(app);
+  setupOpenApi(app, fastify);
   return app;
 }
 
 /**
- * Headers of every response. Payments data must not be kept by a browser or a
- * proxy (Cache-Control: no-store); nothing may frame the API or the docs; the
- * CSP is the strictest the Swagger UI at /docs works with (its scripts are
- * served from here, its styles are inline, its icons data: URIs).
- */
-function securityHeaders() {
-  const headers = helmet({
-    contentSecurityPolicy: {
-      useDefaults: true,
-      directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null },
-    },
-    frameguard: { action: 'deny' },
-  });
-  return (req: Request, res: Response, next: NextFunction) => {
-    res.setHeader('Cache-Control', 'no-store');
-    headers(req, res, next);
-  };
-}
-
-/**
  * Requests Node's HTTP parser refuses (a control character in a header, a
- * broken request line) never reach Nest; answer them as problem+json too.
+ * broken request line) never reach a route; answer them as problem+json too.
  */
-function answerMalformedRequestsWithProblems(app: NestExpressApplication): void {
-  const server = app.getHttpServer() as Server;
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    if (!socket.writable || !error.code?.startsWith('HPE_')) {
-      socket.destroy();
-      return;
-    }
-    const body = JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request is not valid HTTP.', code: 'bad_request' });
-    socket.end(
-      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  });
+function answerMalformedRequestWithProblem(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable || !error.code?.startsWith('HPE_')) {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request is not valid HTTP.', code: 'bad_request' });
+  socket.end(
+    `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
-function setupOpenApi(app: NestExpressApplication): void {
+function setupOpenApi(app: NestFastifyApplication, fastify: FastifyInstance): void {
   const policy = app.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
   const markdown = policyMarkdown(policy);
   // The policy page is the `type` of every idempotency problem; it needs no key.
-  (app.getHttpAdapter().getInstance() as Express).get(policy.policyUrl, (_req, res) => {
-      res.type('text/markdown; charset=utf-8').send(markdown);
-    });
+  fastify.get(policy.policyUrl, (_request, reply) => {
+    void reply.type('text/markdown; charset=utf-8').send(markdown);
+  });
   const document = applyIdempotencyPolicy(SwaggerModule.createDocument(
     app,
     new DocumentBuilder()

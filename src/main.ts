@@ -2,8 +2,8 @@ import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { existsSync } from 'node:fs';
 import { NestFactory } from '@nestjs/core';
-import { NestExpressApplication } from '@nestjs/platform-express';
-import { configureApp } from './app.setup';
+import { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { configureApp, createHttpAdapter } from './app.setup';
 import { AppModule } from './app.module';
 import { ClientsService } from './auth/clients.service';
 import { ConfigError, loadConfig } from './config/config';
@@ -20,9 +20,9 @@ async function main(): Promise<void> {
   refuseUnsafeProductionConfig(config);
   const database = await openDatabase(config, (m) => console.log(JSON.stringify({ level: 30, context: 'Database', msg: m })));
 
-  let app: NestExpressApplication;
+  let app: NestFastifyApplication;
   try {
-    app = await NestFactory.create<NestExpressApplication>(AppModule.register({ config, databaseUrl: database.url }), {
+    app = await NestFactory.create<NestFastifyApplication>(AppModule.register({ config, databaseUrl: database.url }), createHttpAdapter(config), {
       bodyParser: false,
       bufferLogs: true,
     });

@@ -20,7 +20,8 @@ export const PAYMENT_BODY = { amount: 1000, currency: 'usd', source: 'tok_visa' 
 export function benchConfig(databaseUrl: string, overrides: Record<string, string> = {}): AppConfig {
   return loadConfig({
     DATABASE_URL: databaseUrl,
-    LOG_LEVEL: 'warn',
+    // BENCH_LOG_LEVEL (e.g. info) measures what request logging costs.
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
     API_KEYS: `${BENCH_CLIENT.name}:${BENCH_CLIENT.key}`,
     IDEMPOTENCY_PURGE_ENABLED: 'false',
     CARD_NETWORK_DELAY: '0ms',

@@ -1,8 +1,15 @@
 import { ExecutionContext, createParamDecorator } from '@nestjs/common';
-import type { Request } from 'express';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
 import { AuthenticatedClient } from './authenticated-client';
 
-export type RequestWithClient = Request & { client?: AuthenticatedClient };
+/** A route's request on either platform (a Fastify request, an Express one), with the client ApiKeyGuard set. */
+export interface RequestWithClient {
+  headers: IncomingHttpHeaders;
+  ip?: string;
+  socket: Socket;
+  client?: AuthenticatedClient;
+}
 
 /** The authenticated client of the request (set by ApiKeyGuard). */
 export const CurrentClient = createParamDecorator((_data: unknown, ctx: ExecutionContext): AuthenticatedClient => {

@@ -1,7 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import type { NextFunction, Request, Response } from 'express';
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { PROBLEM_CONTENT_TYPE, problems } from '../common/problem';
+import { HttpRequest, Next, sendProblem } from '../common/http';
+import { problems } from '../common/problem';
 import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
 import { bearerToken } from './api-key';
@@ -52,23 +54,24 @@ export class FailedAuthLimiter {
     }
   }
 
-  /** The express middleware that refuses an address over its budget (see the class comment). */
+  /** The middleware that refuses an address over its budget (see the class comment). */
   middleware() {
-    return (req: Request, res: Response, next: NextFunction): void => {
+    return (req: HttpRequest, res: ServerResponse, next: Next): void => {
       const address = remoteAddress(req);
       this.blockedFor(address).then((seconds) => {
         if (seconds === undefined) return next();
         const key = bearerToken(req.headers.authorization);
         if (key && this.clients.isKnownKey(key)) return next();
-        const problem = problems.rateLimited(seconds, 'Too many failed authentications from this address. Retry after Retry-After seconds.');
-        for (const [name, value] of Object.entries(problem.headers)) res.setHeader(name, value);
-        res.status(429).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem.toBody()));
+        sendProblem(res, problems.rateLimited(seconds, 'Too many failed authentications from this address. Retry after Retry-After seconds.'));
       }, next);
     };
   }
 }
 
-/** The peer's address (express's req.ip honours `trust proxy`, which this app leaves off). */
-export function remoteAddress(req: Request): string {
+/**
+ * The peer's address: the platform's `ip` (Fastify's, copied to the Node request
+ * for middleware; it would honour `trustProxy`, which this app leaves off), else the socket's.
+ */
+export function remoteAddress(req: { ip?: string; socket: Socket }): string {
   return req.ip ?? req.socket.remoteAddress ?? 'unknown';
 }

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ProblemException } from './problem';
 
 /**
  * The deepest JSON body accepted. Our bodies nest three levels (an order's
@@ -7,9 +7,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
  * 10 KB of `[[[[…` used to end in a 500.
  */
 export const MAX_JSON_DEPTH = 32;
-
-/** The `type` of the body-parser error raised for a too-deep body (see ProblemDetailsFilter). */
-export const JSON_TOO_DEEP = 'entity.too.deep';
 
 /** The nesting depth of a JSON text, counted on its bytes (structural characters are ASCII in UTF-8); stops past `limit`. */
 export function jsonDepth(body: Buffer, limit = Infinity): number {
@@ -32,14 +29,23 @@ export function jsonDepth(body: Buffer, limit = Infinity): number {
   return max;
 }
 
+const invalidJson = (detail: string) => new ProblemException({ status: 400, code: 'invalid_json', title: 'Invalid JSON', detail });
+
 /**
- * body-parser's `verify` hook: it runs on the raw bytes before JSON.parse, so a
- * too-deep body is refused (400 invalid_json) before anything walks it.
+ * A JSON request body from its raw bytes: the depth is checked before
+ * JSON.parse, so a too-deep body is refused (400 invalid_json) before anything
+ * walks it. As a JSON body parser in strict mode: an empty body is `{}`, and
+ * only an object or an array is accepted at the top.
  */
-export function refuseDeepJson(maxDepth = MAX_JSON_DEPTH) {
-  return (_req: IncomingMessage, _res: ServerResponse, body: Buffer): void => {
-    if (jsonDepth(body, maxDepth) > maxDepth) {
-      throw Object.assign(new Error(`The request body nests deeper than ${maxDepth} levels.`), { status: 400, type: JSON_TOO_DEEP });
-    }
-  };
+export function parseJsonBody(body: Buffer, maxDepth = MAX_JSON_DEPTH): unknown {
+  let start = 0;
+  while (start < body.length && (body[start] === 0x20 || body[start] === 0x09 || body[start] === 0x0a || body[start] === 0x0d)) start++;
+  if (start === body.length) return {};
+  if (body[start] !== 0x7b && body[start] !== 0x5b) throw invalidJson('The request body is not valid JSON.');
+  if (jsonDepth(body, maxDepth) > maxDepth) throw invalidJson(`The request body nests deeper than ${maxDepth} levels.`);
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    throw invalidJson('The request body is not valid JSON.');
+  }
 }

@@ -1,8 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
-import type { Request, Response } from 'express';
 import { isDatabaseUnavailable } from '../database/database-errors';
-import { JSON_TOO_DEEP, MAX_JSON_DEPTH } from './json-depth';
-import { PROBLEM_CONTENT_TYPE, ProblemException, problems } from './problem';
+import { AnyResponse, nodeResponse, sendProblem } from './http';
+import { ProblemException, problems } from './problem';
 
 const CODES_BY_STATUS: Record<number, string> = {
   400: 'bad_request',
@@ -28,49 +27,43 @@ export class ProblemDetailsFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const http = host.switchToHttp();
-    const req = http.getRequest<Request & { id?: string }>();
-    const res = http.getResponse<Response>();
-    const problem = this.toProblem(exception, req);
+    // A Fastify request (in a route) or a Node one (in middleware); the request id is on the Node one.
+    const req = http.getRequest<{ id?: unknown; raw?: { id?: unknown } }>();
+    const res = http.getResponse<AnyResponse>();
+    const id = (req.raw ?? req).id;
+    const problem = this.toProblem(exception, typeof id === 'string' ? id : undefined);
 
-    if (res.headersSent) {
+    if (nodeResponse(res).headersSent) {
       // The response is already on its way (a replay streaming, a client gone).
-      res.end();
+      nodeResponse(res).end();
       return;
     }
-    for (const [name, value] of Object.entries(problem.headers)) res.setHeader(name, value);
-    res.status(problem.problem.status).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem.toBody()));
+    sendProblem(res, problem);
   }
 
-  private toProblem(exception: unknown, req: Request & { id?: string }): ProblemException {
+  private toProblem(exception: unknown, requestId: string | undefined): ProblemException {
     if (exception instanceof ProblemException) return exception;
     if (exception instanceof HttpException) return this.fromHttpException(exception);
+    const clientError = frameworkClientError(exception);
+    if (clientError) return this.fromStatus(clientError.statusCode, clientError.message);
     if (isDatabaseUnavailable(exception)) {
-      this.logger.warn({ requestId: req.id, err: describe(exception) }, 'database unavailable');
+      this.logger.warn({ requestId, err: describe(exception) }, 'database unavailable');
       return problems.serviceUnavailable();
     }
-    this.logger.error({ requestId: req.id, err: describeForLog(exception) }, 'unhandled error');
+    this.logger.error({ requestId, err: describeForLog(exception) }, 'unhandled error');
     return problems.internal();
   }
 
   private fromHttpException(exception: HttpException): ProblemException {
-    const status = exception.getStatus();
-    const cause = exception.cause as { type?: unknown } | undefined;
-    if (status === HttpStatus.BAD_REQUEST && cause?.type === 'entity.parse.failed') {
-      return new ProblemException({
-        status,
-        code: 'invalid_json',
-        title: 'Invalid JSON',
-        detail: 'The request body is not valid JSON.',
-      });
-    }
-    if (status === HttpStatus.BAD_REQUEST && cause?.type === JSON_TOO_DEEP) {
-      return new ProblemException({
-        status,
-        code: 'invalid_json',
-        title: 'Invalid JSON',
-        detail: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`,
-      });
-    }
+    const response = exception.getResponse();
+    const message =
+      typeof response === 'object' && response !== null && 'message' in response
+        ? String((response as { message: unknown }).message)
+        : exception.message;
+    return this.fromStatus(exception.getStatus(), message);
+  }
+
+  private fromStatus(status: number, message: string): ProblemException {
     if (status === HttpStatus.PAYLOAD_TOO_LARGE) {
       return new ProblemException({
         status,
@@ -80,11 +73,6 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       });
     }
     if (status === HttpStatus.SERVICE_UNAVAILABLE) return problems.serviceUnavailable();
-    const response = exception.getResponse();
-    const message =
-      typeof response === 'object' && response !== null && 'message' in response
-        ? String((response as { message: unknown }).message)
-        : exception.message;
     const code = CODES_BY_STATUS[status] ?? (status >= 500 ? 'internal_error' : 'error');
     return new ProblemException({
       status,
@@ -93,6 +81,18 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       detail: status >= 500 ? 'An unexpected error occurred.' : message,
     });
   }
+}
+
+/**
+ * A request Fastify itself refused before any handler (a body over the limit,
+ * a Content-Length that does not match the body, ...): its errors carry an
+ * `FST_` code and a 4xx `statusCode`.
+ */
+function frameworkClientError(error: unknown): { statusCode: number; message: string } | undefined {
+  const e = error as { code?: unknown; statusCode?: unknown; message?: unknown } | null;
+  if (!(error instanceof Error) || typeof e?.code !== 'string' || !e.code.startsWith('FST_')) return undefined;
+  const status = e.statusCode;
+  return typeof status === 'number' && status >= 400 && status < 500 ? { statusCode: status, message: String(e.message) } : undefined;
 }
 
 /**

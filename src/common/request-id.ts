@@ -8,9 +8,14 @@ const ACCEPTABLE = /^[A-Za-z0-9._:-]{1,128}$/;
  * short, plain token (anything else could inject into logs), otherwise a UUID.
  * It is echoed back and attached to every log line of the request.
  */
-export function requestId(req: IncomingMessage, res: ServerResponse): string {
+export function newRequestId(req: IncomingMessage): string {
   const incoming = req.headers['x-request-id'];
-  const id = typeof incoming === 'string' && ACCEPTABLE.test(incoming) ? incoming : randomUUID();
+  return typeof incoming === 'string' && ACCEPTABLE.test(incoming) ? incoming : randomUUID();
+}
+
+/** pino-http's `genReqId`, for a request the platform gave no id (Fastify gives one: newRequestId, see app.setup.ts). */
+export function requestId(req: IncomingMessage, res: ServerResponse): string {
+  const id = newRequestId(req);
   res.setHeader('X-Request-Id', id);
   return id;
 }

@@ -1,17 +1,13 @@
-import { Global, MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
-import { HttpMetricsMiddleware } from './http-metrics.middleware';
+import { Global, Module } from '@nestjs/common';
 import { MetricsController } from './metrics.controller';
 import { MetricsServer } from './metrics.server';
 import { MetricsService } from './metrics.service';
 
+/** The HTTP histogram is fed by a Fastify hook that configureApp registers (./http-metrics.hook.ts). */
 @Global()
 @Module({
   controllers: [MetricsController],
   providers: [MetricsService, MetricsServer],
   exports: [MetricsService],
 })
-export class MetricsModule implements NestModule {
-  configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(HttpMetricsMiddleware).forRoutes('*path');
-  }
-}
+export class MetricsModule {}

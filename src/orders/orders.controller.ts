@@ -1,8 +1,8 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
-import type { Response } from 'express';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
+import type { ResponseHeaders } from '../common/http';
 import { ApiProblems } from '../common/openapi';
 import { PageQueryDto } from '../common/pagination';
 import { ParseIdPipe } from '../common/parse-id.pipe';
@@ -24,10 +24,10 @@ export class OrdersController {
   async create(
     @CurrentClient() client: AuthenticatedClient,
     @Body() dto: CreateOrderDto,
-    @Res({ passthrough: true }) res: Response,
+    @Res({ passthrough: true }) res: ResponseHeaders,
   ): Promise<OrderResponse> {
     const order = await this.orders.create(client.id, dto);
-    res.location(`/orders/${order.id}`);
+    res.header('Location', `/orders/${order.id}`);
     return order;
   }
 

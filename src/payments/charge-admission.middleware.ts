@@ -1,6 +1,7 @@
 import { Inject, Injectable, NestMiddleware } from '@nestjs/common';
-import type { NextFunction, Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Gauge } from 'prom-client';
+import type { Next } from '../common/http';
 import { problems } from '../common/problem';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
@@ -42,7 +43,7 @@ export class ChargeAdmissionMiddleware implements NestMiddleware {
     });
   }
 
-  use(req: Request, res: Response, next: NextFunction): void {
+  use(req: IncomingMessage, res: ServerResponse, next: Next): void {
     if (this.limit === 0 || req.method !== 'POST') return next();
     let released = false;
     const release = () => {

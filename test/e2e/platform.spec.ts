@@ -52,6 +52,11 @@ describe('platform (e2e)', () => {
     await http().delete('/payments').set(t.auth()).expect(404);
   });
 
+  it('routes a path with a trailing slash like the path', async () => {
+    await http().get('/orders/').set(t.auth()).expect(200);
+    await http().get('/health/').expect(200);
+  });
+
   it('serves Prometheus metrics with the HTTP histogram by route and status', async () => {
     await http().get('/orders').set(t.auth()).expect(200);
     const text = (await http().get('/metrics').set(metricsAuth()).expect(200)).text;

@@ -1,9 +1,9 @@
 import { DynamicModule, ForwardReference, INestApplication, Provider, Type } from '@nestjs/common';
-import { NestExpressApplication } from '@nestjs/platform-express';
+import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
-import { configureApp } from '../../src/app.setup';
+import { configureApp, createHttpAdapter } from '../../src/app.setup';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { TestDatabase, createTestDatabase } from './database';
 
@@ -61,7 +61,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     else if (o.useFactory) builder = b.useFactory({ factory: o.useFactory, inject: o.inject });
   }
   const moduleRef = await builder.compile();
-  const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, bufferLogs: true });
+  const app = moduleRef.createNestApplication<NestFastifyApplication>(createHttpAdapter(config), { bodyParser: false, bufferLogs: true });
   configureApp(app, config);
   let url: string | undefined;
   if (options.listen) {
@@ -70,6 +70,8 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     url = url.replace('[::1]', '127.0.0.1');
   } else {
     await app.init();
+    // Supertest sends to the Node server: Fastify must have loaded its plugins and routes first.
+    await app.getHttpAdapter().getInstance().ready();
   }
   const dataSource = app.get(DataSource);
   return {

@@ -15,11 +15,11 @@ describe('ProblemDetailsFilter logging of 500s', () => {
     const logged: unknown[] = [];
     const spy = jest.spyOn(Logger.prototype, 'error').mockImplementation((message: unknown) => void logged.push(message));
     const sent: { status?: number; body?: string } = {};
+    // A Fastify reply, what the filter gets in a route.
     const res = {
-      headersSent: false,
-      setHeader: () => res,
-      status: (s: number) => ((sent.status = s), res),
-      type: () => res,
+      raw: { headersSent: false },
+      header: () => res,
+      code: (s: number) => ((sent.status = s), res),
       send: (b: string) => ((sent.body = b), res),
     };
     const host = {

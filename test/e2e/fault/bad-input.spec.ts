@@ -59,6 +59,7 @@ describe('bad input (e2e)', () => {
     ['quoted key with a bad escape', () => AUTH() + JSON_TYPE + 'Idempotency-Key: "a\\nb"\r\n', undefined, 400, 'idempotency_key_invalid'],
     ['invalid JSON', () => AUTH() + JSON_TYPE + `Idempotency-Key: ${randomUUID()}\r\n`, '{"amount": 100,', 400, 'invalid_json'],
     ['wrong Content-Type', () => AUTH() + 'Content-Type: text/plain\r\n' + `Idempotency-Key: ${randomUUID()}\r\n`, 'amount=100', 415, 'unsupported_media_type'],
+    ['a charset other than UTF-8', () => AUTH() + 'Content-Type: application/json; charset=utf-16le\r\n' + `Idempotency-Key: ${randomUUID()}\r\n`, Buffer.from(JSON.stringify(paymentBody()), 'utf16le'), 415, 'unsupported_media_type'],
     ['body over the limit', () => AUTH() + JSON_TYPE + `Idempotency-Key: ${randomUUID()}\r\n`, JSON.stringify(paymentBody({ description: 'x'.repeat(2000) })), 413, 'payload_too_large'],
     ['missing auth', () => JSON_TYPE + `Idempotency-Key: ${randomUUID()}\r\n`, undefined, 401, 'unauthorized'],
     ['wrong auth', () => 'Authorization: Bearer sk_not_a_real_key_at_all\r\n' + JSON_TYPE + `Idempotency-Key: ${randomUUID()}\r\n`, undefined, 401, 'unauthorized'],

@@ -3,10 +3,10 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
-import type { Request, Response } from 'express';
 import { DataSource } from 'typeorm';
 import { CurrentClient } from '../../../src/auth/current-client.decorator';
 import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
+import type { ResponseHeaders } from '../../../src/common/http';
 import { BusinessOutcomeException } from '../../../src/common/problem';
 import { Idempotent } from '../../../src/idempotency/idempotent.decorator';
 
@@ -41,7 +41,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class DemoController {
   constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
 
-  private async create(client: AuthenticatedClient, dto: CreateWidgetDto, res: Response) {
+  private async create(client: AuthenticatedClient, dto: CreateWidgetDto, res: ResponseHeaders) {
     const [row] = await this.txHost.tx.query<{ id: string; created_at: Date }[]>(
       'INSERT INTO demo_widgets (client_id, name) VALUES ($1, $2) RETURNING id, created_at',
       [client.id, dto.name],
@@ -51,44 +51,44 @@ export class DemoController {
     if (dto.fail === 'declined') {
       throw new BusinessOutcomeException({ status: 402, code: 'card_declined', title: 'Card Declined', detail: `widget ${row.id} declined` });
     }
-    res.location(`/demo/widgets/${row.id}`);
+    res.header('Location', `/demo/widgets/${row.id}`);
     return { id: row.id, name: dto.name, zeta: 1, alpha: 2, created_at: row.created_at };
   }
 
   @Post('widgets')
   @Idempotent()
-  widgets(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
+  widgets(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: ResponseHeaders) {
     return this.create(client, dto, res);
   }
 
   @Post('short-lease')
   @Idempotent({ lease: '300ms' })
-  shortLease(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
+  shortLease(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: ResponseHeaders) {
     return this.create(client, dto, res);
   }
 
   @Post('waiting')
   @Idempotent({ wait: '5s' })
-  waiting(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
+  waiting(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: ResponseHeaders) {
     return this.create(client, dto, res);
   }
 
   @Post('short-wait')
   @Idempotent({ wait: '300ms' })
-  shortWait(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
+  shortWait(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: ResponseHeaders) {
     return this.create(client, dto, res);
   }
 
   @Post('optional')
   @Idempotent({ required: false })
-  optional(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
+  optional(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: ResponseHeaders) {
     return this.create(client, dto, res);
   }
 
   @Post('accepted')
   @HttpCode(202)
-  @Idempotent({ fingerprint: (req: Request) => ({ ...(req.body as object), client_ts: undefined }) })
-  accepted(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: Response) {
+  @Idempotent({ fingerprint: (req: { body?: unknown }) => ({ ...(req.body as object), client_ts: undefined }) })
+  accepted(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWidgetDto, @Res({ passthrough: true }) res: ResponseHeaders) {
     return this.create(client, dto, res);
   }
 }
