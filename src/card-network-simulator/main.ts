@@ -5,7 +5,7 @@
  * The secret is configuration, never output.
  */
 // The bare duration parser, not the module's entry: the simulator runs without Nest.
-import { parseDuration } from '../idempotency';
+import { parseDuration } from '../idempotency/duration';
 import { startCardNetworkSimulator } from './simulator';
 
 function fail(message: string): never {

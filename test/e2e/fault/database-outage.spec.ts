@@ -170,8 +170,13 @@ describe('fault: the database goes away and comes back', () => {
       (res) => ({ res }),
       (error: Error) => ({ error }),
     );
-    // Claimed, and now inside its 1 s card network call, holding transaction T open.
-    await waitFor('the in-flight key to be claimed', async () => (await query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()}`, [key])).length === 1);
+    // Past its Start phase (the payment is processing, the key has its recovery point)
+    // and now inside its 1 s card network call. Waiting only for the claim raced the
+    // Start phase's commit against the outage (a flaky failure on a loaded machine).
+    await waitFor(
+      'the in-flight payment to pass its Start phase',
+      async () => (await query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()} AND recovery IS NOT NULL`, [key])).length === 1,
+    );
     await server.stop();
 
     const outcome = await inFlight;
