@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { IdempotencyPurgeService } from '../src/idempotency/idempotency-purge.service';
+import { IdempotencyPurgeService, keyIdSql } from '../src/idempotency';
 import { StoreHarness } from './lib/app';
 import { Percentiles, msSince, round, summarize } from './lib/stats';
 
@@ -70,8 +70,8 @@ async function purgeRound(h: StoreHarness, keys: number, baselineMs: number, bas
   const ds = h.dataSource;
   await ds.query('TRUNCATE idempotency_keys');
   await ds.query(
-    `INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at, status, body, headers)
-     SELECT $1::uuid, gen_random_uuid()::text, sha256(i::text::bytea),
+    `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at, status, body, headers)
+     SELECT ${keyIdSql('$1::text', 'gen_random_uuid()::text')}, substring(sha256(i::text::bytea) FROM 1 FOR 16),
             0, now() - interval '1 hour' - i * interval '1 millisecond', 201,
             '{"id":"' || gen_random_uuid() || '","amount":' || (100 + i % 99900) || ',"currency":"usd"}', NULL
        FROM generate_series(1, $2::int) AS i`,
