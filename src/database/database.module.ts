@@ -1,9 +1,7 @@
 import { DynamicModule, Logger, Module } from '@nestjs/common';
-import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
-import { ClsModule } from 'nestjs-cls';
-import { ClsPluginTransactional } from '@nestjs-cls/transactional';
-import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
+import { transactionalClsModule } from '../idempotency';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 
 export interface DatabaseModuleOptions {
@@ -46,16 +44,7 @@ export class DatabaseModule {
             return new DataSource(dsOptions!).initialize();
           },
         }),
-        ClsModule.forRoot({
-          global: true,
-          middleware: { mount: true },
-          plugins: [
-            new ClsPluginTransactional({
-              imports: [TypeOrmModule],
-              adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
-            }),
-          ],
-        }),
+        transactionalClsModule(),
       ],
     };
   }

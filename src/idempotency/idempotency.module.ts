@@ -28,9 +28,8 @@ export const {
 
 /** What an app must have registered for the module to run, said once, at startup. */
 export const MISSING_TRANSACTIONS =
-  'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter): register ' +
-  'ClsModule.forRoot({ global: true, middleware: { mount: true }, plugins: [new ClsPluginTransactional({ imports: [TypeOrmModule], ' +
-  'adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }) })] }) next to TypeOrmModule.forRoot(...)';
+  'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter): import transactionalClsModule() ' +
+  "from 'safe-retries' next to TypeOrmModule.forRoot(...), or add that plugin to the app's own ClsModule.forRoot(...)";
 
 /** The module's plumbing comes from the app; a clear startup error when it is not there. */
 function required<T>(dependency: T | undefined): T {

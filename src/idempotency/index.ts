@@ -15,3 +15,4 @@ export { IdempotencyMigration, createIdempotencyMigrations, idempotencyMigration
 export { IdempotencyKeyEntity, IdempotencyKeyRow, idempotencyKeyEntity } from './idempotency-key.entity';
 export { HttpResponse } from './http-response';
 export { keyId, keyIdSql } from './key-id';
+export { transactionalClsModule } from './transactional-cls';

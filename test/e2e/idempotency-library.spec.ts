@@ -4,8 +4,8 @@ import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ClsModule } from 'nestjs-cls';
 import request from 'supertest';
-import { IdempotencyModule, IdempotencyPurgeService, keyId } from '../../src/idempotency';
-import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp, transactionalCls } from '../support/demo/library-app';
+import { IdempotencyModule, IdempotencyPurgeService, keyId, transactionalClsModule } from '../../src/idempotency';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
 import { countRows } from '../support/app';
 import { TestDatabase, createTestDatabase } from '../support/database';
 import { waitFor } from '../support/http-client';
@@ -154,6 +154,6 @@ describe('the idempotency module at startup (e2e)', () => {
 
   it('resolves forRootAsync options with the same checks', async () => {
     const module = IdempotencyModule.forRootAsync({ useFactory: async () => ({ lease: '1m', retention: '30s' }) });
-    await expect(boot([transactionalCls(), module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
+    await expect(boot([transactionalClsModule(), module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
   });
 });

@@ -1,9 +1,6 @@
 import { Module } from '@nestjs/common';
-import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
-import { ClsPluginTransactional } from '@nestjs-cls/transactional';
-import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { ClsModule } from 'nestjs-cls';
-import { IdempotencyModule } from 'safe-retries';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
 import { accountScope } from './account.guard';
 import { ledgerDataSourceOptions } from './data-source';
 import { LedgerController } from './ledger.controller';
@@ -14,16 +11,7 @@ import { CREDIT_DELAY_MS, LedgerService } from './ledger.service';
     // The same options as `npm run migrate` (src/data-source.ts); run it before starting.
     TypeOrmModule.forRootAsync({ useFactory: () => ledgerDataSourceOptions() }),
     // The ambient transaction the module opens around each @Idempotent() handler.
-    ClsModule.forRoot({
-      global: true,
-      middleware: { mount: true },
-      plugins: [
-        new ClsPluginTransactional({
-          imports: [TypeOrmModule],
-          adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
-        }),
-      ],
-    }),
+    transactionalClsModule(),
     // Keys belong to the account AccountGuard put on the request (acct_…, not a UUID).
     IdempotencyModule.forRoot({ scope: accountScope }),
   ],

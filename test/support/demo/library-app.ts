@@ -1,13 +1,12 @@
 import { Body, Controller, INestApplication, Module, OnModuleInit, Post, Req, Res } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
-import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transactional';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { ClsModule } from 'nestjs-cls';
 import { DataSource } from 'typeorm';
 import { HttpResponse } from '../../../src/idempotency';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { IdempotencyModule, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations } from '../../../src/idempotency';
+import { IdempotencyModule, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations, transactionalClsModule } from '../../../src/idempotency';
 import { TestDatabase, createTestDatabase } from '../database';
 
 /**
@@ -77,18 +76,6 @@ class LibraryDemoModule implements OnModuleInit {
   }
 }
 
-/** nestjs-cls with the transactional plugin on TypeORM: what the module needs from the app. */
-export const transactionalCls = () =>
-  ClsModule.forRoot({
-    global: true,
-    middleware: { mount: true },
-    plugins: [
-      new ClsPluginTransactional({
-        imports: [TypeOrmModule],
-        adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
-      }),
-    ],
-  });
 
 export interface LibraryApp {
   app: INestApplication;
@@ -105,7 +92,7 @@ export async function createLibraryApp(platform: Platform = 'express'): Promise<
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(LIBRARY_TABLE), migrationsRun: true }),
-      transactionalCls(),
+      transactionalClsModule(),
       IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, purge: { enabled: false }, recovery: { enabled: false } }),
       LibraryDemoModule,
     ],
