@@ -36,8 +36,8 @@ const STAGE = join(OUT, 'safe-retries');
  *   the CLS and its transactional plugin, the prom-client Registry an app may pass in).
  *   None is optional: each is imported at the top of a file that index.js loads.
  * - dependency: an implementation detail the app does not otherwise declare.
- * `@nestjs-cls/transactional-adapter-typeorm` appears only in the .d.ts files (TransactionHost's
- * adapter type); the app must register that adapter anyway, so it is a peer too.
+ * The CLS packages are peers even though transactionalClsModule() builds the registration: an
+ * app's own services use the same TransactionHost, which only one copy of each can give.
  */
 const PACKAGES = {
   '@nestjs/common': 'peer',

@@ -170,14 +170,10 @@ interface StoredRecoveryPoint extends RecoveryPoint {
   key: string;
 }
 
-function ownerOf(stored: StoredRecoveryPoint, token: string): { owner: Ownership; recovery: RecoveryPoint } {
+/** A stored recovery point parted into the owner it belongs to and the point itself. */
+function splitRecovery(stored: StoredRecoveryPoint): { scope: string; key: string; recovery: RecoveryPoint } {
   const { scope, key, ...recovery } = stored;
-  return { owner: { clientId: scope, key, token }, recovery };
-}
-
-/** A recovery point without its scope and key (a takeover by a retry knows them). */
-function withoutOwner(stored: StoredRecoveryPoint | null): RecoveryPoint | null {
-  return stored && ownerOf(stored, '').recovery;
+  return { scope, key, recovery };
 }
 
 @Injectable()
@@ -310,7 +306,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     });
     const won = taken.rows[0];
     return won
-      ? { kind: 'claimed', owner: { clientId, key, token: won.lease }, takenOver: true, recovery: withoutOwner(won.recovery) }
+      ? { kind: 'claimed', owner: { clientId, key, token: won.lease }, takenOver: true, recovery: won.recovery && splitRecovery(won.recovery).recovery }
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
   }
 
@@ -350,7 +346,10 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       text: this.sql.takeOverAbandoned,
       values: [limit, leaseMs],
     });
-    return rows.map((r) => ownerOf(r.recovery, r.lease));
+    return rows.map((r) => {
+      const { scope, key, recovery } = splitRecovery(r.recovery);
+      return { owner: { clientId: scope, key, token: r.lease }, recovery };
+    });
   }
 
   /** A prepared statement on the ambient business transaction's own connection. */
