@@ -146,6 +146,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   private async execute(res: HttpResponse, next: CallHandler, owner: Ownership): Promise<string> {
     let response: StoredResponse;
+    // A transaction of our own (not joined to an outer one of the app): the completion may carry its COMMIT.
+    const commits = !this.txHost.isTransactionActive();
     try {
       response = await this.txHost.withTransaction(async () => {
         let result: StoredResponse;
@@ -156,7 +158,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           const { status, body, contentType } = error[IDEMPOTENT_OUTCOME]();
           result = { status, body, contentType };
         }
-        await this.store.complete(owner, result);
+        await this.store.complete(owner, result, { commits });
         return result;
       });
     } catch (error) {

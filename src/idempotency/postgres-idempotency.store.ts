@@ -3,12 +3,13 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { createHash } from 'node:crypto';
-import { Client, Pool, PoolClient, QueryResult } from 'pg';
+import { Client, Pool, PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
 import { keyId } from './key-id';
-import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, InTransactionOptions, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
+import { TransactionPipeline } from './pipelined-transactions';
 
 /**
  * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
@@ -83,16 +84,30 @@ UPDATE ${t}
    AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
 RETURNING lease::text AS lease`;
 
+// The statements fenced on the owner's token inside a business transaction
+// raise division_by_zero (FENCE_FAILED) when they match no row: an error, not
+// just a count of 0, so that a COMMIT sent with them in the same round trip
+// (TransactionPipeline.commitWith) meets an aborted transaction and PostgreSQL
+// rolls it back. A lost lease can never commit.
+const FENCE_FAILED = '22012';
+const fenced = (statement: string) => `
+WITH fenced AS (${statement}
+  RETURNING 1
+)
+SELECT 1 / count(*)::int AS fenced FROM fenced`;
+
 // Clears the recovery point (NULL stays NULL on other routes, so their completion
 // stays a HOT update; see the migration of the recovery index).
-const COMPLETE_SQL = (t: string) => `
-UPDATE ${t} SET status = $3::int2, body = $4::text, headers = $5::text, recovery = NULL
- WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
+const COMPLETE_SQL = (t: string) =>
+  fenced(`
+  UPDATE ${t} SET status = $3::int2, body = $4::text, headers = $5::text, recovery = NULL
+   WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`);
 
 // A phase's recovery point, fenced like the completion, in the phase's transaction.
-const CHECKPOINT_SQL = (t: string) => `
-UPDATE ${t} SET recovery = $3::jsonb
- WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
+const CHECKPOINT_SQL = (t: string) =>
+  fenced(`
+  UPDATE ${t} SET recovery = $3::jsonb
+   WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`);
 
 // The lease ends now; the token stays, so only this owner can yield, and any
 // takeover makes a larger one.
@@ -119,6 +134,12 @@ const RELEASE_SQL = (t: string) => `
 DELETE FROM ${t}
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
+// The release inside a phased operation's last transaction, fenced like the completion.
+const RELEASE_IN_TRANSACTION_SQL = (t: string) =>
+  fenced(`
+  DELETE FROM ${t}
+   WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`);
+
 function statements(table: string) {
   return {
     claim: CLAIM_SQL(table),
@@ -129,6 +150,7 @@ function statements(table: string) {
     yield: YIELD_SQL(table),
     takeOverAbandoned: TAKE_OVER_ABANDONED_SQL(table),
     release: RELEASE_SQL(table),
+    releaseInTransaction: RELEASE_IN_TRANSACTION_SQL(table),
   };
 }
 
@@ -310,26 +332,22 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
   }
 
-  async complete(owner: Ownership, response: StoredResponse): Promise<void> {
-    const result = await this.inTransaction('idempotency_complete', this.sql.complete, [
-      keyId(owner.clientId, owner.key),
-      owner.token,
-      response.status,
-      response.body,
-      encodeHeaders(response),
-    ]);
-    if (result.rowCount !== 1) throw new LeaseLostError();
+  async complete(owner: Ownership, response: StoredResponse, options?: InTransactionOptions): Promise<void> {
+    await this.fencedInTransaction(
+      'idempotency_complete',
+      this.sql.complete,
+      [keyId(owner.clientId, owner.key), owner.token, response.status, response.body, encodeHeaders(response)],
+      options,
+    );
   }
 
-  async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
+  async checkpoint(owner: Ownership, recovery: RecoveryPoint, options?: InTransactionOptions): Promise<void> {
     const stored: StoredRecoveryPoint = { ...recovery, scope: owner.clientId, key: owner.key };
-    const result = await this.inTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.clientId, owner.key), owner.token, JSON.stringify(stored)]);
-    if (result.rowCount !== 1) throw new LeaseLostError();
+    await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.clientId, owner.key), owner.token, JSON.stringify(stored)], options);
   }
 
-  async releaseInTransaction(owner: Ownership): Promise<void> {
-    const result = await this.inTransaction('idempotency_release', this.sql.release, [keyId(owner.clientId, owner.key), owner.token]);
-    if (result.rowCount !== 1) throw new LeaseLostError();
+  async releaseInTransaction(owner: Ownership, options?: InTransactionOptions): Promise<void> {
+    await this.fencedInTransaction('idempotency_release_in_transaction', this.sql.releaseInTransaction, [keyId(owner.clientId, owner.key), owner.token], options);
   }
 
   async release(owner: Ownership): Promise<void> {
@@ -352,16 +370,28 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     });
   }
 
-  /** A prepared statement on the ambient business transaction's own connection. */
-  private async inTransaction(name: string, text: string, values: unknown[]): Promise<QueryResult> {
+  /**
+   * A fenced statement (prepared) on the ambient business transaction's own
+   * connection; with `commits`, sent with the transaction's COMMIT when the
+   * transaction runs on a TransactionPipeline. LeaseLostError when the key is
+   * no longer the owner's (the transaction then rolls back).
+   */
+  private async fencedInTransaction(name: string, text: string, values: unknown[], options: InTransactionOptions = {}): Promise<void> {
     if (!this.txHost.isTransactionActive()) {
       throw new Error(`${name} must run inside the business transaction`);
     }
     const runner = this.txHost.tx.queryRunner;
     if (!runner) throw new Error('the ambient transaction has no query runner');
-    // The transaction's own connection (connect() returns it), with a prepared statement.
+    // The transaction's own connection (connect() returns it).
     const connection = (await runner.connect()) as PoolClient;
-    return connection.query({ name, text, values });
+    const pipeline = options.commits ? TransactionPipeline.of(connection) : undefined;
+    const statement = { name, text, values };
+    try {
+      await (pipeline ? pipeline.commitWith(statement) : connection.query(statement));
+    } catch (error) {
+      if ((error as { code?: string }).code === FENCE_FAILED) throw new LeaseLostError();
+      throw error;
+    }
   }
 }
 

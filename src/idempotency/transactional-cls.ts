@@ -1,16 +1,18 @@
 import { DynamicModule } from '@nestjs/common';
 import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import { ClsPluginTransactional } from '@nestjs-cls/transactional';
-import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
+import { PipelinedTransactionalAdapterTypeOrm } from './pipelined-transactions';
 
 /**
  * The ambient transaction the module opens around each `@Idempotent()` handler:
  * nestjs-cls, global, with its transactional plugin on the app's TypeORM data
  * source (the default one, or `dataSourceName`). Import it next to
  * `TypeOrmModule.forRoot(...)`; an app's own services reach the same
- * transaction through `TransactionHost`. An app that registers ClsModule
- * itself adds the same plugin there instead (one ClsModule per app).
+ * transaction through `TransactionHost`. Its adapter is TypeORM's, with fewer
+ * round trips (see PipelinedTransactionalAdapterTypeOrm). An app that registers
+ * ClsModule itself adds the same plugin there instead (one ClsModule per app),
+ * with this adapter or the stock TransactionalAdapterTypeOrm.
  */
 export function transactionalClsModule(options: { dataSourceName?: string } = {}): DynamicModule {
   return ClsModule.forRoot({
@@ -19,7 +21,7 @@ export function transactionalClsModule(options: { dataSourceName?: string } = {}
     plugins: [
       new ClsPluginTransactional({
         imports: [TypeOrmModule],
-        adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken(options.dataSourceName) }),
+        adapter: new PipelinedTransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken(options.dataSourceName) }),
       }),
     ],
   });
