@@ -73,7 +73,8 @@ export async function createStoreHarness(databaseUrl: string): Promise<StoreHarn
       leaseMs: options.leaseMs,
       retentionMs: options.retentionMs,
     }),
-    complete: (owner, response) => cls.run(() => txHost.withTransaction(() => store.complete(owner, response))),
+    // As the interceptor runs it: in a transaction of its own, so the completion carries the COMMIT.
+    complete: (owner, response) => cls.run(() => txHost.withTransaction(() => store.complete(owner, response, { commits: true }))),
   };
 }
 

@@ -31,6 +31,12 @@ interface PipelinableClient extends PoolClient {
 }
 
 type QueryText = string | { text: string; name?: string; values?: unknown[] };
+/** What a statement answered (node-postgres's QueryResult; pg's types stay out of the package's declarations). */
+export interface StatementResult {
+  command: string;
+  rowCount: number | null;
+  rows: unknown[];
+}
 type Query = [text: QueryText, values?: unknown[]];
 type QueryFunction = (text: QueryText, values?: unknown[], callback?: unknown) => Promise<QueryResult>;
 
@@ -73,17 +79,18 @@ export class TransactionPipeline {
   ) {}
 
   /** Attaches a pipeline to a client just taken from the pool, or returns undefined when its pg cannot pipeline. */
-  static attach(client: PoolClient): TransactionPipeline | undefined {
-    if (!canPipeline(client) || (client as unknown as Record<symbol, unknown>)[PIPELINE]) return undefined;
-    const pipeline = new TransactionPipeline(client, client.query.bind(client) as QueryFunction);
+  static attach(client: object): TransactionPipeline | undefined {
+    if (!canPipeline(client as PoolClient) || (client as Record<symbol, unknown>)[PIPELINE]) return undefined;
+    const pg = client as PipelinableClient;
+    const pipeline = new TransactionPipeline(pg, pg.query.bind(pg) as QueryFunction);
     Object.defineProperty(client, 'query', { value: pipeline.query.bind(pipeline), configurable: true, writable: true });
     Object.defineProperty(client, PIPELINE, { value: pipeline, configurable: true });
     return pipeline;
   }
 
   /** The pipeline of the transaction running on `client`, if the adapter attached one. */
-  static of(client: PoolClient): TransactionPipeline | undefined {
-    return (client as unknown as Record<symbol, TransactionPipeline | undefined>)[PIPELINE];
+  static of(client: object): TransactionPipeline | undefined {
+    return (client as Record<symbol, TransactionPipeline | undefined>)[PIPELINE];
   }
 
   /** Gives the client back its own `query`, before it returns to the pool. */
@@ -100,7 +107,7 @@ export class TransactionPipeline {
    * must have opened the transaction (no outer one it joined) and send nothing
    * after. When the statement fails, the server rolls the COMMIT back.
    */
-  async commitWith(text: QueryText, values?: unknown[]): Promise<QueryResult> {
+  async commitWith(text: QueryText, values?: unknown[]): Promise<StatementResult> {
     if (this.ended || !this.idle()) return this.query(text, values);
     const held = this.takeHeld();
     const settled = await this.pipelined([...held, [text, values], ['COMMIT']]);

@@ -27,8 +27,10 @@ import { TransactionPipeline } from './pipelined-transactions';
  * - Takeover (lease expired) and replace (retention expired) are compare-and-set
  *   UPDATEs on the token read by the claim: exactly one winner.
  * - The completion is an UPDATE fenced on the token inside the business
- *   transaction: zero rows means another attempt owns the key, so the whole
- *   transaction (business writes included) rolls back.
+ *   transaction: when it matches no row, another attempt owns the key; the
+ *   statement then raises an error, so the whole transaction (business writes
+ *   included) rolls back, even when its COMMIT was sent with it (see
+ *   TransactionPipeline).
  *
  * Every statement is prepared (named): behind PgBouncer in transaction mode
  * that needs PgBouncer 1.21+ with max_prepared_statements set.
