@@ -83,6 +83,18 @@ describe.each(['express', 'fastify'] as const)('the idempotency module as a libr
     expect(await widgets('lib-phased')).toBe(1);
   });
 
+  it("leaves the COMMIT to the app when the phases run in the app's own transaction", async () => {
+    const key = randomUUID();
+    const r = () => request(t.app.getHttpServer()).post('/lib/outer').set(PRINCIPAL_HEADER, '42').set('Idempotency-Key', key).send({ name: 'lib-outer' });
+    // A COMMIT sent with finish()'s completion would end the app's transaction: its next statement would fail (500).
+    const first = await r().expect(201);
+    expect(await widgets('lib-outer')).toBe(1);
+    expect(await widgets('lib-outer: after finish()')).toBe(1);
+    const replay = await r().expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+  });
+
   it('answers 400 without a key as problem+json, the same bytes the app sends', async () => {
     const res = await post(undefined, { name: 'lib-missing' }).expect(400);
     expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8');

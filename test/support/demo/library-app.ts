@@ -63,6 +63,24 @@ class LibraryDemoController {
       ));
     return op.finish(async () => ({ id, name: body.name, phased: true }), { location: (r) => `/lib/widgets/${r.id}` });
   }
+
+  /**
+   * The same phases inside a transaction the app opens itself (every phase joins
+   * it): the module must leave that transaction's COMMIT to the app, so the row
+   * written after finish() commits with the rest, in the same transaction.
+   */
+  @Post('outer')
+  @Idempotent({ phased: 'lib-outer' })
+  outer(@Req() req: HeaderRequest, @Body() body: { name: string }, @Operation() op: PhasedOperation<{ id: string }>) {
+    const insert = async (name: string) =>
+      (await this.txHost.tx.query<{ id: string }[]>('INSERT INTO lib_widgets (scope, name) VALUES ($1, $2) RETURNING id', [principal(req), name]))[0].id;
+    return this.txHost.withTransaction(async () => {
+      const id = await op.checkpoint('inserted', () => insert(body.name), (rowId) => ({ id: rowId }));
+      const result = await op.finish(async () => ({ id, name: body.name }));
+      await insert(`${body.name}: after finish()`);
+      return result;
+    });
+  }
 }
 
 @Module({ controllers: [LibraryDemoController] })
