@@ -68,7 +68,6 @@ function canPipeline(client: PoolClient): client is PipelinableClient {
 export class TransactionPipeline {
   /** BEGIN (and the isolation level) held back until the first statement. */
   private held: string[] = [];
-  private begun = false;
   /** Set once commitWith has ended the transaction (committed, or rolled back by the server). */
   private ended = false;
 
@@ -129,7 +128,8 @@ export class TransactionPipeline {
     if (callback !== undefined || (typeof text === 'object' && typeof (text as { submit?: unknown }).submit === 'function')) {
       return this.sequential([text, values], callback);
     }
-    if (!this.begun && values === undefined) {
+    // TypeORM sends these as plain strings; START TRANSACTION comes once, before anything else.
+    if (values === undefined) {
       if (sql === START && this.held.length === 0) return this.hold(sql, 'BEGIN');
       if (sql?.startsWith(SET_ISOLATION) && this.held.length > 0) return this.hold(sql, 'SET');
       if ((sql === 'COMMIT' || sql === 'ROLLBACK') && this.held.length > 0) {
@@ -151,7 +151,6 @@ export class TransactionPipeline {
   private takeHeld(): Query[] {
     const held = this.held.map((sql): Query => [sql]);
     this.held = [];
-    if (held.length > 0) this.begun = true;
     return held;
   }
 

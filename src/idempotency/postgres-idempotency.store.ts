@@ -136,12 +136,6 @@ const RELEASE_SQL = (t: string) => `
 DELETE FROM ${t}
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
-// The release inside a phased operation's last transaction, fenced like the completion.
-const RELEASE_IN_TRANSACTION_SQL = (t: string) =>
-  fenced(`
-  DELETE FROM ${t}
-   WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`);
-
 function statements(table: string) {
   return {
     claim: CLAIM_SQL(table),
@@ -152,7 +146,8 @@ function statements(table: string) {
     yield: YIELD_SQL(table),
     takeOverAbandoned: TAKE_OVER_ABANDONED_SQL(table),
     release: RELEASE_SQL(table),
-    releaseInTransaction: RELEASE_IN_TRANSACTION_SQL(table),
+    // Inside a phased operation's last transaction: fenced like the completion.
+    releaseInTransaction: fenced(RELEASE_SQL(table)),
   };
 }
 
