@@ -65,6 +65,7 @@ export class AppModule implements NestModule {
               batchSize: config.idempotency.purge.batchSize,
               budget: config.idempotency.purge.budgetMs,
             },
+            replayCache: { maxBytes: config.idempotency.replayCacheBytes },
             recovery: { enabled: config.recovery.enabled, interval: config.recovery.intervalMs },
           }),
         }),

@@ -43,22 +43,24 @@ const optionalPort = z
   })
   .transform((v) => (v === undefined ? undefined : Number(v)));
 
-const bytes = z
-  .string()
-  .default('100kb')
-  .transform((value, ctx) => {
-    const match = /^(\d+)\s*(b|kb|mb)?$/i.exec(value.trim());
-    if (!match) {
-      ctx.addIssue({ code: 'custom', message: `invalid size "${value}": expected e.g. 512b, 100kb or 1mb` });
-      return z.NEVER;
-    }
-    const size = Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()];
-    if (size < 1) {
-      ctx.addIssue({ code: 'custom', message: 'must be at least 1 byte' });
-      return z.NEVER;
-    }
-    return size;
-  });
+/** A size in bytes (`512b`, `100kb`, `1mb`) of at least `min`. */
+const bytes = (fallback: string, min: number) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((value, ctx) => {
+      const match = /^(\d+)\s*(b|kb|mb)?$/i.exec(value.trim());
+      if (!match) {
+        ctx.addIssue({ code: 'custom', message: `invalid size "${value}": expected e.g. 512b, 100kb or 1mb` });
+        return z.NEVER;
+      }
+      const size = Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()];
+      if (size < min) {
+        ctx.addIssue({ code: 'custom', message: `must be at least ${min} byte${min === 1 ? '' : 's'}` });
+        return z.NEVER;
+      }
+      return size;
+    });
 
 const emptyToUndefined = z
   .string()
@@ -124,7 +126,7 @@ const schema = z
     EMBEDDED_PG_PORT: optionalPort,
     DATABASE_POOL_SIZE: integer(20, 1, 1000),
     API_KEYS: apiKeys,
-    BODY_LIMIT: bytes,
+    BODY_LIMIT: bytes('100kb', 1),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     CORS_ORIGINS: z
       .string()
@@ -138,6 +140,7 @@ const schema = z
     IDEMPOTENCY_PURGE_CRON: cron(IDEMPOTENCY_DEFAULTS.purge.cron),
     IDEMPOTENCY_PURGE_BATCH: integer(IDEMPOTENCY_DEFAULTS.purge.batchSize, 1, 1_000_000),
     IDEMPOTENCY_PURGE_BUDGET: duration(IDEMPOTENCY_DEFAULTS.purge.budget),
+    IDEMPOTENCY_REPLAY_CACHE: bytes(`${IDEMPOTENCY_DEFAULTS.replayCache.maxBytes / 1024 / 1024}mb`, 0),
     CARD_NETWORK_DELAY: duration('50ms'),
     CARD_NETWORK_URL: emptyToUndefined.refine((v) => v === undefined || /^https?:\/\/[^/]+\/?$/.test(v), {
       message: 'expected the API base, e.g. https://api.stripe.com or http://127.0.0.1:4242',
@@ -201,6 +204,8 @@ export interface AppConfig {
     retentionMs: number;
     claimPoolSize: number;
     purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
+    /** Memory for completed responses served to replays without the database (0: off). */
+    replayCacheBytes: number;
   };
   cardNetwork: {
     /** Stripe's API base; undefined: the bundled simulator runs inside the app. */
@@ -265,6 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
         batchSize: e.IDEMPOTENCY_PURGE_BATCH,
         budgetMs: e.IDEMPOTENCY_PURGE_BUDGET,
       },
+      replayCacheBytes: e.IDEMPOTENCY_REPLAY_CACHE,
     },
     cardNetwork: {
       url: e.CARD_NETWORK_URL?.replace(/\/$/, ''),

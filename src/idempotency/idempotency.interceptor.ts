@@ -22,6 +22,7 @@ import { parseIdempotencyKey } from './idempotency-key';
 import { fingerprint } from './fingerprint';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
 import { PHASED_OPERATION, PhasedOperation } from './phased-operation';
+import { ReplayCache } from './replay-cache';
 
 interface RouteSettings {
   required: boolean;
@@ -41,7 +42,8 @@ const IN_PROGRESS_RETRY_AFTER_S = 1;
 /**
  * The request path of an @Idempotent() route (see docs/idempotency.md):
  *
- *   parse key -> fingerprint -> claim-or-get (one autocommit statement)
+ *   parse key -> fingerprint -> in the replay cache? replay it (no database)
+ *   -> claim-or-get (one autocommit statement)
  *     completed      -> replay stored status, headers, body + Idempotent-Replayed
  *     other request  -> 422          in progress -> 409 + Retry-After
  *     claimed        -> transaction T { pipes + handler; fenced completion } -> respond
@@ -66,6 +68,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
     private readonly context: IdempotencyContext,
+    private readonly replays: ReplayCache,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -109,12 +112,21 @@ export class IdempotencyInterceptor implements NestInterceptor {
       leaseMs: route.leaseMs,
       retentionMs: route.retentionMs,
     };
+    const cached = this.replays.get(clientId, parsed.key, request.fingerprint);
+    if (cached) {
+      this.metrics.count('replayed');
+      this.metrics.replayCacheHits.inc();
+      return of(this.send(res, cached, true));
+    }
+    // Before the claim is sent: the retention it reports is counted from here.
+    const sentAt = performance.now();
     let claim = await this.claim(request);
     if (claim.kind === 'in_progress' && route.waitMs > 0) claim = await this.waitForOwner(request, route.waitMs);
 
     switch (claim.kind) {
       case 'completed':
         this.metrics.count('replayed');
+        this.remember(request, claim.response, claim.retainedForMs, sentAt);
         return of(this.send(res, claim.response, true));
       case 'mismatch':
         this.metrics.count('mismatch');
@@ -128,14 +140,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
         this.context.enter(parsed.key);
         const owner = claim.owner;
+        const { retainedForMs } = claim;
+        const committed = (response: StoredResponse) => {
+          this.remember(request, response, retainedForMs, sentAt);
+          return this.send(res, response, false);
+        };
         let run: Promise<string>;
         if (!route.phased) {
-          run = this.execute(res, next, owner);
+          run = this.execute(res, next, owner, committed);
         } else {
           // Nest has set the route's status already: a success answers with it.
           const operation = new PhasedOperation(owner, route.phased, res.status, claim.recovery, this.store, this.txHost);
           (req as unknown as Record<symbol, unknown>)[PHASED_OPERATION] = operation;
-          run = this.executePhased(res, next, operation, owner);
+          run = this.executePhased(next, operation, owner, committed);
         }
         // Duplicates may be waiting for this key: wake them once it has settled.
         if (route.waitMs > 0) run = run.finally(() => this.announceSettled(owner));
@@ -144,7 +161,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
-  private async execute(res: HttpResponse, next: CallHandler, owner: Ownership): Promise<string> {
+  /** `committed`: answers with the response once it is stored (the transaction committed). */
+  private async execute(res: HttpResponse, next: CallHandler, owner: Ownership, committed: (response: StoredResponse) => string): Promise<string> {
     let response: StoredResponse;
     // A transaction of our own (not joined to an outer one of the app): the completion may carry its COMMIT.
     const commits = !this.txHost.isTransactionActive();
@@ -170,24 +188,29 @@ export class IdempotencyInterceptor implements NestInterceptor {
       await this.release(owner);
       throw error;
     }
-    return this.send(res, response, false);
+    return committed(response);
   }
 
   /**
    * A phased route: the handler runs its own phases (no transaction here) and
    * ends with finish() (sent as stored) or release(); see PhasedOperation.
    */
-  private async executePhased(res: HttpResponse, next: CallHandler, operation: PhasedOperation, owner: Ownership): Promise<string> {
+  private async executePhased(
+    next: CallHandler,
+    operation: PhasedOperation,
+    owner: Ownership,
+    committed: (response: StoredResponse) => string,
+  ): Promise<string> {
     try {
       await lastValueFrom(next.handle(), { defaultValue: undefined });
     } catch (error) {
       const ending = operation.outcome;
-      if (ending?.kind === 'finished') return this.send(res, ending.response, false);
+      if (ending?.kind === 'finished') return committed(ending.response);
       await this.settleFailure(operation, owner, error);
       throw error;
     }
     const ending = operation.outcome;
-    if (ending?.kind === 'finished') return this.send(res, ending.response, false);
+    if (ending?.kind === 'finished') return committed(ending.response);
     const error = new Error(`the phased handler of ${operation.name} returned without finish() or release()`);
     await this.settleFailure(operation, owner, error);
     throw error;
@@ -259,6 +282,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
       // The lease still frees the key; a retry after it takes the key over.
       this.logger.warn(`could not release key after a failure: ${(error as Error).message}`);
     }
+  }
+
+  /**
+   * Keeps a stored response for replays from memory, once it is committed: not
+   * while an outer transaction of the app is still open around this request
+   * (it could yet roll the response back), nor when the store cannot say how
+   * long the key is kept.
+   */
+  private remember(request: ClaimRequest, response: StoredResponse, retainedForMs: number | undefined, sentAt: number): void {
+    if (retainedForMs === undefined || this.txHost.isTransactionActive()) return;
+    this.replays.remember(request.clientId, request.key, request.fingerprint, response, retainedForMs, sentAt);
   }
 
   /** The handler's result as the exact bytes that will be sent and stored. */

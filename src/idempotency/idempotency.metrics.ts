@@ -17,6 +17,7 @@ export type IdempotencyOutcome =
 export class IdempotencyMetrics {
   readonly outcomes: Counter<'outcome'>;
   readonly claimDuration: Histogram;
+  readonly replayCacheHits: Counter;
   readonly purgedKeys: Counter;
   readonly purgeDuration: Histogram;
   readonly purgeFailures: Counter;
@@ -34,6 +35,11 @@ export class IdempotencyMetrics {
       name: 'idempotency_claim_duration_seconds',
       help: 'Latency of the claim-or-get round trip (including a takeover or replace)',
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    });
+    this.replayCacheHits = new Counter({
+      name: 'idempotency_replay_cache_hits_total',
+      help: 'Replays answered from memory, without the claim round trip (also counted as outcome "replayed")',
       registers,
     });
     this.purgedKeys = new Counter({ name: 'idempotency_purge_deleted_keys_total', help: 'Expired keys deleted by the purge job', registers });

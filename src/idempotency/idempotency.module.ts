@@ -14,10 +14,12 @@ import {
   IDEMPOTENCY_REGISTRY,
   IDEMPOTENCY_TX_HOST,
   IdempotencyModuleOptions,
+  ResolvedIdempotencyOptions,
   resolveIdempotencyOptions,
 } from './idempotency.options';
 import { IDEMPOTENCY_STORE } from './idempotency.store';
 import { PostgresIdempotencyStore } from './postgres-idempotency.store';
+import { ReplayCache } from './replay-cache';
 
 export const {
   ConfigurableModuleClass,
@@ -57,6 +59,7 @@ function required<T>(dependency: T | undefined): T {
     { provide: IDEMPOTENCY_CLS, useFactory: required, inject: [{ token: ClsService, optional: true }] },
     IdempotencyMetrics,
     { provide: IDEMPOTENCY_STORE, useClass: PostgresIdempotencyStore },
+    { provide: ReplayCache, useFactory: (o: ResolvedIdempotencyOptions) => new ReplayCache(o.replayCacheBytes), inject: [IDEMPOTENCY_OPTIONS] },
     IdempotencyInterceptor,
     IdempotencyContext,
     IdempotencyPurgeService,
@@ -69,6 +72,7 @@ function required<T>(dependency: T | undefined): T {
     IDEMPOTENCY_OPTIONS,
     IDEMPOTENCY_STORE,
     IdempotencyMetrics,
+    ReplayCache,
     IdempotencyInterceptor,
     IdempotencyContext,
     IdempotencyPurgeService,

@@ -59,6 +59,18 @@ export interface IdempotencyModuleOptions {
     /** Time budget of one run; the next run continues. Default `60s`. */
     budget?: Duration;
   };
+  /**
+   * Completed responses kept in this process's memory, so that a replay is
+   * answered without a database round trip (see ReplayCache). Each is served
+   * only within its key's retention on the database clock, and for at most a
+   * minute before the database is asked again.
+   */
+  replayCache?: {
+    /** Default true. Off, every replay reads its key's row. */
+    enabled?: boolean;
+    /** The memory it may hold (least recently used responses go first). Default 16 MiB. */
+    maxBytes?: number;
+  };
   /** The recovery job of phased operations (see IdempotencyRecovery). */
   recovery?: {
     /** Run the job in this process. Default true. */
@@ -109,6 +121,8 @@ export interface ResolvedIdempotencyOptions {
   claimPoolSize: number;
   policyUrl: string;
   purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
+  /** 0: no replay cache. */
+  replayCacheBytes: number;
   recovery: { enabled: boolean; intervalMs: number; batchSize: number };
 }
 
@@ -123,6 +137,7 @@ export const IDEMPOTENCY_DEFAULTS = {
   claimPoolSize: 10,
   policyUrl: '/docs/idempotency',
   purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5_000, budget: '60s' },
+  replayCache: { enabled: true, maxBytes: 16 * 1024 * 1024 },
   recovery: { enabled: true, interval: '1m', batchSize: 100 },
 } as const;
 
@@ -170,12 +185,21 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
       batchSize: o.purge?.batchSize ?? d.purge.batchSize,
       budgetMs: parseDuration(o.purge?.budget ?? d.purge.budget),
     },
+    replayCacheBytes: replayCacheBytes(o.replayCache),
     recovery: {
       enabled: o.recovery?.enabled ?? d.recovery.enabled,
       intervalMs: parseDuration(o.recovery?.interval ?? d.recovery.interval),
       batchSize: o.recovery?.batchSize ?? d.recovery.batchSize,
     },
   };
+}
+
+function replayCacheBytes(given: IdempotencyModuleOptions['replayCache']): number {
+  const d = IDEMPOTENCY_DEFAULTS.replayCache;
+  if (!(given?.enabled ?? d.enabled)) return 0;
+  const bytes = given?.maxBytes ?? d.maxBytes;
+  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new RangeError(`IdempotencyModule: replayCache.maxBytes must be a whole number of bytes, not ${bytes}`);
+  return bytes;
 }
 
 export const IDEMPOTENCY_OPTIONS = Symbol('IDEMPOTENCY_OPTIONS');

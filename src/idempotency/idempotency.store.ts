@@ -37,10 +37,16 @@ export interface RecoveryPoint {
   status: number;
 }
 
+/**
+ * `retainedForMs`: how long the database still keeps the key, as of the claim
+ * statement's `now()` (so counted from when the claim was sent, it ends no later
+ * than the key's `expires_at`). A store that cannot tell leaves it out, and the
+ * response is then not kept in the replay cache.
+ */
 export type ClaimResult =
   /** `recovery`: where an operation taken over had got to (null for a fresh claim). */
-  | { kind: 'claimed'; owner: Ownership; takenOver: boolean; recovery: RecoveryPoint | null }
-  | { kind: 'completed'; response: StoredResponse }
+  | { kind: 'claimed'; owner: Ownership; takenOver: boolean; recovery: RecoveryPoint | null; retainedForMs?: number }
+  | { kind: 'completed'; response: StoredResponse; retainedForMs?: number }
   /** `retryAfterMs`: what is left of the owner's lease (1 s when the row was not yet visible). */
   | { kind: 'in_progress'; retryAfterMs: number }
   | { kind: 'mismatch' };

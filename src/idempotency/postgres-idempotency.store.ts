@@ -54,7 +54,8 @@ const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 const CLAIM_SQL = (t: string) => `
 WITH cur AS (
   SELECT lease, fingerprint = $2::bytea AS same, status, body, headers,
-         expires_at <= now() AS expired, lease - ${NOW_US} AS remaining_us
+         expires_at <= now() AS expired, lease - ${NOW_US} AS remaining_us,
+         floor(extract(epoch FROM expires_at - now()) * 1000)::int8 AS retained_ms
     FROM ${t}
    WHERE id = $1::uuid
 ), ins AS (
@@ -65,11 +66,12 @@ WITH cur AS (
   RETURNING lease
 )
 SELECT lease::text AS lease, true AS claimed, NULL::bool AS same, NULL::int2 AS status,
-       NULL::text AS body, NULL::text AS headers, NULL::bool AS expired, NULL::int8 AS remaining_us
+       NULL::text AS body, NULL::text AS headers, NULL::bool AS expired, NULL::int8 AS remaining_us,
+       NULL::int8 AS retained_ms
   FROM ins
 UNION ALL
 SELECT lease::text, false, same, status, CASE WHEN same THEN body END, CASE WHEN same THEN headers END,
-       expired, remaining_us
+       expired, remaining_us, retained_ms
   FROM cur`;
 
 const TAKEOVER_SQL = (t: string) => `
@@ -160,6 +162,8 @@ interface ClaimRow {
   headers: string | null;
   expired: boolean | null;
   remaining_us: string | null;
+  /** What is left of the retention at the statement's now(), in whole milliseconds. */
+  retained_ms: string | null;
 }
 
 /** When the row committed after our statement's snapshot: answer "retry". */
@@ -297,7 +301,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     });
     const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
-    if (row.claimed) return { kind: 'claimed', owner: { clientId, key, token: row.lease }, takenOver: false, recovery: null };
+    // A new or replaced key is kept for retentionMs from the statement's now().
+    if (row.claimed) return { kind: 'claimed', owner: { clientId, key, token: row.lease }, takenOver: false, recovery: null, retainedForMs: retentionMs };
 
     if (row.expired) {
       // Past retention: the key is new again, whatever it stored.
@@ -307,12 +312,13 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
         values: [id, row.lease, leaseMs, fingerprint, retentionMs],
       });
       return replaced.rows[0]
-        ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false, recovery: null }
+        ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false, recovery: null, retainedForMs: retentionMs }
         : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     }
     if (!row.same) return { kind: 'mismatch' };
+    const retainedForMs = Number(row.retained_ms);
     if (row.status !== null) {
-      return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
+      return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers), retainedForMs };
     }
     const remainingMs = Number(row.remaining_us) / 1000;
     if (remainingMs > 0) return { kind: 'in_progress', retryAfterMs: remainingMs };
@@ -325,7 +331,14 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     });
     const won = taken.rows[0];
     return won
-      ? { kind: 'claimed', owner: { clientId, key, token: won.lease }, takenOver: true, recovery: won.recovery && splitRecovery(won.recovery).recovery }
+      ? {
+          kind: 'claimed',
+          owner: { clientId, key, token: won.lease },
+          takenOver: true,
+          recovery: won.recovery && splitRecovery(won.recovery).recovery,
+          // A takeover keeps the key's expires_at: what the claim statement read.
+          retainedForMs,
+        }
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
   }
 

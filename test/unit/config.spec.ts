@@ -123,6 +123,11 @@ describe('loadConfig defaults', () => {
     expect(config.logLevel).toBe('info');
   });
 
+  it('reads IDEMPOTENCY_REPLAY_CACHE as a size, where 0 turns the cache off', () => {
+    expect(loadConfig({ IDEMPOTENCY_REPLAY_CACHE: '512kb' }).idempotency.replayCacheBytes).toBe(524_288);
+    expect(loadConfig({ IDEMPOTENCY_REPLAY_CACHE: '0' }).idempotency.replayCacheBytes).toBe(0);
+  });
+
   it('refuses a zero BODY_LIMIT and a client name given twice in API_KEYS', () => {
     expect(() => loadConfig({ BODY_LIMIT: '0' })).toThrow(/BODY_LIMIT/);
     expect(() => loadConfig({ API_KEYS: 'a:0123456789abcdef,a:fedcba9876543210' })).toThrow(/API_KEYS: the client name "a" appears twice/);
@@ -142,6 +147,7 @@ describe('loadConfig defaults', () => {
         retentionMs: 86_400_000,
         claimPoolSize: 10,
         purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5000, budgetMs: 60_000 },
+        replayCacheBytes: 16 * 1024 * 1024,
       },
       cardNetwork: { url: undefined, apiKey: 'sk_test_simulator_0123456789abcdef', delayMs: 50, timeoutMs: 5_000, maxRetries: 2 },
       recovery: { enabled: true, intervalMs: 60_000 },
@@ -238,6 +244,7 @@ describe('loadConfig values', () => {
       IDEMPOTENCY_PURGE_CRON: '*/5 * * * *',
       IDEMPOTENCY_PURGE_BATCH: '100',
       IDEMPOTENCY_PURGE_BUDGET: '5s',
+      IDEMPOTENCY_REPLAY_CACHE: '0',
       CARD_NETWORK_DELAY: '0',
       CARD_NETWORK_URL: 'http://127.0.0.1:4242',
       STRIPE_API_KEY: 'sk_test_other_key_123',
@@ -267,6 +274,7 @@ describe('loadConfig values', () => {
         retentionMs: 2_592_000_000,
         claimPoolSize: 4,
         purge: { enabled: false, cron: '*/5 * * * *', batchSize: 100, budgetMs: 5000 },
+        replayCacheBytes: 0,
       },
       cardNetwork: { url: 'http://127.0.0.1:4242', apiKey: 'sk_test_other_key_123', delayMs: 0, timeoutMs: 1000, maxRetries: 1 },
       recovery: { enabled: false, intervalMs: 5000 },
@@ -466,6 +474,7 @@ describe('loadConfig errors', () => {
     ['BODY_LIMIT', '1gb', /invalid size/],
     ['BODY_LIMIT', '1.5mb', /invalid size/],
     ['BODY_LIMIT', '-1kb', /invalid size/],
+    ['IDEMPOTENCY_REPLAY_CACHE', 'lots', /invalid size "lots"/],
     ['IDEMPOTENCY_LEASE', 'forever', /invalid duration "forever"/],
     ['IDEMPOTENCY_LEASE', '0', /must be longer than 0/],
     ['IDEMPOTENCY_RETENTION', '1 day', /invalid duration/],

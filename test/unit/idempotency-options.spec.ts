@@ -13,12 +13,21 @@ describe('idempotency options', () => {
       policyUrl: '/docs/idempotency',
       purge: { enabled: true, cron: IDEMPOTENCY_DEFAULTS.purge.cron, batchSize: 5_000, budgetMs: 60_000 },
       recovery: { enabled: true, intervalMs: 60_000, batchSize: 100 },
+      replayCacheBytes: 16 * 1024 * 1024,
     });
     expect(o.table.sql).toBe('"idempotency_keys"');
     expect(o.scope({ client: { id: 'c1' } } as never)).toBe('c1');
   });
 
+  it('sizes the replay cache, or turns it off', () => {
+    expect(resolveIdempotencyOptions({ replayCache: { maxBytes: 1_000 } }).replayCacheBytes).toBe(1_000);
+    expect(resolveIdempotencyOptions({ replayCache: { enabled: false, maxBytes: 1_000 } }).replayCacheBytes).toBe(0);
+    expect(resolveIdempotencyOptions({ replayCache: { maxBytes: 0 } }).replayCacheBytes).toBe(0);
+  });
+
   it.each([
+    [{ replayCache: { maxBytes: -1 } }, /replayCache.maxBytes must be a whole number of bytes, not -1/],
+    [{ replayCache: { maxBytes: 1.5 } }, /replayCache.maxBytes must be a whole number/],
     [{ lease: '1m', retention: '30s' }, /IdempotencyModule: the lease \(1m\) must be shorter than the retention \(30s\)/],
     [{ lease: '25h' }, /the lease \(25h\) must be shorter than the retention \(24h\)/],
     [{ retention: '10s' }, /the lease \(30s\) must be shorter than the retention \(10s\)/],
