@@ -26,8 +26,8 @@ export function logRequests(fastify: FastifyInstance, logger: Logger): void {
     done();
   });
   // A request the client abandons never finishes (no onResponse): its line is written when the
-  // connection closes. It has no status of its own yet (200, an info line), so the listener
-  // this needs per request is added only where info is written.
+  // connection closes. Its status is then still the route's own (200, or 201 for a POST): an info
+  // line, so the listener this needs per request is added only where info is written.
   if (logger.isLevelEnabled('info')) {
     fastify.addHook('onRequest', (request, reply, done) => {
       reply.raw.once('close', () => {
