@@ -3,7 +3,6 @@ import type { Socket } from 'node:net';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { FastifyInstance } from 'fastify';
-import { Logger } from 'nestjs-pino';
 import { FailedAuthLimiter } from './auth/failed-auth.limiter';
 import { HttpRequest, Next } from './common/http';
 import { parseJsonBody } from './common/json-depth';
@@ -14,6 +13,9 @@ import { createValidationPipe } from './common/validation.pipe';
 import { AppConfig } from './config/config';
 import { IDEMPOTENCY_OPTIONS, applyIdempotencyPolicy, policyMarkdown } from './idempotency';
 import type { ResolvedIdempotencyOptions } from './idempotency';
+import { AppLogger } from './logging/app.logger';
+import { ROOT_LOGGER } from './logging/logging.constants';
+import { logRequests } from './logging/request-log.hook';
 import { observeHttpRequests } from './metrics/http-metrics.hook';
 import { MetricsService } from './metrics/metrics.service';
 
@@ -31,7 +33,7 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
     bodyLimit: config.bodyLimitBytes,
     // `/orders/` is `/orders`, as it was on Express (paths stay case-sensitive: Fastify's default).
     routerOptions: { ignoreTrailingSlash: true },
-    // The request id of the logs and of X-Request-Id (pino-http takes the request's own).
+    // The request id of the logs and of X-Request-Id.
     genReqId: newRequestId,
     requestIdHeader: false,
     clientErrorHandler: answerMalformedRequestWithProblem,
@@ -45,7 +47,8 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
  */
 export function configureApp(app: NestFastifyApplication, config: AppConfig): NestFastifyApplication {
   const fastify = app.getHttpAdapter().getInstance();
-  app.useLogger(app.get(Logger));
+  app.useLogger(app.get(AppLogger));
+  logRequests(fastify, app.get(ROOT_LOGGER));
   // Before any middleware (Nest runs them in a request hook ahead of middie), for 404s and
   // the router's own 400s too. Payments data must not be kept by a browser or a proxy (the
   // no-store below); nothing may frame the API or the docs; the CSP is the strictest the

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 
 const ACCEPTABLE = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -13,9 +13,3 @@ export function newRequestId(req: IncomingMessage): string {
   return typeof incoming === 'string' && ACCEPTABLE.test(incoming) ? incoming : randomUUID();
 }
 
-/** pino-http's `genReqId`, for a request the platform gave no id (Fastify gives one: newRequestId, see app.setup.ts). */
-export function requestId(req: IncomingMessage, res: ServerResponse): string {
-  const id = newRequestId(req);
-  res.setHeader('X-Request-Id', id);
-  return id;
-}

@@ -1,0 +1,179 @@
+import { get } from 'node:http';
+import { Controller, Get, Logger, Module } from '@nestjs/common';
+import request from 'supertest';
+import { LOG_DESTINATION } from '../../src/logging/logging.constants';
+import { CLIENT_A, TestApp, createTestApp } from '../support/app';
+import { waitFor } from '../support/http-client';
+
+type Line = Record<string, unknown>;
+
+/** A pino destination that keeps the lines (pino writes one line per write). */
+class LogCapture {
+  text = '';
+  lines: Line[] = [];
+  write(chunk: string): void {
+    this.text += chunk;
+    this.lines.push(JSON.parse(chunk) as Line);
+  }
+  /** The request line of the request with this id (it is written once the response has finished). */
+  requestLine(reqId: string): Promise<Line> {
+    return waitFor(`the request line of ${reqId}`, () => this.lines.find((l) => l.reqId === reqId && l.req));
+  }
+  of(reqId: string): Line[] {
+    return this.lines.filter((l) => l.reqId === reqId);
+  }
+}
+
+/** Routes that log through Nest's Logger (as a service does), fail unexpectedly, or wait to be released. */
+@Controller('log-demo')
+class LogDemoController {
+  static waiting?: () => void;
+  private readonly logger = new Logger('LogDemo');
+
+  @Get('warn')
+  warn() {
+    this.logger.warn({ step: 'inside' }, 'a warning inside a request');
+    return { ok: true };
+  }
+
+  @Get('boom')
+  boom() {
+    throw new Error('log-demo: unexpected failure');
+  }
+
+  @Get('slow')
+  async slow() {
+    await new Promise<void>((release) => (LogDemoController.waiting = release));
+    return { ok: true };
+  }
+}
+
+@Module({ controllers: [LogDemoController] })
+class LogDemoModule {}
+
+/**
+ * The log lines of requests: one per finished request at the level of its
+ * status (none for a 2xx at warn, none for 401 and 429), with the request id,
+ * the request and response, secrets censored; a log written inside a request
+ * carries its id.
+ */
+describe('request logging (e2e)', () => {
+  describe('at LOG_LEVEL=warn', () => {
+    let t: TestApp;
+    const log = new LogCapture();
+    const http = () => request(t.app.getHttpServer());
+    /** Sends a 404 and waits for its line: every line of an earlier request is written by then. */
+    const flush = async (id: string) => {
+      await http().get('/no-such-route').set(t.auth()).set('X-Request-Id', id).expect(404);
+      await log.requestLine(id);
+    };
+
+    beforeAll(async () => {
+      t = await createTestApp({
+        // Two failed authentications a minute per address: the third is a 429.
+        env: { LOG_LEVEL: 'warn', RATE_LIMIT_UNAUTHENTICATED: '2' },
+        imports: [LogDemoModule],
+        overrides: [{ provide: LOG_DESTINATION, useValue: log }],
+      });
+    });
+    afterAll(() => t.close());
+
+    it('writes one warn line for a 4xx, with the request id, the request and the response, authorization and cookie censored', async () => {
+      const res = await http()
+        .get('/orders/00000000-0000-4000-8000-000000000000')
+        .set(t.auth())
+        .set('Cookie', 'session=cookie-secret-1234')
+        .set('X-Request-Id', 'log-4xx')
+        .expect(404);
+      expect(res.headers['x-request-id']).toBe('log-4xx');
+      const line = await log.requestLine('log-4xx');
+      expect(line).toMatchObject({
+        level: 40,
+        reqId: 'log-4xx',
+        req: {
+          id: 'log-4xx',
+          method: 'GET',
+          url: '/orders/00000000-0000-4000-8000-000000000000',
+          headers: { authorization: '[redacted]', cookie: '[redacted]', 'x-request-id': 'log-4xx' },
+        },
+        res: { statusCode: 404, headers: { 'x-request-id': 'log-4xx' } },
+        msg: 'request completed',
+      });
+      expect(typeof line.responseTime).toBe('number');
+      expect(log.of('log-4xx')).toHaveLength(1);
+      expect(log.text).not.toContain(CLIENT_A.key);
+      expect(log.text).not.toContain('cookie-secret-1234');
+    });
+
+    it('writes nothing for a 2xx', async () => {
+      await http().get('/orders').set(t.auth()).set('X-Request-Id', 'log-2xx').expect(200);
+      await flush('log-2xx-after');
+      expect(log.of('log-2xx')).toEqual([]);
+    });
+
+    it('carries the request id on a line logged inside the request, the one of X-Request-Id', async () => {
+      const res = await http().get('/log-demo/warn').set(t.auth()).expect(200);
+      const id = res.headers['x-request-id'];
+      expect(id).toMatch(/^[0-9a-f-]{36}$/);
+      const line = await waitFor('the warning', () => log.lines.find((l) => l.msg === 'a warning inside a request'));
+      expect(line).toMatchObject({ level: 40, reqId: id, context: 'LogDemo', step: 'inside' });
+      // Outside a request, no request id.
+      new Logger('LogDemo').warn('outside any request');
+      const outside = log.lines.find((l) => l.msg === 'outside any request');
+      expect(outside).toMatchObject({ level: 40, context: 'LogDemo' });
+      expect(outside).not.toHaveProperty('reqId');
+    });
+
+    it('writes no request line for a 401 or a 429 (the failed authentication is warned once, with its request id)', async () => {
+      await http().get('/orders').set('X-Request-Id', 'log-401-a').expect(401);
+      await http().get('/orders').set('X-Request-Id', 'log-401-b').expect(401);
+      await http().get('/orders').set('X-Request-Id', 'log-429').expect(429);
+      await flush('log-401-after');
+      expect(log.of('log-401-a')).toEqual([expect.objectContaining({ level: 40, context: 'Auth', msg: expect.stringContaining('failed authentication') })]);
+      expect(log.of('log-401-b')).toEqual([]);
+      expect(log.of('log-429')).toEqual([]);
+    });
+
+    it('writes an error line for a 5xx, with the error, besides the filter’s own line', async () => {
+      await http().get('/log-demo/boom').set(t.auth()).set('X-Request-Id', 'log-5xx').expect(500);
+      const line = await log.requestLine('log-5xx');
+      expect(line).toMatchObject({
+        level: 50,
+        reqId: 'log-5xx',
+        res: { statusCode: 500 },
+        err: { type: 'Error', message: 'failed with status code 500' },
+        msg: 'request errored',
+      });
+      expect(log.lines.find((l) => l.msg === 'unhandled error')).toMatchObject({ level: 50, reqId: 'log-5xx', context: 'Errors', requestId: 'log-5xx' });
+    });
+  });
+
+  describe('at LOG_LEVEL=info', () => {
+    let t: TestApp;
+    const log = new LogCapture();
+    beforeAll(async () => {
+      t = await createTestApp({ env: { LOG_LEVEL: 'info' }, imports: [LogDemoModule], overrides: [{ provide: LOG_DESTINATION, useValue: log }], listen: true });
+    });
+    afterAll(() => t.close());
+
+    it('writes an info line for a 2xx, and Nest’s own messages as JSON lines', async () => {
+      await request(t.url!).get('/orders').set(t.auth()).set('X-Request-Id', 'log-info-2xx').expect(200);
+      expect(await log.requestLine('log-info-2xx')).toMatchObject({ level: 30, res: { statusCode: 200 }, msg: 'request completed' });
+      expect(log.lines).toContainEqual(expect.objectContaining({ level: 30, context: 'NestApplication', msg: 'Nest application successfully started' }));
+    });
+
+    it('writes one line for a request the client abandons', async () => {
+      LogDemoController.waiting = undefined;
+      const abandoned = get(`${t.url}/log-demo/slow`, { headers: { ...t.auth(), 'X-Request-Id': 'log-aborted' } });
+      abandoned.on('error', () => undefined);
+      const release = await waitFor('the slow route to be waiting', () => LogDemoController.waiting);
+      abandoned.destroy();
+      expect(await log.requestLine('log-aborted')).toMatchObject({ level: 30, req: { url: '/log-demo/slow' }, msg: 'request aborted' });
+      // The handler finishing afterwards writes no second line.
+      release();
+      await request(t.url!).get('/orders').set(t.auth()).set('X-Request-Id', 'log-aborted-after').expect(200);
+      await log.requestLine('log-aborted-after');
+      expect(log.of('log-aborted')).toHaveLength(1);
+    });
+  });
+});
