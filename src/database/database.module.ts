@@ -44,7 +44,8 @@ export class DatabaseModule {
             return new DataSource(dsOptions!).initialize();
           },
         }),
-        transactionalClsModule(),
+        // The app has no Proxy Providers: no per-request resolution of them.
+        transactionalClsModule({ resolveProxyProviders: false }),
       ],
     };
   }

@@ -13,11 +13,17 @@ import { PipelinedTransactionalAdapterTypeOrm } from './pipelined-transactions';
  * round trips (see PipelinedTransactionalAdapterTypeOrm). An app that registers
  * ClsModule itself adds the same plugin there instead (one ClsModule per app),
  * with this adapter or the stock TransactionalAdapterTypeOrm.
+ *
+ * `resolveProxyProviders: false` skips nestjs-cls's resolution of Proxy
+ * Providers (`ClsModule.forFeature…`, `@InjectableProxy()`) on each request,
+ * which costs every request a dynamic `require` and an await in the
+ * middleware (about 4 µs). The module uses none; an app that uses none may
+ * turn it off (a Proxy Provider left unresolved reads as empty, silently).
  */
-export function transactionalClsModule(options: { dataSourceName?: string } = {}): DynamicModule {
+export function transactionalClsModule(options: { dataSourceName?: string; resolveProxyProviders?: boolean } = {}): DynamicModule {
   return ClsModule.forRoot({
     global: true,
-    middleware: { mount: true },
+    middleware: { mount: true, resolveProxyProviders: options.resolveProxyProviders ?? true },
     plugins: [
       new ClsPluginTransactional({
         imports: [TypeOrmModule],
