@@ -53,6 +53,20 @@ describe('replays from memory (e2e)', () => {
     expect((await post(second, '/demo/widgets', key, { name: 'elsewhere' }).expect(201)).text).toBe(first.text);
   });
 
+  it.each([
+    ['a payment (phased: stored by finish())', 'tok_visa', 201],
+    ['a declined payment (a business outcome stored in its phase)', 'tok_chargeDeclined', 402],
+  ])('answers a replay of %s from memory', async (_name, source, status) => {
+    const key = randomUUID();
+    const body = { amount: 1999, currency: 'usd', source };
+    const first = await post(t, '/payments', key, body).expect(status);
+    await tamper(key);
+    const replay = await post(t, '/payments', key, body).expect(status);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+    expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+  });
+
   it('still answers 422 to the same key with another body', async () => {
     const key = randomUUID();
     await post(t, '/demo/widgets', key, { name: 'one' }).expect(201);
