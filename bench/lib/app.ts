@@ -22,6 +22,8 @@ export function benchConfig(databaseUrl: string, overrides: Record<string, strin
     DATABASE_URL: databaseUrl,
     // BENCH_LOG_LEVEL (e.g. info) measures what request logging costs.
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+    // BENCH_REPLAY_CACHE=0 measures replays read from the database (another instance's keys).
+    ...(process.env.BENCH_REPLAY_CACHE === undefined ? {} : { IDEMPOTENCY_REPLAY_CACHE: process.env.BENCH_REPLAY_CACHE }),
     API_KEYS: `${BENCH_CLIENT.name}:${BENCH_CLIENT.key}`,
     IDEMPOTENCY_PURGE_ENABLED: 'false',
     CARD_NETWORK_DELAY: '0ms',
