@@ -114,9 +114,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     };
     const cached = this.replays.get(clientId, parsed.key, request.fingerprint);
     if (cached) {
-      this.metrics.count('replayed');
       this.metrics.replayCacheHits.inc();
-      return of(this.send(res, cached, true));
+      return this.replay(res, cached);
     }
     // Before the claim is sent: the retention it reports is counted from here.
     const sentAt = performance.now();
@@ -125,9 +124,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
     switch (claim.kind) {
       case 'completed':
-        this.metrics.count('replayed');
         this.remember(request, claim.response, claim.retainedForMs, sentAt);
-        return of(this.send(res, claim.response, true));
+        return this.replay(res, claim.response);
       case 'mismatch':
         this.metrics.count('mismatch');
         throw idempotencyErrors.reused(policyUrl);
@@ -302,6 +300,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return { ...common, body: value, contentType: res.getHeader('content-type') ?? 'text/plain; charset=utf-8' };
     }
     return { ...common, body: value === undefined ? '' : JSON.stringify(value), contentType: JSON_CONTENT_TYPE };
+  }
+
+  /** A retry: the stored response, as stored, with Idempotent-Replayed. */
+  private replay(res: HttpResponse, response: StoredResponse): Observable<string> {
+    this.metrics.count('replayed');
+    return of(this.send(res, response, true));
   }
 
   /**

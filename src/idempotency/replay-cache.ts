@@ -41,7 +41,7 @@ export class ReplayCache {
   private bytes = 0;
 
   constructor(
-    readonly maxBytes: number,
+    private readonly maxBytes: number,
     private readonly now: () => number = () => performance.now(),
   ) {}
 
@@ -68,7 +68,8 @@ export class ReplayCache {
    */
   remember(scope: string, key: string, fingerprint: Buffer, response: StoredResponse, retainedForMs: number, measuredAt: number): void {
     const until = measuredAt + Math.min(retainedForMs, REPLAY_CACHE_MAX_AGE_MS);
-    if (until <= this.now()) return;
+    // Written so that a retention the store could not tell (NaN) keeps nothing, rather than forever.
+    if (!(until > this.now())) return;
     const id = entryId(scope, key);
     const bytes = ENTRY_OVERHEAD_BYTES + 2 * (id.length + response.body.length + response.contentType.length + (response.location?.length ?? 0));
     if (bytes > this.maxBytes) return;

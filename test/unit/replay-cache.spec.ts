@@ -36,6 +36,9 @@ describe('ReplayCache', () => {
     // Already over when it is remembered: not kept at all.
     c.remember('s', 'late', FP, response('{}'), 100, 1_000);
     expect(c.size.entries).toBe(0);
+    // A retention the store could not tell is no retention, not an entry that never ends.
+    c.remember('s', 'unknown', FP, response('{}'), Number.NaN, now);
+    expect(c.size.entries).toBe(0);
   });
 
   it('asks the database again after REPLAY_CACHE_MAX_AGE_MS however long the retention', () => {
