@@ -1,7 +1,6 @@
-import { DynamicModule, MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
+import { DynamicModule, Module } from '@nestjs/common';
 import { AuthModule } from './auth/auth.module';
 import type { RequestWithClient } from './auth/current-client.decorator';
-import { JsonOnlyMiddleware } from './common/json-only.middleware';
 import { AppConfig } from './config/config';
 import { AppConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
@@ -22,7 +21,7 @@ export interface AppModuleOptions {
 }
 
 @Module({})
-export class AppModule implements NestModule {
+export class AppModule {
   static register(options: AppModuleOptions): DynamicModule {
     const { config } = options;
     return {
@@ -60,9 +59,5 @@ export class AppModule implements NestModule {
         PaymentsModule,
       ],
     };
-  }
-
-  configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(JsonOnlyMiddleware).forRoutes('*path');
   }
 }

@@ -5,7 +5,7 @@ import { bearerToken } from './api-key';
 import { ClientsService } from './clients.service';
 import { RequestWithClient } from './current-client.decorator';
 import { FailedAuthLimiter, remoteAddress } from './failed-auth.limiter';
-import { IS_PUBLIC } from './public.decorator';
+import { isPublicRoute } from './public.decorator';
 
 /** Global guard: every route needs `Authorization: Bearer <key>` unless @Public(). */
 @Injectable()
@@ -17,9 +17,7 @@ export class ApiKeyGuard implements CanActivate {
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [context.getHandler(), context.getClass()])) {
-      return true;
-    }
+    if (isPublicRoute(this.reflector, context)) return true;
     const req = context.switchToHttp().getRequest<RequestWithClient>();
     const key = bearerToken(req.headers.authorization);
     const client = key ? await this.clients.authenticate(key) : undefined;

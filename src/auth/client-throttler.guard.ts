@@ -1,33 +1,77 @@
-import { ExecutionContext, Injectable } from '@nestjs/common';
-import { ThrottlerGuard } from '@nestjs/throttler';
-import type { ThrottlerLimitDetail } from '@nestjs/throttler';
+import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { InjectThrottlerOptions, InjectThrottlerStorage } from '@nestjs/throttler';
+import type { ThrottlerModuleOptions, ThrottlerStorage } from '@nestjs/throttler';
+import { AnyResponse, nodeResponse, isFastifyReply } from '../common/http';
 import { problems } from '../common/problem';
 import { RequestWithClient } from './current-client.decorator';
-import { IS_PUBLIC } from './public.decorator';
+import { isPublicRoute } from './public.decorator';
+
+/** A throttler of ThrottlerModule's options, its values read once. */
+interface Throttler {
+  name: string;
+  limit: number;
+  ttl: number;
+  blockDuration: number;
+  /** Of its headers: `-name`, none for `default` (as @nestjs/throttler names them). */
+  suffix: string;
+}
 
 /**
  * RATE_LIMIT_PER_CLIENT requests a second per API client, across all routes,
- * counted in this instance's memory. Runs after ApiKeyGuard (registered after
- * it), so it knows the client; public routes (health, docs, metrics) are not
- * counted. Over the limit: 429 rate_limited with Retry-After.
+ * counted in ThrottlerModule's storage (this instance's memory by default). Runs
+ * after ApiKeyGuard (registered after it), so it knows the client; public routes
+ * (health, docs, metrics) are not counted. Over the limit: 429 rate_limited with
+ * Retry-After.
+ *
+ * @nestjs/throttler's module (options and storage, so a shared storage can be
+ * plugged in) with a guard of our own: the library's guard reads five metadata
+ * keys and awaits five promises per throttler on every request, for per-route
+ * overrides (@Throttle, @SkipThrottle) this app does not use. This one reads the
+ * options once and makes one storage call per throttler, and gives the same
+ * answers and headers (X-RateLimit-Limit-client, -Remaining-client, -Reset-client;
+ * Retry-After-client when refused).
  */
 @Injectable()
-export class ClientThrottlerGuard extends ThrottlerGuard {
-  /** Public routes have no client (and Node's `req.client` is then the socket: test the route, not the request). */
-  protected override shouldSkip(context: ExecutionContext): Promise<boolean> {
-    return Promise.resolve(this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [context.getHandler(), context.getClass()]) === true);
+export class ClientThrottlerGuard implements CanActivate {
+  private readonly throttlers: Throttler[];
+
+  constructor(
+    @InjectThrottlerOptions() options: ThrottlerModuleOptions,
+    @InjectThrottlerStorage() private readonly storage: ThrottlerStorage,
+    private readonly reflector: Reflector,
+  ) {
+    this.throttlers = (Array.isArray(options) ? options : options.throttlers).map((t) => {
+      const { limit, ttl, blockDuration = ttl } = t;
+      if (typeof limit !== 'number' || typeof ttl !== 'number' || typeof blockDuration !== 'number') {
+        throw new Error('ClientThrottlerGuard: a throttler\'s limit, ttl and blockDuration must be numbers');
+      }
+      const name = t.name ?? 'default';
+      return { name, limit, ttl, blockDuration, suffix: name === 'default' ? '' : `-${name}` };
+    });
   }
 
-  protected override getTracker(req: Record<string, unknown>): Promise<string> {
-    return Promise.resolve((req as Pick<RequestWithClient, 'client'>).client!.id);
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (isPublicRoute(this.reflector, context)) return true;
+    const http = context.switchToHttp();
+    const clientId = http.getRequest<RequestWithClient>().client!.id;
+    const res = http.getResponse<AnyResponse>();
+    for (const t of this.throttlers) {
+      // One budget per client for every route (the library's default key is per controller and handler too).
+      const hit = await this.storage.increment(`${t.name}:${clientId}`, t.ttl, t.limit, t.blockDuration, t.name);
+      if (hit.isBlocked) {
+        setHeader(res, `Retry-After${t.suffix}`, hit.timeToBlockExpire);
+        throw problems.rateLimited(hit.timeToBlockExpire);
+      }
+      setHeader(res, `X-RateLimit-Limit${t.suffix}`, t.limit);
+      setHeader(res, `X-RateLimit-Remaining${t.suffix}`, Math.max(0, t.limit - hit.totalHits));
+      setHeader(res, `X-RateLimit-Reset${t.suffix}`, hit.timeToExpire);
+    }
+    return true;
   }
+}
 
-  /** One budget per client for every route (the default keys by controller and handler too). */
-  protected override generateKey(_context: ExecutionContext, tracker: string, name: string): string {
-    return `${name}:${tracker}`;
-  }
-
-  protected override throwThrottlingException(_context: ExecutionContext, detail: ThrottlerLimitDetail): Promise<void> {
-    throw problems.rateLimited(detail.timeToBlockExpire);
-  }
+function setHeader(res: AnyResponse, name: string, value: number): void {
+  if (isFastifyReply(res)) res.header(name, String(value));
+  else nodeResponse(res).setHeader(name, value);
 }

@@ -6,6 +6,7 @@ import { ApiProblems } from '../common/openapi';
 import { PageQueryDto } from '../common/pagination';
 import { ParseIdPipe } from '../common/parse-id.pipe';
 import { Idempotent, Operation } from '../idempotency';
+import { ChargeRoute } from './charge-admission';
 import { CreatePaymentDto, CreateRefundDto } from './dto/create-payment.dto';
 import { PaymentPage, PaymentResponse, RefundResponse } from './dto/payment.response';
 import { PAYMENT_OPERATION, PaymentOperation, PaymentsService, REFUND_OPERATION, RefundOperation } from './payments.service';
@@ -17,6 +18,7 @@ export class PaymentsController {
   constructor(private readonly payments: PaymentsService) {}
 
   @Post()
+  @ChargeRoute()
   @Idempotent({ phased: PAYMENT_OPERATION })
   @ApiOperation({
     summary: 'Charge a card, optionally paying a pending order',
@@ -50,6 +52,7 @@ export class PaymentsController {
   }
 
   @Post(':id/refunds')
+  @ChargeRoute()
   @Idempotent({ phased: REFUND_OPERATION })
   @ApiOperation({
     summary: 'Refund a succeeded payment (default: what remains)',

@@ -23,7 +23,8 @@ describe('rate limits (e2e)', () => {
     it('answers a client over its limit 429 rate_limited, across routes, while another client and public routes are served', async () => {
       // Within one second (the window): 5 requests pass, on different routes.
       const started = Date.now();
-      for (const path of ['/orders', '/payments', '/orders', '/payments', '/orders']) await http().get(path).set(t.auth(CLIENT_A)).expect(200);
+      const served = [];
+      for (const path of ['/orders', '/payments', '/orders', '/payments', '/orders']) served.push(await http().get(path).set(t.auth(CLIENT_A)).expect(200));
       const over = await http().get('/orders').set(t.auth(CLIENT_A));
       const post = await http().post('/payments').set(t.auth(CLIENT_A)).set('Idempotency-Key', randomUUID()).send({});
       const other = await http().get('/orders').set(t.auth(CLIENT_B));
@@ -32,6 +33,15 @@ describe('rate limits (e2e)', () => {
       expectRateLimited(over);
       expectRateLimited(post);
       expect(other.status).toBe(200);
+      // The budget is told on every counted answer (the throttler's headers, named after it).
+      expect(served.map((r) => [r.headers['x-ratelimit-limit-client'], r.headers['x-ratelimit-remaining-client']])).toEqual(
+        ['4', '3', '2', '1', '0'].map((left) => ['5', left]),
+      );
+      for (const r of served) expect(Number(r.headers['x-ratelimit-reset-client'])).toBe(1);
+      expect(Number(over.headers['retry-after-client'])).toBeGreaterThan(0);
+      expect(other.headers['x-ratelimit-remaining-client']).toBe('4');
+      const health = await http().get('/health').expect(200);
+      expect(health.headers['x-ratelimit-limit-client']).toBeUndefined();
     });
   });
 
