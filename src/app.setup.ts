@@ -2,6 +2,7 @@ import type { Socket } from 'node:net';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { FastifyInstance } from 'fastify';
+import { CLS_REQ, ClsService } from 'nestjs-cls';
 import { FailedAuthLimiter } from './auth/failed-auth.limiter';
 import { parseJsonBody } from './common/json-depth';
 import { rejectNonJsonBody } from './common/json-only.hook';
@@ -47,6 +48,8 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
  */
 export function configureApp(app: NestFastifyApplication, config: AppConfig): NestFastifyApplication {
   const fastify = app.getHttpAdapter().getInstance();
+  // First: every hook after it, the guards, the handler and the logger run in the request's context.
+  openRequestContext(fastify, app.get(ClsService));
   app.useLogger(app.get(AppLogger));
   logRequests(fastify, app.get(ROOT_LOGGER));
   // Before any middleware (Nest runs them in a request hook ahead of middie), for 404s and
@@ -95,6 +98,23 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   }
   setupOpenApi(app, fastify);
   return app;
+}
+
+/**
+ * nestjs-cls's context for each request (the ambient transaction, the
+ * idempotency key of the request, the request id of log lines), opened in a
+ * Fastify onRequest hook in place of nestjs-cls's middleware
+ * (`transactionalClsModule({ middleware: false })`): with no Nest middleware
+ * left, @fastify/middie has nothing to run per request. CLS_REQ is the Fastify
+ * request (its `id` is the request id).
+ */
+function openRequestContext(fastify: FastifyInstance, cls: ClsService): void {
+  fastify.addHook('onRequest', (request, _reply, done) => {
+    cls.run(() => {
+      cls.set(CLS_REQ, request);
+      done();
+    });
+  });
 }
 
 /**

@@ -27,10 +27,10 @@ export class ProblemDetailsFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const http = host.switchToHttp();
-    // A Fastify request (in a route) or a Node one (in middleware); the request id is on the Node one.
+    // A Fastify request (in a route) or a Node one (in middleware, where @fastify/middie copies the id onto it).
     const req = http.getRequest<{ id?: unknown; raw?: { id?: unknown } }>();
     const res = http.getResponse<AnyResponse>();
-    const id = (req.raw ?? req).id;
+    const id = req.id ?? req.raw?.id;
     const problem = this.toProblem(exception, typeof id === 'string' ? id : undefined);
 
     if (nodeResponse(res).headersSent) {

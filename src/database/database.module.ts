@@ -44,8 +44,9 @@ export class DatabaseModule {
             return new DataSource(dsOptions!).initialize();
           },
         }),
-        // The app has no Proxy Providers: no per-request resolution of them.
-        transactionalClsModule({ resolveProxyProviders: false }),
+        // No middleware: configureApp opens each request's context in a Fastify hook
+        // (openRequestContext). The app has no Proxy Providers to resolve either.
+        transactionalClsModule({ middleware: false, resolveProxyProviders: false }),
       ],
     };
   }

@@ -19,11 +19,21 @@ import { PipelinedTransactionalAdapterTypeOrm } from './pipelined-transactions';
  * which costs every request a dynamic `require` and an await in the
  * middleware (about 4 µs). The module uses none; an app that uses none may
  * turn it off (a Proxy Provider left unresolved reads as empty, silently).
+ *
+ * `middleware: false` mounts no nestjs-cls middleware: the app then opens the
+ * context of each request itself, before anything that uses it runs (on
+ * Fastify, `cls.run(() => done())` in the first onRequest hook; see
+ * docs/library.md). With no Nest middleware left, @fastify/middie copies
+ * nothing onto the Node request and runs no middleware chain per request,
+ * which with nestjs-cls's asynchronous middleware is about a fifth of a
+ * replay's CPU.
  */
-export function transactionalClsModule(options: { dataSourceName?: string; resolveProxyProviders?: boolean } = {}): DynamicModule {
+export function transactionalClsModule(
+  options: { dataSourceName?: string; resolveProxyProviders?: boolean; middleware?: boolean } = {},
+): DynamicModule {
   return ClsModule.forRoot({
     global: true,
-    middleware: { mount: true, resolveProxyProviders: options.resolveProxyProviders ?? true },
+    middleware: { mount: options.middleware ?? true, resolveProxyProviders: options.resolveProxyProviders ?? true },
     plugins: [
       new ClsPluginTransactional({
         imports: [TypeOrmModule],

@@ -1,5 +1,6 @@
 import { Controller, Get, INestApplication, Module } from '@nestjs/common';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import { TransactionHost } from '@nestjs-cls/transactional';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { CLS_REQ, ClsModule, ClsService, InjectableProxy } from 'nestjs-cls';
@@ -67,5 +68,80 @@ describe('transactionalClsModule() and Proxy Providers (e2e)', () => {
     const app = await boot({ resolveProxyProviders: false });
     const res = await request(app.getHttpServer()).get('/proxy').set('X-Probe', 'two').expect(200);
     expect(res.body).toEqual({});
+  });
+});
+
+@Controller('context')
+class ContextController {
+  constructor(
+    private readonly txHost: TransactionHost,
+    private readonly cls: ClsService,
+  ) {}
+
+  @Get()
+  async get(): Promise<{ inTransaction: boolean; inContext: boolean; requestId: unknown }> {
+    // The transaction opens a context of its own when the request has none.
+    const inTransaction = await this.txHost.withTransaction(async () => this.txHost.isTransactionActive());
+    const inContext = this.cls.isActive();
+    return { inTransaction, inContext, requestId: inContext ? this.cls.get<{ id?: unknown }>(CLS_REQ)?.id : undefined };
+  }
+}
+
+@Module({ controllers: [ContextController] })
+class ContextDemoModule {}
+
+/**
+ * `middleware: false` (this app's setting): nestjs-cls mounts no middleware and
+ * the app opens each request's context in a Fastify onRequest hook, as
+ * docs/library.md shows and configureApp does.
+ */
+describe('transactionalClsModule({ middleware: false }) (e2e)', () => {
+  let db: TestDatabase;
+  const apps: INestApplication[] = [];
+
+  async function boot(options: { middleware?: boolean }, hook: boolean): Promise<INestApplication> {
+    const moduleRef = await Test.createTestingModule({
+      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url }), transactionalClsModule(options), ContextDemoModule],
+    }).compile();
+    const app = moduleRef.createNestApplication<NestFastifyApplication>(new FastifyAdapter({ genReqId: () => 'req-1' }), { logger: false });
+    if (hook) {
+      const cls = app.get(ClsService);
+      app.getHttpAdapter().getInstance().addHook('onRequest', (request, _reply, done) => {
+        cls.run(() => {
+          cls.set(CLS_REQ, request);
+          done();
+        });
+      });
+    }
+    await app.init();
+    await app.getHttpAdapter().getInstance().ready();
+    apps.push(app);
+    return app;
+  }
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    for (const app of apps) await app.close();
+    await db.drop();
+  });
+
+  it('opens the context in the middleware by default', async () => {
+    const app = await boot({}, false);
+    const res = await request(app.getHttpServer()).get('/context').expect(200);
+    expect(res.body).toEqual({ inTransaction: true, inContext: true, requestId: 'req-1' });
+  });
+
+  it('with middleware: false, a request has no context of its own until the app opens one', async () => {
+    const app = await boot({ middleware: false }, false);
+    const res = await request(app.getHttpServer()).get('/context').expect(200);
+    expect(res.body).toEqual({ inTransaction: true, inContext: false });
+  });
+
+  it('with middleware: false and the onRequest hook, the handler runs in the request context', async () => {
+    const app = await boot({ middleware: false }, true);
+    const res = await request(app.getHttpServer()).get('/context').expect(200);
+    expect(res.body).toEqual({ inTransaction: true, inContext: true, requestId: 'req-1' });
   });
 });
