@@ -62,10 +62,16 @@ function canPipeline(client: PoolClient): client is PipelinableClient {
 
 /**
  * One transaction's statements on its pooled client: holds BEGIN back until the
- * first statement, and sends the last one with COMMIT. Attached to the client
- * (its `query` shadowed) for the transaction's lifetime by the adapter below.
+ * first statement, and sends the last one with COMMIT. Installed on a client
+ * once (its `query` shadowed, for good) and active for one transaction at a
+ * time (the adapter below begins and ends it); between transactions the
+ * client's `query` goes straight to pg's. Installed once rather than per
+ * transaction because adding and deleting properties on each transaction
+ * turned pg's client objects into dictionaries, which slowed every access to them.
  */
 export class TransactionPipeline {
+  /** A transaction runs on the client (between begin() and end()). */
+  private active = false;
   /** BEGIN (and the isolation level) held back until the first statement. */
   private held: string[] = [];
   /** Set once commitWith has ended the transaction (committed, or rolled back by the server). */
@@ -77,26 +83,40 @@ export class TransactionPipeline {
     private readonly send: QueryFunction,
   ) {}
 
-  /** Attaches a pipeline to a client just taken from the pool, or returns undefined when its pg cannot pipeline. */
+  /**
+   * Begins a transaction's pipeline on a client just taken from the pool
+   * (installing one on a client seen for the first time), or returns undefined
+   * when its pg cannot pipeline or a pipeline already runs on it.
+   */
   static attach(client: object): TransactionPipeline | undefined {
-    if (!canPipeline(client as PoolClient) || (client as Record<symbol, unknown>)[PIPELINE]) return undefined;
-    const pg = client as PipelinableClient;
-    const pipeline = new TransactionPipeline(pg, pg.query.bind(pg) as QueryFunction);
-    Object.defineProperty(client, 'query', { value: pipeline.query.bind(pipeline), configurable: true, writable: true });
-    Object.defineProperty(client, PIPELINE, { value: pipeline, configurable: true });
+    if (!canPipeline(client as PoolClient)) return undefined;
+    let pipeline = (client as Record<symbol, TransactionPipeline | undefined>)[PIPELINE];
+    if (pipeline === undefined) {
+      const pg = client as PipelinableClient;
+      const installed = new TransactionPipeline(pg, pg.query.bind(pg) as QueryFunction);
+      const query = (text: QueryText, values?: unknown[], callback?: unknown) =>
+        installed.active ? installed.query(text, values, callback) : installed.send(text, values, callback);
+      Object.defineProperty(client, 'query', { value: query, configurable: true, writable: true });
+      Object.defineProperty(client, PIPELINE, { value: installed, configurable: true });
+      pipeline = installed;
+    } else if (pipeline.active) {
+      return undefined;
+    }
+    pipeline.active = true;
     return pipeline;
   }
 
-  /** The pipeline of the transaction running on `client`, if the adapter attached one. */
+  /** The pipeline of the transaction running on `client`, if the adapter began one. */
   static of(client: object): TransactionPipeline | undefined {
-    return (client as Record<symbol, TransactionPipeline | undefined>)[PIPELINE];
+    const pipeline = (client as Record<symbol, TransactionPipeline | undefined>)[PIPELINE];
+    return pipeline?.active ? pipeline : undefined;
   }
 
-  /** Gives the client back its own `query`, before it returns to the pool. */
+  /** Ends the transaction's pipeline, before the client returns to the pool: its `query` is pg's again. */
   detach(): void {
-    const client = this.client as unknown as Record<string | symbol, unknown>;
-    delete client.query;
-    delete client[PIPELINE];
+    this.active = false;
+    this.held = [];
+    this.ended = false;
   }
 
   /**
