@@ -30,47 +30,6 @@ class ProxyController {
 @Module({ imports: [ClsModule.forFeature(RequestPath)], controllers: [ProxyController] })
 class ProxyDemoModule {}
 
-/**
- * transactionalClsModule() resolves nestjs-cls's Proxy Providers per request,
- * as nestjs-cls does, unless the app turns that off (`resolveProxyProviders:
- * false`, which this app does: it has none, and each request saves the cost).
- */
-describe('transactionalClsModule() and Proxy Providers (e2e)', () => {
-  let db: TestDatabase;
-  const apps: INestApplication[] = [];
-
-  async function boot(options: { resolveProxyProviders?: boolean }): Promise<INestApplication> {
-    const moduleRef = await Test.createTestingModule({
-      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url }), transactionalClsModule(options), ProxyDemoModule],
-    }).compile();
-    const app = moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
-    await app.init();
-    await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
-    apps.push(app);
-    return app;
-  }
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    for (const app of apps) await app.close();
-    await db.drop();
-  });
-
-  it('resolves them per request by default', async () => {
-    const app = await boot({});
-    const res = await request(app.getHttpServer()).get('/proxy').set('X-Probe', 'one').expect(200);
-    expect(res.body).toEqual({ probe: 'one' });
-  });
-
-  it('leaves them unresolved when turned off: they then read as empty', async () => {
-    const app = await boot({ resolveProxyProviders: false });
-    const res = await request(app.getHttpServer()).get('/proxy').set('X-Probe', 'two').expect(200);
-    expect(res.body).toEqual({});
-  });
-});
-
 @Controller('context')
 class ContextController {
   constructor(
@@ -90,18 +49,18 @@ class ContextController {
 @Module({ controllers: [ContextController] })
 class ContextDemoModule {}
 
-/**
- * `middleware: false` (this app's setting): nestjs-cls mounts no middleware and
- * the app opens each request's context in a Fastify onRequest hook, as
- * docs/library.md shows and configureApp does.
- */
-describe('transactionalClsModule({ middleware: false }) (e2e)', () => {
+/** One app per case, on one database; `hook`: the app opens each request's context in a Fastify onRequest hook. */
+describe('transactionalClsModule() (e2e)', () => {
   let db: TestDatabase;
   const apps: INestApplication[] = [];
 
-  async function boot(options: { middleware?: boolean }, hook: boolean): Promise<INestApplication> {
+  async function boot(
+    options: Parameters<typeof transactionalClsModule>[0],
+    demo: typeof ProxyDemoModule | typeof ContextDemoModule,
+    hook = false,
+  ): Promise<INestApplication> {
     const moduleRef = await Test.createTestingModule({
-      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url }), transactionalClsModule(options), ContextDemoModule],
+      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url }), transactionalClsModule(options), demo],
     }).compile();
     const app = moduleRef.createNestApplication<NestFastifyApplication>(new FastifyAdapter({ genReqId: () => 'req-1' }), { logger: false });
     if (hook) {
@@ -127,21 +86,47 @@ describe('transactionalClsModule({ middleware: false }) (e2e)', () => {
     await db.drop();
   });
 
-  it('opens the context in the middleware by default', async () => {
-    const app = await boot({}, false);
-    const res = await request(app.getHttpServer()).get('/context').expect(200);
-    expect(res.body).toEqual({ inTransaction: true, inContext: true, requestId: 'req-1' });
+  /**
+   * Proxy Providers are resolved per request, as nestjs-cls does, unless the app
+   * turns that off (`resolveProxyProviders: false`, which this app does: it has
+   * none, and each request saves the cost).
+   */
+  describe('and Proxy Providers', () => {
+    it('resolves them per request by default', async () => {
+      const app = await boot({}, ProxyDemoModule);
+      const res = await request(app.getHttpServer()).get('/proxy').set('X-Probe', 'one').expect(200);
+      expect(res.body).toEqual({ probe: 'one' });
+    });
+
+    it('leaves them unresolved when turned off: they then read as empty', async () => {
+      const app = await boot({ resolveProxyProviders: false }, ProxyDemoModule);
+      const res = await request(app.getHttpServer()).get('/proxy').set('X-Probe', 'two').expect(200);
+      expect(res.body).toEqual({});
+    });
   });
 
-  it('with middleware: false, a request has no context of its own until the app opens one', async () => {
-    const app = await boot({ middleware: false }, false);
-    const res = await request(app.getHttpServer()).get('/context').expect(200);
-    expect(res.body).toEqual({ inTransaction: true, inContext: false });
-  });
+  /**
+   * `middleware: false` (this app's setting): nestjs-cls mounts no middleware and
+   * the app opens each request's context in a Fastify onRequest hook, as
+   * docs/library.md shows and configureApp does.
+   */
+  describe('and the request context', () => {
+    it('opens it in the middleware by default', async () => {
+      const app = await boot({}, ContextDemoModule);
+      const res = await request(app.getHttpServer()).get('/context').expect(200);
+      expect(res.body).toEqual({ inTransaction: true, inContext: true, requestId: 'req-1' });
+    });
 
-  it('with middleware: false and the onRequest hook, the handler runs in the request context', async () => {
-    const app = await boot({ middleware: false }, true);
-    const res = await request(app.getHttpServer()).get('/context').expect(200);
-    expect(res.body).toEqual({ inTransaction: true, inContext: true, requestId: 'req-1' });
+    it('with middleware: false, a request has no context of its own until the app opens one', async () => {
+      const app = await boot({ middleware: false }, ContextDemoModule);
+      const res = await request(app.getHttpServer()).get('/context').expect(200);
+      expect(res.body).toEqual({ inTransaction: true, inContext: false });
+    });
+
+    it('with middleware: false and the onRequest hook, the handler runs in the request context', async () => {
+      const app = await boot({ middleware: false }, ContextDemoModule, true);
+      const res = await request(app.getHttpServer()).get('/context').expect(200);
+      expect(res.body).toEqual({ inTransaction: true, inContext: true, requestId: 'req-1' });
+    });
   });
 });
