@@ -9,7 +9,7 @@ import type { AppConfig } from '../config/config';
 import { bearerToken } from './api-key';
 import { ClientsService } from './clients.service';
 
-/** Past this many blocked addresses, the expired ones are swept before another is added. */
+/** Past this many blocked addresses, the expired ones are swept (at most once a second) when another is added. */
 const MAX_TRACKED_BLOCKS = 10_000;
 
 /**
@@ -32,6 +32,7 @@ export class FailedAuthLimiter {
    * Map lookup, not a promise.
    */
   private readonly blockedUntil = new Map<string, number>();
+  private lastSweep = 0;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -80,11 +81,13 @@ export class FailedAuthLimiter {
   }
 
   private block(address: string, ms: number): void {
-    if (this.blockedUntil.size >= MAX_TRACKED_BLOCKS) {
-      const now = Date.now();
+    const now = Date.now();
+    // At most one sweep a second: a flood from more addresses than that never makes each failure a scan.
+    if (this.blockedUntil.size >= MAX_TRACKED_BLOCKS && now - this.lastSweep >= 1_000) {
+      this.lastSweep = now;
       for (const [a, until] of this.blockedUntil) if (until <= now) this.blockedUntil.delete(a);
     }
-    this.blockedUntil.set(address, Date.now() + ms);
+    this.blockedUntil.set(address, now + ms);
   }
 }
 

@@ -70,7 +70,7 @@ function canPipeline(client: PoolClient): client is PipelinableClient {
  * turned pg's client objects into dictionaries, which slowed every access to them.
  */
 export class TransactionPipeline {
-  /** A transaction runs on the client (between begin() and end()). */
+  /** A transaction runs on the client (between attach() and detach()). */
   private active = false;
   /** BEGIN (and the isolation level) held back until the first statement. */
   private held: string[] = [];
