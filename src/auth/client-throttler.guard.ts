@@ -2,7 +2,7 @@ import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { InjectThrottlerOptions, InjectThrottlerStorage } from '@nestjs/throttler';
 import type { ThrottlerModuleOptions, ThrottlerStorage } from '@nestjs/throttler';
-import { AnyResponse, nodeResponse, isFastifyReply } from '../common/http';
+import type { ResponseHeaders } from '../common/http';
 import { problems } from '../common/problem';
 import { RequestWithClient } from './current-client.decorator';
 import { isPublicRoute } from './public.decorator';
@@ -55,23 +55,18 @@ export class ClientThrottlerGuard implements CanActivate {
     if (isPublicRoute(this.reflector, context)) return true;
     const http = context.switchToHttp();
     const clientId = http.getRequest<RequestWithClient>().client!.id;
-    const res = http.getResponse<AnyResponse>();
+    const res = http.getResponse<ResponseHeaders>();
     for (const t of this.throttlers) {
       // One budget per client for every route (the library's default key is per controller and handler too).
       const hit = await this.storage.increment(`${t.name}:${clientId}`, t.ttl, t.limit, t.blockDuration, t.name);
       if (hit.isBlocked) {
-        setHeader(res, `Retry-After${t.suffix}`, hit.timeToBlockExpire);
+        res.header(`Retry-After${t.suffix}`, String(hit.timeToBlockExpire));
         throw problems.rateLimited(hit.timeToBlockExpire);
       }
-      setHeader(res, `X-RateLimit-Limit${t.suffix}`, t.limit);
-      setHeader(res, `X-RateLimit-Remaining${t.suffix}`, Math.max(0, t.limit - hit.totalHits));
-      setHeader(res, `X-RateLimit-Reset${t.suffix}`, hit.timeToExpire);
+      res.header(`X-RateLimit-Limit${t.suffix}`, String(t.limit));
+      res.header(`X-RateLimit-Remaining${t.suffix}`, String(Math.max(0, t.limit - hit.totalHits)));
+      res.header(`X-RateLimit-Reset${t.suffix}`, String(hit.timeToExpire));
     }
     return true;
   }
-}
-
-function setHeader(res: AnyResponse, name: string, value: number): void {
-  if (isFastifyReply(res)) res.header(name, String(value));
-  else nodeResponse(res).setHeader(name, value);
 }

@@ -1,14 +1,6 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { ProblemException } from './problem';
 import { PROBLEM_CONTENT_TYPE } from './problem';
-
-/**
- * What middleware receives, on Fastify (through @fastify/middie) and on Express
- * alike: Node's own request and response. Fastify adds `id` and `ip` to the
- * request (middie copies them), Express `ip`.
- */
-export type HttpRequest = IncomingMessage & { id?: string; ip?: string };
-export type Next = (error?: unknown) => void;
 
 /** The reply of a route on Fastify: what the exception filter and the controllers use of it. */
 export interface FastifyLikeReply {

@@ -27,10 +27,9 @@ export class ProblemDetailsFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const http = host.switchToHttp();
-    // A Fastify request (in a route) or a Node one (in middleware, where @fastify/middie copies the id onto it).
-    const req = http.getRequest<{ id?: unknown; raw?: { id?: unknown } }>();
+    // The Fastify request: its id is the request id (the app has no Nest middleware, whose Node request would be passed here).
+    const id = http.getRequest<{ id?: unknown }>().id;
     const res = http.getResponse<AnyResponse>();
-    const id = req.id ?? req.raw?.id;
     const problem = this.toProblem(exception, typeof id === 'string' ? id : undefined);
 
     if (nodeResponse(res).headersSent) {
