@@ -42,6 +42,8 @@ export abstract class SqlRepository {
    * The rows of a statement (RETURNING rows for INSERT, UPDATE and DELETE), on
    * the transaction's own connection, or on the pool outside one. Sent to
    * node-postgres directly: TypeORM's `query()` has no way to name a statement.
+   * `sql` must be one of the code's constant texts, every value a parameter:
+   * each distinct text stays prepared on each connection for its lifetime.
    */
   protected async rows<T>(sql: string, params: unknown[]): Promise<T[]> {
     const statement: QueryConfig = { name: statementName(sql), text: sql, values: params };
