@@ -302,7 +302,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     // A new or replaced key is kept for retentionMs from the statement's now().
-    if (row.claimed) return { kind: 'claimed', owner: this.owner(id, clientId, key, row.lease), takenOver: false, recovery: null, retainedForMs: retentionMs };
+    if (row.claimed) return { kind: 'claimed', owner: { clientId, key, token: row.lease }, takenOver: false, recovery: null, retainedForMs: retentionMs };
 
     if (row.expired) {
       // Past retention: the key is new again, whatever it stored.
@@ -312,7 +312,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
         values: [id, row.lease, leaseMs, fingerprint, retentionMs],
       });
       return replaced.rows[0]
-        ? { kind: 'claimed', owner: this.owner(id, clientId, key, replaced.rows[0].lease), takenOver: false, recovery: null, retainedForMs: retentionMs }
+        ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false, recovery: null, retainedForMs: retentionMs }
         : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     }
     if (!row.same) return { kind: 'mismatch' };
@@ -333,7 +333,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     return won
       ? {
           kind: 'claimed',
-          owner: this.owner(id, clientId, key, won.lease),
+          owner: { clientId, key, token: won.lease },
           takenOver: true,
           recovery: won.recovery && splitRecovery(won.recovery).recovery,
           // A takeover keeps the key's expires_at: what the claim statement read.
@@ -342,52 +342,30 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
   }
 
-  /**
-   * The row id of an owner's key: hashed once per ownership (a phased request
-   * names its key in its claim, its recovery point and its completion).
-   */
-  private readonly rowIds = new WeakMap<Ownership, string>();
-
-  /** A claim's ownership, with the row id the claim hashed already. */
-  private owner(id: string, clientId: string, key: string, token: string): Ownership {
-    const owner = { clientId, key, token };
-    this.rowIds.set(owner, id);
-    return owner;
-  }
-
-  private rowId(owner: Ownership): string {
-    let id = this.rowIds.get(owner);
-    if (id === undefined) {
-      id = keyId(owner.clientId, owner.key);
-      this.rowIds.set(owner, id);
-    }
-    return id;
-  }
-
   async complete(owner: Ownership, response: StoredResponse, options?: InTransactionOptions): Promise<void> {
     await this.fencedInTransaction(
       'idempotency_complete',
       this.sql.complete,
-      [this.rowId(owner), owner.token, response.status, response.body, encodeHeaders(response)],
+      [keyId(owner.clientId, owner.key), owner.token, response.status, response.body, encodeHeaders(response)],
       options,
     );
   }
 
   async checkpoint(owner: Ownership, recovery: RecoveryPoint, options?: InTransactionOptions): Promise<void> {
     const stored: StoredRecoveryPoint = { ...recovery, scope: owner.clientId, key: owner.key };
-    await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [this.rowId(owner), owner.token, JSON.stringify(stored)], options);
+    await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.clientId, owner.key), owner.token, JSON.stringify(stored)], options);
   }
 
   async releaseInTransaction(owner: Ownership, options?: InTransactionOptions): Promise<void> {
-    await this.fencedInTransaction('idempotency_release_in_transaction', this.sql.releaseInTransaction, [this.rowId(owner), owner.token], options);
+    await this.fencedInTransaction('idempotency_release_in_transaction', this.sql.releaseInTransaction, [keyId(owner.clientId, owner.key), owner.token], options);
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_release', text: this.sql.release, values: [this.rowId(owner), owner.token] });
+    await this.claimPool.query({ name: 'idempotency_release', text: this.sql.release, values: [keyId(owner.clientId, owner.key), owner.token] });
   }
 
   async yieldLease(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_yield', text: this.sql.yield, values: [this.rowId(owner), owner.token] });
+    await this.claimPool.query({ name: 'idempotency_yield', text: this.sql.yield, values: [keyId(owner.clientId, owner.key), owner.token] });
   }
 
   async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
