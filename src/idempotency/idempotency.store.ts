@@ -69,7 +69,10 @@ export interface IdempotencyStore {
    * business transaction. Throws LeaseLostError when the key is no longer ours.
    */
   complete(owner: Ownership, response: StoredResponse, options?: InTransactionOptions): Promise<void>;
-  /** Deletes the key if it is still ours and unfinished (after a rollback). */
+  /**
+   * Deletes the key if it is still ours and unfinished (after a rollback), unless
+   * it holds a committed recovery point: that key is kept and its lease ends now.
+   */
   release(owner: Ownership): Promise<void>;
   /**
    * Records a recovery point, fenced on the owner's token, inside the ambient

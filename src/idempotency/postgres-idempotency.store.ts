@@ -138,6 +138,19 @@ const RELEASE_SQL = (t: string) => `
 DELETE FROM ${t}
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
+// After a failure outside a phase's commit: the key goes only if no recovery
+// point committed. A phase whose COMMIT took effect although its acknowledgement
+// was lost has left one: the key is then kept with it and its lease ends now,
+// so the next attempt (a retry or the recovery job) resumes the operation.
+const RELEASE_UNLESS_CHECKPOINTED_SQL = (t: string) => `
+WITH gone AS (
+  DELETE FROM ${t}
+   WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL AND recovery IS NULL
+  RETURNING 1
+)
+UPDATE ${t} SET lease = ${NOW_US}
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL AND recovery IS NOT NULL AND lease > ${NOW_US}`;
+
 function statements(table: string) {
   return {
     claim: CLAIM_SQL(table),
@@ -147,7 +160,7 @@ function statements(table: string) {
     checkpoint: CHECKPOINT_SQL(table),
     yield: YIELD_SQL(table),
     takeOverAbandoned: TAKE_OVER_ABANDONED_SQL(table),
-    release: RELEASE_SQL(table),
+    release: RELEASE_UNLESS_CHECKPOINTED_SQL(table),
     // Inside a phased operation's last transaction: fenced like the completion.
     releaseInTransaction: fenced(RELEASE_SQL(table)),
   };
