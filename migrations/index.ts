@@ -3,6 +3,7 @@ import { CreateClients1764460800000 } from './1764460800000-CreateClients';
 import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-CreateOrdersPaymentsRefunds';
 import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
 import { ClientKeys1796076397978 } from './1796076397978-ClientKeys';
+import { PaymentOperationKeys1796200000000 } from './1796200000000-PaymentOperationKeys';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed] = idempotencyMigrations;
 
@@ -22,4 +23,5 @@ export const migrations = [
   idempotencyKeysAnyScope,
   ClientKeys1796076397978,
   idempotencyKeysHashed,
+  PaymentOperationKeys1796200000000,
 ];

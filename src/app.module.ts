@@ -51,6 +51,8 @@ export class AppModule {
             },
             replayCache: { maxBytes: config.idempotency.replayCacheBytes },
             recovery: { enabled: config.recovery.enabled, interval: config.recovery.intervalMs },
+            // The card network's webhook event ids (and any other message the app consumes once).
+            messages: { retention: config.cardNetwork.webhookEventRetentionMs },
           }),
         }),
         AuthModule,

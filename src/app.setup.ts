@@ -19,6 +19,7 @@ import { logRequests } from './logging/request-log.hook';
 import { observeHttpRequests } from './metrics/http-metrics.hook';
 import { MetricsService } from './metrics/metrics.service';
 import { ChargeAdmission } from './payments/charge-admission';
+import { RawBodyRequest, WEBHOOK_PATH } from './payments/webhooks/card-network-webhooks.controller';
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
 const UNSUPPORTED_CHARSET = () =>
@@ -80,6 +81,8 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
       // The depth is counted on UTF-8 bytes and the text decoded as UTF-8: another charset is refused.
       const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1].toLowerCase();
       if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw UNSUPPORTED_CHARSET();
+      // A signed webhook is verified on the exact bytes that were signed.
+      if (request.routeOptions.url === WEBHOOK_PATH) (request as RawBodyRequest).rawBody = body as Buffer;
       done(null, parseJsonBody(body as Buffer));
     } catch (error) {
       done(error as Error, undefined);

@@ -9,6 +9,8 @@ import { ClientsService } from './auth/clients.service';
 import { ConfigError, loadConfig } from './config/config';
 import { UnsafeProductionConfigError, refuseUnsafeProductionConfig } from './config/production';
 import { DatabaseStartError, openDatabase } from './database/database-server';
+import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from './payments/card-network/card-network.module';
+import { WEBHOOK_PATH } from './payments/webhooks/card-network-webhooks.controller';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -52,6 +54,7 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void shutdown('SIGINT'));
   // The port bound (PORT=0 asks the OS for a free one; tests read it from this line).
   const { port } = app.getHttpServer().address() as AddressInfo;
+  app.get<CardNetworkEndpoint>(CARD_NETWORK_ENDPOINT).deliverWebhooksTo(`http://127.0.0.1:${port}${WEBHOOK_PATH}`);
   console.log(JSON.stringify({ level: 30, msg: `listening on :${port}`, port, docs: `http://localhost:${port}/docs` }));
 }
 

@@ -10,6 +10,8 @@ import { parseDuration } from './duration';
 
 /** The documented test key of the bundled card network simulator (not a secret). */
 export const DEFAULT_CARD_NETWORK_SECRET = 'sk_test_simulator_0123456789abcdef';
+/** The documented webhook signing secret of the bundled simulator (not a secret). */
+export const DEFAULT_WEBHOOK_SECRET = 'whsec_simulator_0123456789abcdef';
 
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 * 1024 };
 
@@ -151,6 +153,11 @@ const schema = z
       .refine((v) => /^sk_(test|live)_[A-Za-z0-9_]+$/.test(v.trim()), { message: 'expected a secret key sk_test_... or sk_live_...' }),
     CARD_NETWORK_TIMEOUT: duration('5s'),
     CARD_NETWORK_MAX_RETRIES: integer(2, 0, 10),
+    STRIPE_WEBHOOK_SECRET: z
+      .string()
+      .default(DEFAULT_WEBHOOK_SECRET)
+      .refine((v) => /^whsec_[A-Za-z0-9_]{8,}$/.test(v.trim()), { message: 'expected a webhook signing secret whsec_...' }),
+    WEBHOOK_EVENT_RETENTION: duration('7d'),
     PAYMENTS_CONCURRENCY: integer(90, 0, 100_000),
     PAYMENTS_QUEUE_LIMIT: integer(1000, 0, 1_000_000),
     RECOVERY_ENABLED: boolean(IDEMPOTENCY_DEFAULTS.recovery.enabled),
@@ -177,6 +184,19 @@ const schema = z
     }
     if (env.CARD_NETWORK_TIMEOUT <= 0) {
       ctx.addIssue({ code: 'custom', path: ['CARD_NETWORK_TIMEOUT'], message: 'must be longer than 0' });
+    }
+    // One network call with its resends must end within the lease that covers it:
+    // otherwise a retry or the recovery job could take the operation over while
+    // this call may still be charging.
+    if (env.CARD_NETWORK_TIMEOUT * (env.CARD_NETWORK_MAX_RETRIES + 1) >= env.IDEMPOTENCY_LEASE) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['CARD_NETWORK_TIMEOUT'],
+        message: 'CARD_NETWORK_TIMEOUT × (CARD_NETWORK_MAX_RETRIES + 1) must be shorter than IDEMPOTENCY_LEASE',
+      });
+    }
+    if (env.WEBHOOK_EVENT_RETENTION <= 0) {
+      ctx.addIssue({ code: 'custom', path: ['WEBHOOK_EVENT_RETENTION'], message: 'must be longer than 0' });
     }
     if (env.RECOVERY_INTERVAL <= 0) {
       ctx.addIssue({ code: 'custom', path: ['RECOVERY_INTERVAL'], message: 'must be longer than 0' });
@@ -215,6 +235,10 @@ export interface AppConfig {
     delayMs: number;
     timeoutMs: number;
     maxRetries: number;
+    /** Verifies the network's webhooks (Stripe-Signature). */
+    webhookSecret: string;
+    /** How long a processed webhook event id is kept (longer than the network retries). */
+    webhookEventRetentionMs: number;
   };
   recovery: { enabled: boolean; intervalMs: number };
   /** Admission control of the routes that reach the card network (0: unlimited). */
@@ -278,6 +302,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       delayMs: e.CARD_NETWORK_DELAY,
       timeoutMs: e.CARD_NETWORK_TIMEOUT,
       maxRetries: e.CARD_NETWORK_MAX_RETRIES,
+      webhookSecret: e.STRIPE_WEBHOOK_SECRET.trim(),
+      webhookEventRetentionMs: e.WEBHOOK_EVENT_RETENTION,
     },
     recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
     payments: { concurrency: e.PAYMENTS_CONCURRENCY, queueLimit: e.PAYMENTS_QUEUE_LIMIT },

@@ -85,17 +85,44 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     return run;
   }
 
+  /**
+   * Each operation is taken over just before it is worked on, with a lease of
+   * its own: a batch taken at once would let the last ones' leases run out
+   * while the first ones wait on the outside world.
+   */
   private async run(): Promise<RecoveryRunResult> {
-    const taken = await this.store.takeOverAbandoned(this.options.recovery.batchSize, this.options.leaseMs);
-    const result: RecoveryRunResult = { taken: taken.length, finished: 0, released: 0, failed: 0 };
-    for (const { owner, recovery } of taken) {
-      const ending = await this.resume(owner, recovery);
+    const result: RecoveryRunResult = { taken: 0, finished: 0, released: 0, failed: 0 };
+    while (result.taken < this.options.recovery.batchSize) {
+      const [next] = await this.store.takeOverAbandoned(1, this.options.leaseMs);
+      if (!next) break;
+      result.taken++;
+      const ending = await this.resume(next.owner, next.recovery);
       if (ending === 'finished') result.finished++;
       else if (ending === 'released') result.released++;
       else result.failed++;
     }
-    if (taken.length) this.logger.log(`recovery: ${JSON.stringify(result)}`);
+    if (result.taken) this.logger.log(`recovery: ${JSON.stringify(result)}`);
     return result;
+  }
+
+  /**
+   * Takes over the operation at (scope, key), when it stands at a recovery point
+   * and no one holds its lease, and runs `work` with it in the caller's context
+   * (e.g. a webhook that settles it from the outside system's own word).
+   * `work` should end it (finish() or release()); if it does not, or fails, the
+   * lease is given up at once for the next attempt. `{ taken: false }`: the
+   * operation is finished, gone, or its owner is still at work.
+   */
+  async takeOver<T>(scope: string, key: string, work: (operation: PhasedOperation) => Promise<T>): Promise<{ taken: false } | { taken: true; result: T }> {
+    const taken = await this.store.takeOverOperation(scope, key, this.options.leaseMs);
+    if (!taken) return { taken: false };
+    const { owner, recovery } = taken;
+    const operation = new PhasedOperation(owner, recovery.operation, recovery.status, recovery, this.store, this.txHost);
+    try {
+      return { taken: true, result: await work(operation) };
+    } finally {
+      if (!operation.outcome) await this.giveUp(owner);
+    }
   }
 
   private async resume(owner: Ownership, recovery: RecoveryPoint): Promise<'finished' | 'released' | 'failed'> {

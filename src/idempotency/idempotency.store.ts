@@ -99,6 +99,12 @@ export interface IdempotencyStore {
    */
   takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]>;
   /**
+   * Takes over the operation at this key with a new lease, when it stands at a
+   * recovery point and its lease has ended; null otherwise (finished, gone, or
+   * its owner still holds the lease).
+   */
+  takeOverOperation(clientId: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
+  /**
    * For `@Idempotent({ wait })`: resolves when the key is announced settled
    * (completed or released, see `announceSettled`) or after `timeoutMs`, whichever
    * comes first. Registers at once, so a settlement right after the call is not

@@ -134,6 +134,13 @@ UPDATE ${t} k SET lease = ${NOW_US} + $2::int8 * 1000
  WHERE k.id = a.id AND k.lease = a.lease
 RETURNING k.lease::text AS lease, k.recovery`;
 
+// One operation by its key, when its lease has ended (abandoned, or given up
+// after an unknown outcome): the same compare-and-set as any takeover.
+const TAKE_OVER_OPERATION_SQL = (t: string) => `
+UPDATE ${t} SET lease = ${NOW_US} + $2::int8 * 1000
+ WHERE id = $1::uuid AND recovery IS NOT NULL AND status IS NULL AND lease <= ${NOW_US}
+RETURNING lease::text AS lease, recovery`;
+
 const RELEASE_SQL = (t: string) => `
 DELETE FROM ${t}
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
@@ -160,6 +167,7 @@ function statements(table: string) {
     checkpoint: CHECKPOINT_SQL(table),
     yield: YIELD_SQL(table),
     takeOverAbandoned: TAKE_OVER_ABANDONED_SQL(table),
+    takeOverOperation: TAKE_OVER_OPERATION_SQL(table),
     release: RELEASE_UNLESS_CHECKPOINTED_SQL(table),
     // Inside a phased operation's last transaction: fenced like the completion.
     releaseInTransaction: fenced(RELEASE_SQL(table)),
@@ -391,6 +399,16 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       const { scope, key, recovery } = splitRecovery(r.recovery);
       return { owner: { clientId: scope, key, token: r.lease }, recovery };
     });
+  }
+
+  async takeOverOperation(clientId: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
+    const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>({
+      name: 'idempotency_take_over_operation',
+      text: this.sql.takeOverOperation,
+      values: [keyId(clientId, key), leaseMs],
+    });
+    const row = rows[0];
+    return row ? { owner: { clientId, key, token: row.lease }, recovery: splitRecovery(row.recovery).recovery } : null;
   }
 
   /**

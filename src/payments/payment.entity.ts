@@ -51,6 +51,10 @@ export class PaymentEntity {
   @Column({ name: 'network_charge_id', type: 'text', nullable: true })
   networkChargeId!: string | null;
 
+  /** The client's Idempotency-Key of the payment (a webhook resumes its operation by it). */
+  @Column({ name: 'idempotency_key', type: 'text', nullable: true })
+  idempotencyKey!: string | null;
+
   @Column({ name: 'amount_refunded', type: 'bigint', default: 0, transformer: bigintToNumber })
   amountRefunded!: number;
 

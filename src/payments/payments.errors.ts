@@ -1,9 +1,12 @@
 import { BusinessOutcomeException, ProblemException } from '../common/problem';
-import { DeclineCode } from './card-network/card-network';
+import { ChargeFailure } from './card-network/card-network';
 
 export enum PaymentErrorCode {
   CardDeclined = 'card_declined',
   InsufficientFunds = 'insufficient_funds',
+  AuthenticationRequired = 'authentication_required',
+  PaymentCanceled = 'payment_canceled',
+  PaymentProcessing = 'payment_processing',
   OrderNotPayable = 'order_not_payable',
   AmountMismatch = 'amount_mismatch',
   RefundExceedsPayment = 'refund_exceeds_payment',
@@ -13,16 +16,24 @@ export enum PaymentErrorCode {
   OrderPaymentConflict = 'order_payment_conflict',
 }
 
-/** 402: the card was declined; the failed payment is recorded, stored and replayed. */
+/** Why a charge failed, as the client reads it. */
+const DECLINES: Record<Exclude<ChargeFailure, 'processing_error'>, { code: PaymentErrorCode; detail: string }> = {
+  card_declined: { code: PaymentErrorCode.CardDeclined, detail: 'The card was declined.' },
+  insufficient_funds: { code: PaymentErrorCode.InsufficientFunds, detail: 'The card has insufficient funds.' },
+  authentication_required: {
+    code: PaymentErrorCode.AuthenticationRequired,
+    detail: 'The card requires its holder to authenticate the payment; a server-side payment cannot. Use another card.',
+  },
+  canceled: { code: PaymentErrorCode.PaymentCanceled, detail: 'The payment was canceled at the card network.' },
+};
+
+export type DeclineReason = keyof typeof DECLINES;
+
+/** 402: the card network did not charge the card; the failed payment is recorded, stored and replayed. */
 export class PaymentDeclinedException extends BusinessOutcomeException {
-  constructor(code: DeclineCode, paymentId: string) {
-    super({
-      status: 402,
-      code: code === 'insufficient_funds' ? PaymentErrorCode.InsufficientFunds : PaymentErrorCode.CardDeclined,
-      title: 'Payment Declined',
-      detail: code === 'insufficient_funds' ? 'The card has insufficient funds.' : 'The card was declined.',
-      extensions: { payment_id: paymentId },
-    });
+  constructor(reason: DeclineReason, paymentId: string) {
+    const { code, detail } = DECLINES[reason];
+    super({ status: 402, code, title: 'Payment Declined', detail, extensions: { payment_id: paymentId } });
   }
 }
 
@@ -67,23 +78,24 @@ export class PaymentNotRefundableException extends BusinessOutcomeException {
   }
 }
 
-/** 502: the network answered that it did nothing; nothing is recorded and the key is released. */
+/** 502: the network's own word shows nothing was charged (or refunded); nothing is recorded and the key is released. */
 export class CardNetworkFailedException extends ProblemException {
-  constructor() {
+  constructor(what: 'charge' | 'refund' = 'charge') {
     super({
       status: 502,
       code: PaymentErrorCode.CardNetworkError,
       title: 'Card Network Error',
-      detail: 'The card network could not process the charge. Nothing was charged; retry with the same Idempotency-Key.',
+      detail: `The card network could not process the ${what}. Nothing was ${what === 'charge' ? 'charged' : 'refunded'}; retry with the same Idempotency-Key.`,
     });
   }
 }
 
 /**
- * 503: the card network gave no definite answer (timeout, dropped connection,
- * 5xx). The charge may have happened: the payment stays processing and the key
- * stays claimed, and a retry with the same key resumes at once and learns the
- * outcome (the network's idempotency makes it the same charge).
+ * 503: the card network gave no answer that settles the operation (timeout,
+ * dropped connection, 5xx, or a refusal that speaks only for the last call).
+ * The charge may have happened: the payment stays processing and the key stays
+ * claimed, and a retry with the same key resumes at once and asks the network
+ * about the operation's own object: it is never charged twice.
  */
 export class CardNetworkUnavailableException extends ProblemException {
   constructor() {
@@ -92,8 +104,22 @@ export class CardNetworkUnavailableException extends ProblemException {
       code: PaymentErrorCode.CardNetworkUnavailable,
       title: 'Card Network Unavailable',
       detail:
-        'The card network did not answer in time; the charge may or may not have happened. Retry with the same Idempotency-Key and body to get the outcome: it is never charged twice.',
+        'The card network gave no definite answer; the charge may or may not have happened. Retry with the same Idempotency-Key and body to get the outcome: it is never charged twice.',
       headers: { 'Retry-After': '1' },
+    });
+  }
+}
+
+/** 503: the card network is still processing the charge; its webhook or a retry settles it. */
+export class PaymentProcessingException extends ProblemException {
+  constructor(paymentId: string) {
+    super({
+      status: 503,
+      code: PaymentErrorCode.PaymentProcessing,
+      title: 'Payment Processing',
+      detail: 'The card network is still processing this payment. Retry with the same Idempotency-Key and body to get the outcome.',
+      headers: { 'Retry-After': '5' },
+      extensions: { payment_id: paymentId },
     });
   }
 }

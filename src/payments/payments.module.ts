@@ -8,12 +8,14 @@ import { PaymentsController } from './payments.controller';
 import { PaymentsRepository } from './payments.repository';
 import { PaymentsService } from './payments.service';
 import { RefundEntity } from './refund.entity';
+import { CardNetworkWebhooksController } from './webhooks/card-network-webhooks.controller';
+import { CardNetworkWebhooks } from './webhooks/card-network-webhooks.service';
 
 @Module({
   imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule],
-  controllers: [PaymentsController],
+  controllers: [PaymentsController, CardNetworkWebhooksController],
   // ChargeAdmission's hook is installed by configureApp (a Fastify hook, app-wide, acting on @ChargeRoute() routes).
-  providers: [PaymentsService, PaymentsRepository, ChargeAdmission],
+  providers: [PaymentsService, PaymentsRepository, ChargeAdmission, CardNetworkWebhooks],
   exports: [PaymentsService, ChargeAdmission],
 })
 export class PaymentsModule {}

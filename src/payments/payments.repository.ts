@@ -15,6 +15,7 @@ export interface PaymentRow {
   amount_refunded: string;
   payment_method: string | null;
   network_charge_id: string | null;
+  idempotency_key: string | null;
   created_at: Date;
 }
 
@@ -23,6 +24,7 @@ export interface RefundRow {
   payment_id: string;
   amount: string;
   status: RefundStatus;
+  idempotency_key: string | null;
   created_at: Date;
 }
 
@@ -32,10 +34,11 @@ export interface NewPayment {
   currency: string;
   description: string | null;
   paymentMethod: string;
+  idempotencyKey: string;
 }
 
-const COLUMNS = 'id, order_id, status, amount, currency, description, failure_code, amount_refunded, payment_method, network_charge_id, created_at';
-const REFUND_COLUMNS = 'id, payment_id, amount, status, created_at';
+const COLUMNS = 'id, order_id, status, amount, currency, description, failure_code, amount_refunded, payment_method, network_charge_id, idempotency_key, created_at';
+const REFUND_COLUMNS = 'id, payment_id, amount, status, idempotency_key, created_at';
 
 /** All SQL of payments and refunds, in the ambient transaction, always by client_id. */
 @Injectable()
@@ -43,23 +46,29 @@ export class PaymentsRepository extends SqlRepository {
   /** A payment in its Start phase: processing, it reserves its order (payments_one_active_per_order). */
   async insertProcessing(clientId: string, p: NewPayment): Promise<PaymentRow> {
     const [row] = await this.rows<PaymentRow>(
-      `INSERT INTO payments (client_id, order_id, status, amount, currency, description, payment_method)
-       VALUES ($1, $2, 'processing', $3, $4, $5, $6) RETURNING ${COLUMNS}`,
-      [clientId, p.orderId, p.amount, p.currency, p.description, p.paymentMethod],
+      `INSERT INTO payments (client_id, order_id, status, amount, currency, description, payment_method, idempotency_key)
+       VALUES ($1, $2, 'processing', $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
+      [clientId, p.orderId, p.amount, p.currency, p.description, p.paymentMethod, p.idempotencyKey],
+    );
+    return row;
+  }
+
+  /** Records the card network's intent of a processing payment, before anything can charge it. */
+  async attachIntent(clientId: string, id: string, intentId: string): Promise<PaymentRow | undefined> {
+    const [row] = await this.rows<PaymentRow>(
+      `UPDATE payments SET network_charge_id = $3
+        WHERE client_id = $1 AND id = $2 AND status = 'processing' RETURNING ${COLUMNS}`,
+      [clientId, id, intentId],
     );
     return row;
   }
 
   /** The Finish phase: a processing payment becomes succeeded or failed, once. */
-  async settle(
-    clientId: string,
-    id: string,
-    outcome: { status: 'succeeded' | 'failed'; failureCode: string | null; networkChargeId: string | null },
-  ): Promise<PaymentRow | undefined> {
+  async settle(clientId: string, id: string, outcome: { status: 'succeeded' | 'failed'; failureCode: string | null }): Promise<PaymentRow | undefined> {
     const [row] = await this.rows<PaymentRow>(
-      `UPDATE payments SET status = $3, failure_code = $4, network_charge_id = $5
+      `UPDATE payments SET status = $3, failure_code = $4
         WHERE client_id = $1 AND id = $2 AND status = 'processing' RETURNING ${COLUMNS}`,
-      [clientId, id, outcome.status, outcome.failureCode, outcome.networkChargeId],
+      [clientId, id, outcome.status, outcome.failureCode],
     );
     return row;
   }
@@ -98,14 +107,15 @@ export class PaymentsRepository extends SqlRepository {
    * once (the CHECK amount_refunded <= amount is the second guard), so no two
    * refunds can together ask the card network for more than was paid.
    */
-  async reserveRefund(clientId: string, paymentId: string, amount: number): Promise<RefundRow> {
+  async reserveRefund(clientId: string, paymentId: string, amount: number, idempotencyKey: string): Promise<RefundRow> {
     // The caller holds the payment's row lock (findForUpdate): the count cannot change under us.
     const [{ n }] = await this.rows<{ n: number }>('SELECT count(*)::int AS n FROM refunds WHERE client_id = $1 AND payment_id = $2', [clientId, paymentId]);
     if (n >= MAX_REFUNDS_PER_PAYMENT) throw new RefundLimitReachedException(paymentId);
     await this.rows('UPDATE payments SET amount_refunded = amount_refunded + $3 WHERE client_id = $1 AND id = $2', [clientId, paymentId, amount]);
     const [row] = await this.rows<RefundRow>(
-      `INSERT INTO refunds (client_id, payment_id, amount, status) VALUES ($1, $2, $3, 'processing') RETURNING ${REFUND_COLUMNS}`,
-      [clientId, paymentId, amount],
+      `INSERT INTO refunds (client_id, payment_id, amount, status, idempotency_key)
+       VALUES ($1, $2, $3, 'processing', $4) RETURNING ${REFUND_COLUMNS}`,
+      [clientId, paymentId, amount, idempotencyKey],
     );
     return row;
   }
@@ -120,7 +130,7 @@ export class PaymentsRepository extends SqlRepository {
     return row;
   }
 
-  /** The card network refused the refund: its reservation is given back. */
+  /** The card network made no refund (its own word): the reservation is given back. */
   async cancelRefund(clientId: string, id: string): Promise<void> {
     await this.rows(
       `WITH gone AS (

@@ -6,11 +6,11 @@ import { IdempotencyRecovery, PhasedOperation } from '../idempotency';
 import { OrdersService } from '../orders/orders.service';
 import {
   CardNetwork,
-  CardNetworkRejectedError,
+  CardNetworkRefusedError,
   CardNetworkUnavailableError,
-  ChargeResult,
+  IntentState,
   InvalidSourceError,
-  RefundResult,
+  RefundState,
 } from './card-network/card-network';
 import { CreatePaymentDto, CreateRefundDto } from './dto/create-payment.dto';
 import { PaymentResponse, RefundResponse } from './dto/payment.response';
@@ -22,6 +22,7 @@ import {
   OrderPaymentConflictException,
   PaymentDeclinedException,
   PaymentNotRefundableException,
+  PaymentProcessingException,
   RefundExceedsPaymentException,
 } from './payments.errors';
 import { PaymentRow, PaymentsRepository, RefundRow } from './payments.repository';
@@ -44,32 +45,53 @@ function toRefundResponse(row: RefundRow): RefundResponse {
   return { id: row.id, payment_id: row.payment_id, amount: Number(row.amount), status: row.status, created_at: row.created_at.toISOString() };
 }
 
-/** What a payment's Start phase saves with its recovery point. */
-interface PaymentState {
+/** What a payment's phases save with their recovery points. */
+interface PaymentOperationState {
   payment_id: string;
+  /** The card network's PaymentIntent, from the INTENT point on. */
+  intent_id?: string;
 }
 
 /** What a refund's Start phase saves with its recovery point. */
-interface RefundState {
+interface RefundOperationState {
   refund_id: string;
 }
 
-export type PaymentOperation = PhasedOperation<PaymentState>;
-export type RefundOperation = PhasedOperation<RefundState>;
+export type PaymentOperation = PhasedOperation<PaymentOperationState>;
+export type RefundOperation = PhasedOperation<RefundOperationState>;
 
 /** The operation names under which the recovery job resumes them. */
 export const PAYMENT_OPERATION = 'payments.create';
 export const REFUND_OPERATION = 'payments.refund';
+/** Start committed: the payment (or refund) is recorded as processing. */
 const STARTED = 'started';
+/** The PaymentIntent's id is recorded: from here on, only that intent can ever be charged. */
+const INTENT = 'intent';
+
+/** Our keys at the card network: unique across clients, the same on every attempt and resume. */
+const networkKeys = {
+  createIntent: (paymentId: string) => `payment_${paymentId}`,
+  confirmIntent: (paymentId: string) => `payment_${paymentId}_confirm`,
+  refund: (refundId: string) => `refund_${refundId}`,
+};
 
 /**
  * The rules of payments and refunds. Both reach the card network, so both run
- * in atomic phases (PhasedOperation): Start (validate, reserve, record as
- * processing, one transaction) -> the card network call (no transaction, no
- * lock, our own idempotency key) -> Finish (record the outcome, store the
- * response, one transaction). Any later attempt, or the recovery job, resumes a
- * started operation with the same payment and the same network key, so the
- * network's idempotency makes the repeated call the same charge.
+ * in atomic phases (PhasedOperation), and the card network is believed only
+ * about the call it answers (docs/reliability.md has the full table).
+ *
+ * A payment: Start (validate, reserve the order, payment 'processing') ->
+ * create an UNCONFIRMED PaymentIntent (it charges nothing) -> record its id
+ * (recovery point INTENT) -> confirm it -> Finish. Any later attempt, the
+ * recovery job or a webhook resumes from the last point: before INTENT it
+ * creates the intent again (no intent was ever confirmed, so nothing can have
+ * been charged); from INTENT on it asks the network about that intent and acts
+ * on its status, so a resume of any age, inside or past the network's key
+ * window, never makes a second charge.
+ *
+ * A refund: Start (reserve the amount, refund 'processing') -> create the refund
+ * -> Finish. A resume first looks our refund up among the payment's refunds by
+ * its metadata; only a lookup that finds none lets it conclude "not refunded".
  */
 @Injectable()
 export class PaymentsService implements OnModuleInit {
@@ -86,13 +108,13 @@ export class PaymentsService implements OnModuleInit {
   }
 
   async create(clientId: string, dto: CreatePaymentDto, op: PaymentOperation): Promise<PaymentResponse> {
-    if (op.recoveryPoint === STARTED) return this.resumePayment(op);
-    const payment = await op.checkpoint(STARTED, () => this.start(clientId, dto), (p) => ({ payment_id: p.id }));
-    return this.chargeAndFinish(op, payment);
+    if (op.recoveryPoint !== null) return this.resumePayment(op);
+    const payment = await op.checkpoint(STARTED, () => this.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
+    return this.createAndConfirm(op, payment);
   }
 
   /** Start: everything the database would refuse is refused here, before the network sees anything. */
-  private async start(clientId: string, dto: CreatePaymentDto): Promise<PaymentRow> {
+  private async start(clientId: string, dto: CreatePaymentDto, idempotencyKey: string): Promise<PaymentRow> {
     const currency = dto.currency.toLowerCase();
     const orderId = dto.order_id?.toLowerCase() ?? null;
     if (orderId) {
@@ -109,6 +131,7 @@ export class PaymentsService implements OnModuleInit {
         currency,
         description: dto.description ?? null,
         paymentMethod: dto.source,
+        idempotencyKey,
       });
     } catch (error) {
       if (orderId && violatedConstraint(error) === 'payments_one_active_per_order') throw new OrderPaymentConflictException(orderId);
@@ -126,51 +149,127 @@ export class PaymentsService implements OnModuleInit {
     }
   }
 
+  /** Drives a started payment on from its recovery point (a retry, the recovery job). */
   private async resumePayment(op: PaymentOperation): Promise<PaymentResponse> {
+    const payment = await this.processingPayment(op);
+    const intentId = op.recoveryPoint === INTENT ? op.state?.intent_id : undefined;
+    if (!intentId) return this.createAndConfirm(op, payment);
+    // The network's own word about the one intent this payment may have charged.
+    const state = await this.askNetwork(() => this.cardNetwork.retrieveIntent(intentId));
+    if (state.status === 'requires_confirmation') return this.confirm(op, payment, intentId);
+    return this.conclude(op, payment, state);
+  }
+
+  private async processingPayment(op: PaymentOperation): Promise<PaymentRow> {
     const payment = op.state && (await this.payments.find(op.scope, op.state.payment_id));
     if (!payment || payment.status !== 'processing') {
       throw new Error(`cannot resume payment ${op.state?.payment_id}: ${payment ? payment.status : 'missing'}`);
     }
-    return this.chargeAndFinish(op, payment);
+    return payment;
   }
 
-  private async chargeAndFinish(op: PaymentOperation, payment: PaymentRow): Promise<PaymentResponse> {
-    let charge: ChargeResult;
+  /**
+   * No intent of this payment was ever confirmed (none is recorded): create one
+   * (the same one, within the network's key window), record it, then confirm it.
+   */
+  private async createAndConfirm(op: PaymentOperation, payment: PaymentRow): Promise<PaymentResponse> {
+    let intentId: string;
     try {
-      charge = await this.cardNetwork.charge({
+      intentId = await this.cardNetwork.createIntent({
         amount: Number(payment.amount),
         currency: payment.currency,
         source: payment.payment_method ?? '',
         description: payment.description,
-        // Ours, not the client's key: unique across clients, the same on every resume.
-        idempotencyKey: `payment_${payment.id}`,
-        metadata: { payment_id: payment.id, ...(payment.order_id ? { order_id: payment.order_id } : {}) },
+        idempotencyKey: networkKeys.createIntent(payment.id),
+        metadata: {
+          payment_id: payment.id,
+          client_id: op.scope,
+          ...(payment.order_id ? { order_id: payment.order_id } : {}),
+        },
       });
     } catch (error) {
-      if (error instanceof InvalidSourceError || error instanceof CardNetworkRejectedError) {
-        // The network did nothing: no payment stays, and the key is free for a retry.
+      if (error instanceof InvalidSourceError) {
+        // Nothing was confirmed, so nothing was charged: the payment goes and the key is free.
         await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
-        throw error instanceof InvalidSourceError
-          ? problems.validationFailed([{ field: 'source', messages: ['source must be a known card token (e.g. tok_visa)'] }])
-          : new CardNetworkFailedException();
+        throw problems.validationFailed([{ field: 'source', messages: ['source must be a known card token (e.g. tok_visa)'] }]);
       }
-      if (error instanceof CardNetworkUnavailableError) throw new CardNetworkUnavailableException();
-      throw error;
+      throw unknownOutcome(error);
     }
+    await op.checkpoint(
+      INTENT,
+      async () => {
+        if (!(await this.payments.attachIntent(op.scope, payment.id, intentId))) throw new Error(`payment ${payment.id} was no longer processing`);
+      },
+      () => ({ payment_id: payment.id, intent_id: intentId }),
+    );
+    return this.confirm(op, payment, intentId);
+  }
+
+  private async confirm(op: PaymentOperation, payment: PaymentRow, intentId: string): Promise<PaymentResponse> {
+    const state = await this.askNetwork(() => this.cardNetwork.confirmIntent(intentId, networkKeys.confirmIntent(payment.id)));
+    return this.conclude(op, payment, state);
+  }
+
+  /** What the network said about the payment's intent, recorded. */
+  private async conclude(op: PaymentOperation, payment: PaymentRow, state: IntentState): Promise<PaymentResponse> {
+    switch (state.status) {
+      case 'requires_confirmation':
+      case 'processing':
+        // Not settled yet: the key and the recovery point stay; a webhook or a retry settles it.
+        throw new PaymentProcessingException(payment.id);
+      case 'failed':
+        if (state.failure === 'processing_error') {
+          // The network's word about this intent: not charged. Nothing is kept; a retry pays anew.
+          await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
+          throw new CardNetworkFailedException('charge');
+        }
+        return this.finishPayment(op, payment, state);
+      case 'succeeded':
+        return this.finishPayment(op, payment, state);
+    }
+  }
+
+  private finishPayment(op: PaymentOperation, payment: PaymentRow, state: IntentState & { status: 'succeeded' | 'failed' }): Promise<PaymentResponse> {
     return op.finish(
       async () => {
-        const settled = await this.payments.settle(op.scope, payment.id, {
-          status: charge.status === 'succeeded' ? 'succeeded' : 'failed',
-          failureCode: charge.status === 'declined' ? charge.declineCode : null,
-          networkChargeId: charge.chargeId,
-        });
+        const failure = state.status === 'failed' ? state.failure : null;
+        const settled = await this.payments.settle(op.scope, payment.id, { status: state.status, failureCode: failure });
         if (!settled) throw new Error(`payment ${payment.id} was no longer processing`);
-        if (charge.status === 'declined') throw new PaymentDeclinedException(charge.declineCode, settled.id);
+        if (failure && failure !== 'processing_error') throw new PaymentDeclinedException(failure, settled.id);
         if (settled.order_id) await this.orders.markPaid(op.scope, settled.order_id);
         return toPaymentResponse(settled);
       },
       { location: (p) => `/payments/${p.id}` },
     );
+  }
+
+  /**
+   * A card network webhook about a payment (the network's word, signed): if the
+   * payment is still processing, it is settled as a resume would settle it, in
+   * the operation `op` taken over from its key. Never moves a settled payment.
+   */
+  async settleFromNetwork(op: PaymentOperation, paymentId: string, intentId: string, state: IntentState): Promise<void> {
+    const payment = await this.payments.find(op.scope, paymentId);
+    if (!payment || payment.status !== 'processing' || payment.network_charge_id !== intentId) return;
+    if (state.status !== 'succeeded' && state.status !== 'failed') return;
+    try {
+      await this.conclude(op, payment, state);
+    } catch (error) {
+      // A stored business outcome (a decline) or a release is how this ends, not a failure of the webhook.
+      if (!op.outcome) throw error;
+    }
+  }
+
+  /** A payment still processing (what a webhook may settle), with its Idempotency-Key. */
+  async pendingPayment(clientId: string, id: string): Promise<{ idempotency_key: string | null } | undefined> {
+    const payment = await this.payments.find(clientId, id);
+    return payment?.status === 'processing' ? payment : undefined;
+  }
+
+  /** A refund still processing, with its Idempotency-Key. */
+  async pendingRefund(clientId: string, id: string): Promise<{ idempotency_key: string | null } | undefined> {
+    const refund = await this.payments.findRefund(clientId, id);
+    return refund?.status === 'processing' ? refund : undefined;
   }
 
   async get(clientId: string, id: string): Promise<PaymentResponse> {
@@ -193,19 +292,19 @@ export class PaymentsService implements OnModuleInit {
 
   async refund(clientId: string, paymentId: string, dto: CreateRefundDto, op: RefundOperation): Promise<RefundResponse> {
     if (op.recoveryPoint === STARTED) return this.resumeRefund(op);
-    const refund = await op.checkpoint(STARTED, () => this.reserveRefund(clientId, paymentId, dto), (r) => ({ refund_id: r.id }));
-    return this.refundAndFinish(op, refund);
+    const refund = await op.checkpoint(STARTED, () => this.reserveRefund(clientId, paymentId, dto, op.key), (r) => ({ refund_id: r.id }));
+    return this.makeRefund(op, refund, { firstContact: true });
   }
 
   /** Refunds serialise on the payment's row lock; reserved refunds count, so the total never exceeds the payment. */
-  private async reserveRefund(clientId: string, paymentId: string, dto: CreateRefundDto): Promise<RefundRow> {
+  private async reserveRefund(clientId: string, paymentId: string, dto: CreateRefundDto, idempotencyKey: string): Promise<RefundRow> {
     const payment = await this.payments.findForUpdate(clientId, paymentId);
     if (!payment) throw problems.notFound(`No payment ${paymentId}.`);
     if (payment.status !== 'succeeded') throw new PaymentNotRefundableException(paymentId);
     const remaining = Number(payment.amount) - Number(payment.amount_refunded);
     const amount = dto.amount ?? remaining;
     if (amount <= 0 || amount > remaining) throw new RefundExceedsPaymentException(paymentId, remaining);
-    return this.payments.reserveRefund(clientId, paymentId, amount);
+    return this.payments.reserveRefund(clientId, paymentId, amount, idempotencyKey);
   }
 
   private async resumeRefund(op: RefundOperation): Promise<RefundResponse> {
@@ -213,35 +312,81 @@ export class PaymentsService implements OnModuleInit {
     if (!refund || refund.status !== 'processing') {
       throw new Error(`cannot resume refund ${op.state?.refund_id}: ${refund ? refund.status : 'missing'}`);
     }
-    return this.refundAndFinish(op, refund);
+    return this.makeRefund(op, refund, { firstContact: false });
   }
 
-  private async refundAndFinish(op: RefundOperation, refund: RefundRow): Promise<RefundResponse> {
+  /**
+   * On a resume, the network is asked first whether an earlier attempt made the
+   * refund (found by our metadata), so a resume past the network's key window
+   * never refunds twice; a refusal is believed only after a lookup finds nothing.
+   */
+  private async makeRefund(op: RefundOperation, refund: RefundRow, { firstContact }: { firstContact: boolean }): Promise<RefundResponse> {
     const payment = await this.payments.find(op.scope, refund.payment_id);
-    if (!payment?.network_charge_id) throw new Error(`payment ${refund.payment_id} has no charge at the card network`);
-    let made: RefundResult;
+    const intentId = payment?.network_charge_id;
+    if (!intentId) throw new Error(`payment ${refund.payment_id} has no charge at the card network`);
+    const lookUp = () => this.askNetwork(() => this.cardNetwork.findRefund(intentId, { key: 'refund_id', value: refund.id }));
+    if (!firstContact) {
+      const found = await lookUp();
+      if (found) return this.concludeRefund(op, refund, found);
+    }
+    let made: RefundState;
     try {
-      made = await this.cardNetwork.refund({
-        chargeId: payment.network_charge_id,
+      made = await this.cardNetwork.createRefund({
+        intentId,
         amount: Number(refund.amount),
-        idempotencyKey: `refund_${refund.id}`,
-        metadata: { refund_id: refund.id, payment_id: payment.id },
+        idempotencyKey: networkKeys.refund(refund.id),
+        metadata: { refund_id: refund.id, payment_id: refund.payment_id, client_id: op.scope },
       });
     } catch (error) {
-      if (error instanceof CardNetworkRejectedError) {
-        await op.release(() => this.payments.cancelRefund(op.scope, refund.id));
-        throw new CardNetworkFailedException();
-      }
-      if (error instanceof CardNetworkUnavailableError) throw new CardNetworkUnavailableException();
-      throw error;
+      if (!(error instanceof CardNetworkRefusedError)) throw unknownOutcome(error);
+      // The refusal speaks for this call only (an SDK resend, an earlier attempt may have refunded).
+      const found = await lookUp();
+      if (found) return this.concludeRefund(op, refund, found);
+      await op.release(() => this.payments.cancelRefund(op.scope, refund.id));
+      throw new CardNetworkFailedException('refund');
+    }
+    return this.concludeRefund(op, refund, made);
+  }
+
+  private async concludeRefund(op: RefundOperation, refund: RefundRow, state: RefundState): Promise<RefundResponse> {
+    if (state.status === 'failed') {
+      await op.release(() => this.payments.cancelRefund(op.scope, refund.id));
+      throw new CardNetworkFailedException('refund');
     }
     return op.finish(
       async () => {
-        const settled = await this.payments.settleRefund(op.scope, refund.id, made.refundId);
+        const settled = await this.payments.settleRefund(op.scope, refund.id, state.refundId);
         if (!settled) throw new Error(`refund ${refund.id} was no longer processing`);
         return toRefundResponse(settled);
       },
       { location: (r) => `/payments/${r.payment_id}` },
     );
   }
+
+  /** A webhook about a refund: settles our processing refund from the network's word. */
+  async settleRefundFromNetwork(op: RefundOperation, refundId: string, state: RefundState): Promise<void> {
+    const refund = await this.payments.findRefund(op.scope, refundId);
+    if (!refund || refund.status !== 'processing') return;
+    try {
+      await this.concludeRefund(op, refund, state);
+    } catch (error) {
+      if (!op.outcome) throw error;
+    }
+  }
+
+  /** A lookup or a confirm: any error leaves the outcome unknown (503, key and recovery point kept). */
+  private async askNetwork<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      throw unknownOutcome(error);
+    }
+  }
+}
+
+/** An answer that does not settle the operation: 503, key and recovery point kept. */
+function unknownOutcome(error: unknown): unknown {
+  return error instanceof CardNetworkUnavailableError || error instanceof CardNetworkRefusedError || error instanceof InvalidSourceError
+    ? new CardNetworkUnavailableException()
+    : error;
 }

@@ -29,6 +29,10 @@ export class RefundEntity {
   @Column({ name: 'network_refund_id', type: 'text', nullable: true })
   networkRefundId!: string | null;
 
+  /** The client's Idempotency-Key of the refund (a webhook resumes its operation by it). */
+  @Column({ name: 'idempotency_key', type: 'text', nullable: true })
+  idempotencyKey!: string | null;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt!: Date;
 

@@ -70,15 +70,20 @@ describe('payments through the card network (e2e)', () => {
       )[0];
 
     // The SDK retries a closed connection once even with retries off (with our key),
-    // so two dropped answers are needed for the service to see one.
+    // so two dropped answers are needed for the service to see one. A queued fault
+    // hits the next POST, the unconfirmed intent's creation: nothing is charged yet.
+    // The chargeThen* cards lose the answer of the charge itself (the confirm).
     it.each([
-      ['the answer is lost after the charge (drop)', 'drop', 2],
-      ['no answer comes before the timeout (hang)', 'hang', 1],
-      ['a 500 comes after the charge (error)', 'error', 1],
-    ] as const)('%s: 503 card_network_unavailable, the key kept; the next retry resumes at once and records the one charge', async (_name, fault, times) => {
+      ['the answer to the creation of the intent is lost (drop)', { fault: 'drop', times: 2 }, 'started', 0],
+      ['no answer to the creation of the intent before the timeout (hang)', { fault: 'hang', times: 1 }, 'started', 0],
+      ['a 500 comes after the intent was created (error)', { fault: 'error', times: 1 }, 'started', 0],
+      ['no answer to the charge before the timeout (tok_chargeThenHang)', { source: 'tok_chargeThenHang' }, 'intent', 1],
+      ['a 500 comes after the charge (tok_chargeThenError)', { source: 'tok_chargeThenError' }, 'intent', 1],
+    ] as const)('%s: 503 card_network_unavailable, the key kept; the next retry resumes at once and records the one charge', async (_name, how, point, charged) => {
       const key = randomUUID();
-      const body = paymentBody({ amount: 1500, description: `unknown ${key}` });
-      await ledger.fault(fault, times);
+      const source = 'source' in how ? how.source : 'tok_visa';
+      const body = paymentBody({ amount: 1500, source, description: `unknown ${key}` });
+      if ('fault' in how) await ledger.fault(how.fault, how.times);
 
       const unknown = await pay(key, body).expect(503);
       expect(unknown.headers['content-type']).toMatch(/^application\/problem\+json/);
@@ -88,8 +93,8 @@ describe('payments through the card network (e2e)', () => {
       // its recovery point, with the lease given up so that a retry need not wait.
       const [payment] = await t.dataSource.query<{ id: string; status: string }[]>('SELECT id, status FROM payments WHERE description = $1', [body.description]);
       expect(payment.status).toBe('processing');
-      expect(await keyRow(key)).toEqual({ status: null, recovery: expect.objectContaining({ point: 'started' }), yielded: true });
-      expect(await ledger.chargesDescribed(body.description)).toHaveLength(1);
+      expect(await keyRow(key)).toEqual({ status: null, recovery: expect.objectContaining({ point }), yielded: true });
+      expect(await ledger.chargesDescribed(body.description)).toHaveLength(charged);
 
       const resumed = await pay(key, body).expect(201);
       expect(resumed.headers['idempotent-replayed']).toBeUndefined();

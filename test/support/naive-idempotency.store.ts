@@ -71,6 +71,10 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
 
   async yieldLease(): Promise<void> {}
 
+  async takeOverOperation(): Promise<null> {
+    return null;
+  }
+
   async takeOverAbandoned(): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
     return [];
   }

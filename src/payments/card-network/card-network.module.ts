@@ -10,6 +10,13 @@ export interface CardNetworkEndpoint {
   url: string;
   /** True when the bundled simulator runs inside this process. */
   embedded: boolean;
+  /**
+   * The embedded simulator sends its webhooks to this URL (the app's own
+   * webhook route, known once the app listens), signed with the app's
+   * STRIPE_WEBHOOK_SECRET. A no-op for a network of its own, which is told
+   * its webhook URL in its own configuration.
+   */
+  deliverWebhooksTo(url: string): void;
   close(): Promise<void>;
 }
 
@@ -22,11 +29,16 @@ export const CARD_NETWORK_ENDPOINT = Symbol('CARD_NETWORK_ENDPOINT');
  * then lives as long as the app.
  */
 async function openEndpoint(config: AppConfig): Promise<CardNetworkEndpoint> {
-  const { url, apiKey, delayMs } = config.cardNetwork;
-  if (url) return { url, embedded: false, close: async () => undefined };
+  const { url, apiKey, delayMs, webhookSecret } = config.cardNetwork;
+  if (url) return { url, embedded: false, deliverWebhooksTo: () => undefined, close: async () => undefined };
   const simulator = await startCardNetworkSimulator({ secrets: [apiKey], delayMs, port: 0, host: '127.0.0.1' });
   new Logger('CardNetwork').log(`embedded card network simulator on ${simulator.url} (set CARD_NETWORK_URL to use another)`);
-  return { url: simulator.url, embedded: true, close: () => simulator.close() };
+  return {
+    url: simulator.url,
+    embedded: true,
+    deliverWebhooksTo: (target) => simulator.setWebhook({ url: target, secret: webhookSecret }),
+    close: () => simulator.close(),
+  };
 }
 
 @Injectable()
@@ -51,6 +63,7 @@ class CardNetworkLifecycle implements OnApplicationShutdown {
           apiKey: config.cardNetwork.apiKey,
           timeoutMs: config.cardNetwork.timeoutMs,
           maxRetries: config.cardNetwork.maxRetries,
+          webhookSecret: config.cardNetwork.webhookSecret,
         }),
     },
     CardNetworkLifecycle,

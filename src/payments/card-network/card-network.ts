@@ -1,19 +1,31 @@
 /**
  * The port to the card network. The payments service depends on this abstract
  * class; StripeCardNetwork implements it over Stripe's API (the bundled
- * simulator's, or Stripe's own). Every call carries an idempotency key of OUR
- * operation (derived from the payment's or refund's id, never the client's
- * Idempotency-Key), identical on every attempt and resume of that operation and
- * unique across clients, so the network turns any repeat into the same charge.
+ * simulator's, or Stripe's own).
  *
- * Three kinds of answers, and what each lets the caller conclude:
- * - a result (charged, declined, refunded): it happened, record it;
- * - InvalidSourceError / CardNetworkRejectedError: the network said nothing was
- *   done; it is safe to forget the attempt;
- * - CardNetworkUnavailableError: unknown (timeout, dropped connection, 5xx): it
- *   may have happened; never record a failure on a guess, ask again with the same key.
+ * A payment is two calls, so that money can only move on an object whose id we
+ * have recorded first:
+ *   createIntent  -> an UNCONFIRMED PaymentIntent: it charges nothing, ever, by
+ *                    itself. Repeating it (same key, or a new one past the
+ *                    network's key window) at worst leaves a stray unconfirmed
+ *                    intent, never a charge.
+ *   confirmIntent -> the charge, on the intent whose id the service recorded.
+ *   retrieveIntent-> what the network says about that intent now: a resume of
+ *                    any age asks this instead of sending anything again.
+ * A refund is one call; `findRefund` looks it up among the payment's refunds by
+ * our metadata, which is the proof that a refund was, or was not, made.
+ *
+ * An answer speaks only for the call it answers. The only errors that let the
+ * service conclude something are:
+ * - InvalidSourceError on createIntent: the source is unknown (no intent was
+ *   confirmed, so nothing was charged, whatever happened before);
+ * - CardNetworkRefusedError: this call was refused before it did anything
+ *   (a 4xx that is not a card error). It says nothing about earlier calls; the
+ *   service must look the operation up before it concludes "nothing happened".
+ * Everything else is CardNetworkUnavailableError: the outcome of this call is
+ * unknown.
  */
-export interface ChargeRequest {
+export interface IntentRequest {
   amount: number;
   currency: string;
   /** A card token (`tok_visa`) or a PaymentMethod id (`pm_card_visa`). */
@@ -23,41 +35,64 @@ export interface ChargeRequest {
   metadata: Record<string, string>;
 }
 
-export type DeclineCode = 'card_declined' | 'insufficient_funds';
+/** Why an intent ended without a charge. */
+export const CHARGE_FAILURES = ['card_declined', 'insufficient_funds', 'authentication_required', 'processing_error', 'canceled'] as const;
+export type ChargeFailure = (typeof CHARGE_FAILURES)[number];
 
-export type ChargeResult =
-  | { status: 'succeeded'; chargeId: string }
-  /** `chargeId`: the network's record of the declined attempt, when it made one. */
-  | { status: 'declined'; declineCode: DeclineCode; chargeId: string | null };
+/** What the network says about one PaymentIntent. */
+export type IntentState =
+  | { status: 'succeeded' }
+  /** Created, never confirmed: nothing charged yet. */
+  | { status: 'requires_confirmation' }
+  /** The network is still working on the charge: wait (webhook, a later resume). */
+  | { status: 'processing' }
+  /** Not charged, and it will not be unless someone confirms it again (we never do). */
+  | { status: 'failed'; failure: ChargeFailure };
 
 export interface RefundRequest {
-  /** The network's id of the charge (what ChargeResult returned). */
-  chargeId: string;
+  /** The network's id of the payment (the PaymentIntent). */
+  intentId: string;
   amount: number;
   idempotencyKey: string;
   metadata: Record<string, string>;
 }
 
-export interface RefundResult {
-  refundId: string;
-}
+export type RefundState = { status: 'succeeded' | 'pending' | 'failed'; refundId: string };
+
+/** A webhook event of the network, verified, in the terms of this port. */
+export type NetworkEvent = { id: string; type: string; metadata: Record<string, string> } & (
+  | { object: 'payment_intent'; intentId: string; state: IntentState }
+  | { object: 'refund'; intentId: string; state: RefundState }
+  | { object: 'other' }
+);
 
 export abstract class CardNetwork {
-  abstract charge(request: ChargeRequest): Promise<ChargeResult>;
-  abstract refund(request: RefundRequest): Promise<RefundResult>;
+  abstract createIntent(request: IntentRequest): Promise<string>;
+  abstract confirmIntent(intentId: string, idempotencyKey: string): Promise<IntentState>;
+  abstract retrieveIntent(intentId: string): Promise<IntentState>;
+  abstract createRefund(request: RefundRequest): Promise<RefundState>;
+  /** Our refund among the intent's refunds (matched on `metadata[key] = value`), or null when the network has none. */
+  abstract findRefund(intentId: string, match: { key: string; value: string }): Promise<RefundState | null>;
+  /** Verifies a webhook's signature (and its age) on the exact bytes received; InvalidWebhookError otherwise. */
+  abstract parseWebhook(payload: Buffer, signature: string): NetworkEvent;
 }
 
-/** The network does not know this card source: a bad request, nothing was charged. */
+/** A webhook whose signature is missing, forged or too old: nothing in it may be believed. */
+export class InvalidWebhookError extends Error {
+  override name = 'InvalidWebhookError';
+}
+
+/** The network does not know this card source: nothing was charged. */
 export class InvalidSourceError extends Error {
   override name = 'InvalidSourceError';
 }
 
-/** The network answered that it did nothing (e.g. a processing error before charging, a refused refund). */
-export class CardNetworkRejectedError extends Error {
-  override name = 'CardNetworkRejectedError';
+/** The network refused this call before doing anything (401, 403, 429, 400 other than a card error). */
+export class CardNetworkRefusedError extends Error {
+  override name = 'CardNetworkRefusedError';
 }
 
-/** No answer that says what happened (timeout, dropped connection, 5xx): the outcome is unknown. */
+/** No answer that says what this call did (timeout, dropped connection, 5xx, idempotency conflict). */
 export class CardNetworkUnavailableError extends Error {
   override name = 'CardNetworkUnavailableError';
 }

@@ -1,13 +1,16 @@
 import Stripe from 'stripe';
 import {
   CardNetwork,
-  CardNetworkRejectedError,
+  CardNetworkRefusedError,
   CardNetworkUnavailableError,
-  ChargeRequest,
-  ChargeResult,
+  ChargeFailure,
+  IntentRequest,
+  IntentState,
   InvalidSourceError,
+  InvalidWebhookError,
+  NetworkEvent,
   RefundRequest,
-  RefundResult,
+  RefundState,
 } from './card-network';
 
 export interface StripeSettings {
@@ -19,26 +22,33 @@ export interface StripeSettings {
   timeoutMs: number;
   /** The SDK's own retries of network errors, 409 and 5xx, always with our idempotency key. */
   maxRetries: number;
+  /** The signing secret of the network's webhooks (whsec_...). */
+  webhookSecret: string;
 }
+
+/** Stripe's default: a signature older than this is refused (a replayed delivery). */
+const WEBHOOK_TOLERANCE_S = 300;
 
 /**
  * The card network over Stripe's API with the official SDK: PaymentIntents
- * confirmed at once, and Refunds. Against Stripe's test mode it needs only
+ * created unconfirmed, then confirmed server-side with
+ * `error_on_requires_action` (a card that needs its holder to authenticate
+ * fails at once instead of waiting for a customer who is not there), and
+ * Refunds. Against Stripe's test mode it needs only
  * CARD_NETWORK_URL=https://api.stripe.com and a test STRIPE_API_KEY.
  *
  * Every POST carries the idempotency key the service derived from its own
- * operation, so the SDK's retries (and ours, after a crash) reuse it and never
- * a key the SDK invents. The SDK's errors are sorted by what they prove:
- * a card error is a decline (recorded); an invalid request or a rate limit was
- * refused before anything happened; a processing error the network reports as
- * such did nothing; everything else (timeouts, dropped connections, other 5xx,
- * idempotency conflicts) leaves the outcome unknown.
+ * operation, so the SDK's resends reuse it. Errors are sorted by what they say
+ * about THIS call only (see CardNetwork): a card error is the network's verdict
+ * on the intent; a 4xx refusal did nothing in this call; anything else is unknown.
  */
 export class StripeCardNetwork extends CardNetwork {
   private readonly stripe: Stripe;
+  private readonly webhookSecret: string;
 
   constructor(settings: StripeSettings) {
     super();
+    this.webhookSecret = settings.webhookSecret;
     const url = new URL(settings.url);
     const protocol = url.protocol === 'http:' ? 'http' : 'https';
     this.stripe = new Stripe(settings.apiKey, {
@@ -52,7 +62,7 @@ export class StripeCardNetwork extends CardNetwork {
     });
   }
 
-  async charge(request: ChargeRequest): Promise<ChargeResult> {
+  async createIntent(request: IntentRequest): Promise<string> {
     try {
       const intent = await this.stripe.paymentIntents.create(
         {
@@ -61,20 +71,13 @@ export class StripeCardNetwork extends CardNetwork {
           payment_method: toPaymentMethod(request.source),
           // Confirmed server-side, with no redirect-based method (no return_url needed).
           automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
-          confirm: true,
           description: request.description ?? undefined,
           metadata: request.metadata,
         },
         { idempotencyKey: request.idempotencyKey },
       );
-      if (intent.status === 'succeeded') return { status: 'succeeded', chargeId: intent.id };
-      // Anything else (requires_action, processing, ...) is not a charge we can record as done.
-      throw new CardNetworkUnavailableError(`payment intent ${intent.id} is ${intent.status}`);
+      return intent.id;
     } catch (error) {
-      if (error instanceof Stripe.errors.StripeCardError) {
-        const declineCode = error.decline_code === 'insufficient_funds' ? 'insufficient_funds' : 'card_declined';
-        return { status: 'declined', declineCode, chargeId: error.payment_intent?.id ?? null };
-      }
       if (error instanceof Stripe.errors.StripeInvalidRequestError && error.param === 'payment_method') {
         throw new InvalidSourceError('the card network does not know this card source');
       }
@@ -82,17 +85,68 @@ export class StripeCardNetwork extends CardNetwork {
     }
   }
 
-  async refund(request: RefundRequest): Promise<RefundResult> {
+  async confirmIntent(intentId: string, idempotencyKey: string): Promise<IntentState> {
     try {
-      const refund = await this.stripe.refunds.create(
-        { payment_intent: request.chargeId, amount: request.amount, metadata: request.metadata },
-        { idempotencyKey: request.idempotencyKey },
-      );
-      if (refund.status === 'succeeded' || refund.status === 'pending') return { refundId: refund.id };
-      throw new CardNetworkRejectedError(`refund ${refund.id} is ${refund.status}`);
+      const intent = await this.stripe.paymentIntents.confirm(intentId, { error_on_requires_action: true }, { idempotencyKey });
+      return intentState(intent);
+    } catch (error) {
+      // The network's verdict on this intent: it was not charged.
+      if (error instanceof Stripe.errors.StripeCardError) return { status: 'failed', failure: failureOf(error.code, error.decline_code) };
+      throw classify(error);
+    }
+  }
+
+  async retrieveIntent(intentId: string): Promise<IntentState> {
+    try {
+      return intentState(await this.stripe.paymentIntents.retrieve(intentId));
     } catch (error) {
       throw classify(error);
     }
+  }
+
+  async createRefund(request: RefundRequest): Promise<RefundState> {
+    try {
+      const refund = await this.stripe.refunds.create(
+        { payment_intent: request.intentId, amount: request.amount, metadata: request.metadata },
+        { idempotencyKey: request.idempotencyKey },
+      );
+      return refundState(refund);
+    } catch (error) {
+      throw classify(error);
+    }
+  }
+
+  async findRefund(intentId: string, match: { key: string; value: string }): Promise<RefundState | null> {
+    try {
+      for await (const refund of this.stripe.refunds.list({ payment_intent: intentId, limit: 100 })) {
+        if (refund.metadata?.[match.key] === match.value) return refundState(refund);
+      }
+      return null;
+    } catch (error) {
+      throw classify(error);
+    }
+  }
+
+  parseWebhook(payload: Buffer, signature: string): NetworkEvent {
+    let event: Stripe.Event;
+    try {
+      event = this.stripe.webhooks.constructEvent(payload, signature, this.webhookSecret, WEBHOOK_TOLERANCE_S);
+    } catch (error) {
+      if (error instanceof Stripe.errors.StripeSignatureVerificationError) throw new InvalidWebhookError(error.message);
+      throw error;
+    }
+    const object = event.data.object as { object?: string; id?: string; metadata?: Record<string, string> | null };
+    const base = { id: event.id, type: event.type, metadata: object.metadata ?? {} };
+    if (object.object === 'payment_intent' && event.type.startsWith('payment_intent.')) {
+      const intent = object as Stripe.PaymentIntent;
+      return { ...base, object: 'payment_intent', intentId: intent.id, state: intentState(intent) };
+    }
+    if (object.object === 'refund' && event.type.startsWith('refund.')) {
+      const refund = object as Stripe.Refund;
+      const intentId = typeof refund.payment_intent === 'string' ? refund.payment_intent : (refund.payment_intent?.id ?? '');
+      return { ...base, object: 'refund', intentId, state: refundState(refund) };
+    }
+    return { ...base, object: 'other' };
   }
 }
 
@@ -101,16 +155,50 @@ export function toPaymentMethod(source: string): string {
   return source.startsWith('tok_') ? `pm_card_${source.slice(4)}` : source;
 }
 
+function failureOf(code: string | null | undefined, declineCode: string | null | undefined): ChargeFailure {
+  if (code === 'authentication_required' || declineCode === 'authentication_required') return 'authentication_required';
+  if (code === 'processing_error') return 'processing_error';
+  return declineCode === 'insufficient_funds' ? 'insufficient_funds' : 'card_declined';
+}
+
+function intentState(intent: Stripe.PaymentIntent): IntentState {
+  switch (intent.status) {
+    case 'succeeded':
+      return { status: 'succeeded' };
+    case 'processing':
+    // Manual capture is never asked for; an intent waiting for it is not ours to settle.
+    case 'requires_capture':
+      return { status: 'processing' };
+    case 'requires_confirmation':
+      return { status: 'requires_confirmation' };
+    case 'requires_payment_method': {
+      const error = intent.last_payment_error;
+      return error ? { status: 'failed', failure: failureOf(error.code, error.decline_code) } : { status: 'requires_confirmation' };
+    }
+    // Confirmed with error_on_requires_action: the holder is not there to authenticate.
+    case 'requires_action':
+      return { status: 'failed', failure: 'authentication_required' };
+    case 'canceled':
+      return { status: 'failed', failure: 'canceled' };
+    default:
+      // A status this code does not know settles nothing.
+      return { status: 'processing' };
+  }
+}
+
+function refundState(refund: Stripe.Refund): RefundState {
+  const status = refund.status === 'succeeded' ? 'succeeded' : refund.status === 'failed' || refund.status === 'canceled' ? 'failed' : 'pending';
+  return { status, refundId: refund.id };
+}
+
 function classify(error: unknown): Error {
-  if (error instanceof CardNetworkRejectedError || error instanceof CardNetworkUnavailableError) return error;
   if (
     error instanceof Stripe.errors.StripeInvalidRequestError ||
     error instanceof Stripe.errors.StripeRateLimitError ||
     error instanceof Stripe.errors.StripeAuthenticationError ||
-    error instanceof Stripe.errors.StripePermissionError ||
-    (error instanceof Stripe.errors.StripeAPIError && error.code === 'processing_error')
+    error instanceof Stripe.errors.StripePermissionError
   ) {
-    return new CardNetworkRejectedError(`the card network refused the request: ${error.message}`);
+    return new CardNetworkRefusedError(`the card network refused the call: ${error.message}`);
   }
   if (error instanceof Stripe.errors.StripeError) {
     return new CardNetworkUnavailableError(`no definite answer from the card network: ${error.message}`);

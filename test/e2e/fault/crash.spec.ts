@@ -44,7 +44,7 @@ describe('fault: the app process crashes mid-request', () => {
   it('leaves an in-progress key that fences retries with 409, then runs once after the lease and replays', async () => {
     // The card network outlives the app: a process of its own, answering after 3 s.
     network = await startCardNetworkProcess({ delay: '3s' });
-    const env = { DATABASE_URL: db.url, IDEMPOTENCY_LEASE: LEASE, CARD_NETWORK_URL: network.url, RECOVERY_ENABLED: 'false' };
+    const env = { DATABASE_URL: db.url, IDEMPOTENCY_LEASE: LEASE, CARD_NETWORK_TIMEOUT: '900ms', CARD_NETWORK_URL: network.url, RECOVERY_ENABLED: 'false' };
     const [victim, standby] = await startAppProcesses([{ env }, { env }], apps);
 
     const key = randomUUID();

@@ -108,7 +108,7 @@ describe('fault: the database goes away and comes back', () => {
     await server.start();
     databaseUrl = await server.createDatabase('outage');
     app = await startAppProcess({
-      env: { DATABASE_URL: databaseUrl, CARD_NETWORK_DELAY: '1s', IDEMPOTENCY_LEASE: '3s' },
+      env: { DATABASE_URL: databaseUrl, CARD_NETWORK_DELAY: '1s', IDEMPOTENCY_LEASE: '3s', CARD_NETWORK_TIMEOUT: '2s', CARD_NETWORK_MAX_RETRIES: '0' },
     });
   });
 
