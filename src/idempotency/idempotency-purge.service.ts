@@ -3,13 +3,14 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { CronJob } from 'cron';
 import type { Client } from 'pg';
-import { DataSource } from 'typeorm';
+import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { NOW_US } from './postgres-idempotency.store';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 
 /**
- * The purge job: deletes idempotency keys past their retention.
+ * The purge job: deletes idempotency keys past their retention, and the
+ * processed messages of IdempotentConsumer past theirs.
  *
  * Purging is housekeeping, never correctness: a key past `expires_at` already
  * behaves as new in the claim (the store's compare-and-set replace), whether or
@@ -34,6 +35,14 @@ import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.o
  *   rows whose lease has expired (a crashed owner: its completion is fenced on its
  *   token and fails with LeaseLost once the row is gone), are deleted. The lease is
  *   judged on the database clock, as everywhere else.
+ * - Processed messages. A message row past `expires_at` only makes a redelivery
+ *   count as already processed; gone, the redelivery is processed again, which
+ *   is what its retention promises. A row is committed with its message's effect,
+ *   so no lease protects it: every row past `expires_at` goes, in batches of the
+ *   same size with SKIP LOCKED. The run alternates a batch of keys and a batch of
+ *   messages, so neither backlog starves the other within the time budget. An app
+ *   whose database lacks the messages table (it has not run the module's
+ *   CreateIdempotencyMessages migration) still has its keys purged, with a warning.
  * - The advisory lock. Every instance schedules the job; a session-level
  *   pg_try_advisory_lock on one dedicated connection lets one of them work and
  *   the others skip at once (no queue of purgers deleting the same rows). An
@@ -60,10 +69,23 @@ DELETE FROM ${t}
             FOR UPDATE SKIP LOCKED))
    AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))`;
 
+// Processed messages: committed with their effect, so past expires_at is all it takes.
+const PURGE_MESSAGES_BATCH_SQL = (t: string) => `
+DELETE FROM ${t}
+ WHERE ctid = ANY(ARRAY(
+         SELECT ctid FROM ${t}
+          WHERE expires_at <= now()
+          ORDER BY expires_at
+          LIMIT $1
+            FOR UPDATE SKIP LOCKED))
+   AND expires_at <= now()`;
+
 export interface PurgeResult {
   /** Keys deleted by this run. */
   deleted: number;
-  /** DELETE statements run (the last one deleted fewer than a batch). */
+  /** Processed messages (IdempotentConsumer) deleted by this run. */
+  messages: number;
+  /** DELETE statements run, of keys and of messages (the last of each deleted fewer than a batch). */
   batches: number;
   durationMs: number;
   /** True when another run (in this process or another instance) was purging: nothing was done. */
@@ -76,6 +98,8 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   private inFlight?: Promise<PurgeResult>;
   private stopping = false;
   private readonly purgeBatchSql: string;
+  private readonly purgeMessagesBatchSql: string;
+  private warnedNoMessagesTable = false;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -84,6 +108,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     private readonly schedulerRegistry: SchedulerRegistry,
   ) {
     this.purgeBatchSql = PURGE_BATCH_SQL(options.table.sql);
+    this.purgeMessagesBatchSql = PURGE_MESSAGES_BATCH_SQL(options.messages.table.sql);
   }
 
   onApplicationBootstrap(): void {
@@ -128,7 +153,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   purgeOnce(): Promise<PurgeResult> {
     if (this.inFlight) {
       this.logger.debug('skipped: a purge is already running in this process');
-      return Promise.resolve({ deleted: 0, batches: 0, durationMs: 0, skipped: true });
+      return Promise.resolve({ deleted: 0, messages: 0, batches: 0, durationMs: 0, skipped: true });
     }
     const run = this.run().finally(() => {
       this.inFlight = undefined;
@@ -142,6 +167,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     const elapsedMs = () => Math.round(performance.now() - started);
     const { batchSize, budgetMs } = this.options.purge;
     let deleted = 0;
+    let messages = 0;
     let batches = 0;
     // Its own connection: a session-level lock belongs to the session that took it.
     const runner = this.dataSource.createQueryRunner('master');
@@ -152,15 +178,34 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
       }[];
       if (!locked) {
         this.logger.debug('skipped: another instance is purging expired idempotency keys');
-        return { deleted: 0, batches: 0, durationMs: elapsedMs(), skipped: true };
+        return { deleted: 0, messages: 0, batches: 0, durationMs: elapsedMs(), skipped: true };
       }
       try {
-        for (;;) {
-          const { affected = 0 } = await runner.query(this.purgeBatchSql, [batchSize], true);
+        // One batch of each table in turn; a table is done once a batch of it comes back short.
+        const pending: { sql: string; deleted(n: number): void }[] = [
+          {
+            sql: this.purgeBatchSql,
+            deleted: (n) => {
+              deleted += n;
+              this.metrics.purgedKeys.inc(n);
+            },
+          },
+        ];
+        if (await this.messagesTableExists(runner)) {
+          pending.push({
+            sql: this.purgeMessagesBatchSql,
+            deleted: (n) => {
+              messages += n;
+              this.metrics.purgedMessages.inc(n);
+            },
+          });
+        }
+        for (let table = pending.shift(); table !== undefined; table = pending.shift()) {
+          const { affected = 0 } = await runner.query(table.sql, [batchSize], true);
           batches += 1;
-          deleted += affected;
-          this.metrics.purgedKeys.inc(affected);
-          if (affected < batchSize || elapsedMs() >= budgetMs || this.stopping) break;
+          table.deleted(affected);
+          if (affected >= batchSize) pending.push(table);
+          if (elapsedMs() >= budgetMs || this.stopping) break;
         }
       } finally {
         await runner.query('SELECT pg_advisory_unlock($1)', [PURGE_LOCK_ID]).catch(async (error: unknown) => {
@@ -179,9 +224,23 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
 
     const durationMs = elapsedMs();
     this.metrics.purgeDuration.observe(durationMs / 1000);
-    const message = `purged ${deleted} expired idempotency keys in ${batches} batches, ${durationMs} ms`;
-    if (deleted > 0) this.logger.log(message);
+    const message = `purged ${deleted} expired idempotency keys and ${messages} processed messages in ${batches} batches, ${durationMs} ms`;
+    if (deleted + messages > 0) this.logger.log(message);
     else this.logger.debug(message);
-    return { deleted, batches, durationMs, skipped: false };
+    return { deleted, messages, batches, durationMs, skipped: false };
+  }
+
+  /** Whether the messages table exists; warns once per process when it does not (see the header). */
+  private async messagesTableExists(runner: QueryRunner): Promise<boolean> {
+    const { table } = this.options.messages;
+    const [{ exists }] = (await runner.query('SELECT to_regclass($1) IS NOT NULL AS exists', [table.sql])) as { exists: boolean }[];
+    if (!exists && !this.warnedNoMessagesTable) {
+      this.warnedNoMessagesTable = true;
+      this.logger.warn(
+        `the processed-messages table ${table.name} does not exist, so only keys are purged: add the module's migrations ` +
+          '(createIdempotencyMigrations includes CreateIdempotencyMessages1796142644217) to the data source',
+      );
+    }
+    return exists;
   }
 }

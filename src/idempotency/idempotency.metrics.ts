@@ -22,6 +22,8 @@ export class IdempotencyMetrics {
   readonly purgeDuration: Histogram;
   readonly purgeFailures: Counter;
   readonly recoveries: Counter<'result'>;
+  readonly messages: Counter<'result'>;
+  readonly purgedMessages: Counter;
 
   constructor(@Inject(IDEMPOTENCY_REGISTRY) registry: Registry) {
     const registers = [registry];
@@ -49,10 +51,21 @@ export class IdempotencyMetrics {
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120],
       registers,
     });
+    this.purgedMessages = new Counter({
+      name: 'idempotency_purge_deleted_messages_total',
+      help: 'Processed messages past their retention deleted by the purge job',
+      registers,
+    });
     this.purgeFailures = new Counter({ name: 'idempotency_purge_failures_total', help: 'Purge runs that failed', registers });
     this.recoveries = new Counter({
       name: 'idempotency_recoveries_total',
       help: 'Abandoned phased operations driven on by the recovery job, by result (finished, released, failed, unknown_operation)',
+      labelNames: ['result'],
+      registers,
+    });
+    this.messages = new Counter({
+      name: 'idempotency_messages_total',
+      help: 'Messages given to IdempotentConsumer, by result (processed: the effect ran; duplicate: already processed, skipped)',
       labelNames: ['result'],
       registers,
     });

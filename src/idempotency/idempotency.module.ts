@@ -8,6 +8,7 @@ import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IdempotencyPurgeService } from './idempotency-purge.service';
 import { IdempotencyRecovery } from './idempotency-recovery.service';
+import { IdempotentConsumer } from './idempotent-consumer';
 import {
   IDEMPOTENCY_CLS,
   IDEMPOTENCY_OPTIONS,
@@ -64,6 +65,7 @@ function required<T>(dependency: T | undefined): T {
     IdempotencyContext,
     IdempotencyPurgeService,
     IdempotencyRecovery,
+    IdempotentConsumer,
   ],
   // The interceptor is instantiated in each module that declares @Idempotent() routes: what it injects is exported.
   exports: [
@@ -77,6 +79,7 @@ function required<T>(dependency: T | undefined): T {
     IdempotencyContext,
     IdempotencyPurgeService,
     IdempotencyRecovery,
+    IdempotentConsumer,
   ],
 })
 export class IdempotencyModule extends ConfigurableModuleClass {}

@@ -1,6 +1,7 @@
 import { Reflector } from '@nestjs/core';
 import type { Registry } from 'prom-client';
 import { Duration, formatDuration, parseDuration } from './duration';
+import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from './idempotency-messages-table';
 import { IdempotencyTable, idempotencyTable } from './idempotency-table';
 
 /**
@@ -71,6 +72,20 @@ export interface IdempotencyModuleOptions {
     /** The memory it may hold (least recently used responses go first). Default 16 MiB. */
     maxBytes?: number;
   };
+  /** The processed messages of IdempotentConsumer (exactly-once webhooks and queue messages). */
+  messages?: {
+    /**
+     * Their table, `table` or `schema.table`. Default `idempotency_messages`.
+     * Create it with `createIdempotencyMigrations(tableName, messagesTableName)`.
+     */
+    tableName?: string;
+    /**
+     * How long a processed message is remembered, on the database clock, before
+     * the purge job deletes it (a redelivery after that is processed again). At
+     * least as long as the senders redeliver. Default `7d`.
+     */
+    retention?: Duration;
+  };
   /** The recovery job of phased operations (see IdempotencyRecovery). */
   recovery?: {
     /** Run the job in this process. Default true. */
@@ -124,6 +139,7 @@ export interface ResolvedIdempotencyOptions {
   /** 0: no replay cache. */
   replayCacheBytes: number;
   recovery: { enabled: boolean; intervalMs: number; batchSize: number };
+  messages: { table: IdempotencyTable; retentionMs: number };
 }
 
 /**
@@ -139,6 +155,7 @@ export const IDEMPOTENCY_DEFAULTS = {
   purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5_000, budget: '60s' },
   replayCache: { enabled: true, maxBytes: 16 * 1024 * 1024 },
   recovery: { enabled: true, interval: '1m', batchSize: 100 },
+  messages: { tableName: DEFAULT_MESSAGES_TABLE_NAME, retention: '7d' },
 } as const;
 
 export interface Timing {
@@ -191,7 +208,15 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
       intervalMs: parseDuration(o.recovery?.interval ?? d.recovery.interval),
       batchSize: o.recovery?.batchSize ?? d.recovery.batchSize,
     },
+    messages: resolveMessages(o.messages),
   };
+}
+
+function resolveMessages(given: IdempotencyModuleOptions['messages']): ResolvedIdempotencyOptions['messages'] {
+  const d = IDEMPOTENCY_DEFAULTS.messages;
+  const retentionMs = parseDuration(given?.retention ?? d.retention);
+  if (retentionMs <= 0) throw new RangeError('IdempotencyModule: messages.retention must be longer than 0');
+  return { table: messagesTable(given?.tableName ?? d.tableName), retentionMs };
 }
 
 function replayCacheBytes(given: IdempotencyModuleOptions['replayCache']): number {

@@ -7,6 +7,8 @@ export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
 export { IdempotencyContext } from './idempotency.context';
 export { IdempotencyPurgeService, PurgeResult } from './idempotency-purge.service';
 export { Operation, PhasedOperation } from './phased-operation';
+export { ConsumedMessage, IdempotentConsumer, InvalidMessageIdError, MAX_MESSAGE_ID_LENGTH } from './idempotent-consumer';
+export { DEFAULT_MESSAGES_TABLE_NAME } from './idempotency-messages-table';
 export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
 export { IdempotencyErrorCode, IdempotencyProblem, IdempotencyProblemBody, LeaseLostError } from './idempotency.errors';
 export { Duration, formatDuration, parseDuration } from './duration';

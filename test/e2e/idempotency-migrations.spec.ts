@@ -85,7 +85,9 @@ describe('idempotency_keys migrations (e2e)', () => {
   it('refuses to revert the hashing while keys are stored, and reverts an empty table', async () => {
     const own = await createTestDatabase();
     try {
-      const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: idempotencyMigrations, migrationsTableName: 'migrations' }).initialize();
+      // The module's migrations up to the hashing, which is then the last one to undo.
+      const upToHashed = idempotencyMigrations.slice(0, idempotencyMigrations.findIndex((m) => m.name.startsWith('IdempotencyKeysHashed')) + 1);
+      const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: upToHashed, migrationsTableName: 'migrations' }).initialize();
       try {
         await ds.runMigrations();
         await ds.query(`INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at) VALUES ($1, substring(sha256('c') FROM 1 FOR 16), 3, now())`, [keyId('42', 'k')]);
@@ -94,6 +96,38 @@ describe('idempotency_keys migrations (e2e)', () => {
         await ds.query('DELETE FROM idempotency_keys');
         await ds.undoLastMigration();
         await ds.query(`INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at) VALUES ('42', 'k', sha256('c'), 3, now())`);
+      } finally {
+        await ds.destroy();
+      }
+    } finally {
+      await own.drop();
+    }
+  });
+
+  it('creates the processed-messages table last, and drops it on the way down', async () => {
+    const own = await createTestDatabase();
+    try {
+      const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: idempotencyMigrations }).initialize();
+      try {
+        await ds.runMigrations();
+        expect(
+          await ds.query(
+            `SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns
+              WHERE table_name = 'idempotency_messages' ORDER BY ordinal_position`,
+          ),
+        ).toEqual([
+          { column_name: 'processed_at', data_type: 'timestamp with time zone', is_nullable: 'NO', column_default: 'now()' },
+          { column_name: 'expires_at', data_type: 'timestamp with time zone', is_nullable: 'NO', column_default: null },
+          { column_name: 'source', data_type: 'text', is_nullable: 'NO', column_default: null },
+          { column_name: 'message_id', data_type: 'text', is_nullable: 'NO', column_default: null },
+        ]);
+        expect(await ds.query(`SELECT indexdef FROM pg_indexes WHERE tablename = 'idempotency_messages' ORDER BY indexname`)).toEqual([
+          { indexdef: 'CREATE INDEX idempotency_messages_expires_at_idx ON public.idempotency_messages USING btree (expires_at)' },
+          { indexdef: 'CREATE UNIQUE INDEX idempotency_messages_pkey ON public.idempotency_messages USING btree (source, message_id)' },
+        ]);
+        await ds.undoLastMigration();
+        expect(await ds.query(`SELECT to_regclass('idempotency_messages') AS t`)).toEqual([{ t: null }]);
+        expect(await ds.query(`SELECT to_regclass('idempotency_keys') IS NOT NULL AS t`)).toEqual([{ t: true }]);
       } finally {
         await ds.destroy();
       }

@@ -1,23 +1,37 @@
 import { MigrationInterface } from 'typeorm';
 import { DEFAULT_TABLE_NAME, idempotencyTable } from '../idempotency-table';
+import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from '../idempotency-messages-table';
 import { createIdempotencyKeys } from './1764460800001-CreateIdempotencyKeys';
 import { idempotencyKeysRecovery } from './1764460800004-IdempotencyKeysRecovery';
 import { idempotencyKeysAnyScope } from './1764460800005-IdempotencyKeysAnyScope';
 import { idempotencyKeysHashed } from './1796081151558-IdempotencyKeysHashed';
+import { createIdempotencyMessages } from './1796142644217-CreateIdempotencyMessages';
 
 export type IdempotencyMigration = new () => MigrationInterface;
 
 /**
- * The module's migrations, in order, for a table named `tableName` (the same
- * as `IdempotencyModule.forRoot({ tableName })`). Add them to the data source's
+ * The module's migrations, in order, for a keys table named `tableName` and a
+ * processed-messages table named `messagesTableName` (the same as
+ * `IdempotencyModule.forRoot({ tableName, messages: { tableName } })`). Add them to the data source's
  * `migrations` among the app's own; their names (and timestamps) never change,
  * so a database that has run one never runs it again. For a database managed
- * without TypeORM migrations, sql/idempotency-keys.sql is the same schema.
+ * without TypeORM migrations, sql/idempotency-keys.sql is the keys table's
+ * schema; the messages table is the one CREATE TABLE and index of
+ * CreateIdempotencyMessages.
  */
-export function createIdempotencyMigrations(tableName: string = DEFAULT_TABLE_NAME): IdempotencyMigration[] {
+export function createIdempotencyMigrations(
+  tableName: string = DEFAULT_TABLE_NAME,
+  messagesTableName: string = DEFAULT_MESSAGES_TABLE_NAME,
+): IdempotencyMigration[] {
   const table = idempotencyTable(tableName);
-  return [createIdempotencyKeys(table), idempotencyKeysRecovery(table), idempotencyKeysAnyScope(table), idempotencyKeysHashed(table)];
+  return [
+    createIdempotencyKeys(table),
+    idempotencyKeysRecovery(table),
+    idempotencyKeysAnyScope(table),
+    idempotencyKeysHashed(table),
+    createIdempotencyMessages(messagesTable(messagesTableName)),
+  ];
 }
 
-/** The module's migrations for the default table, `idempotency_keys`. */
+/** The module's migrations for the default tables, `idempotency_keys` and `idempotency_messages`. */
 export const idempotencyMigrations: IdempotencyMigration[] = createIdempotencyMigrations();
