@@ -18,7 +18,8 @@ import { keyIs } from '../support/keys';
  * without it. Correctness only: every wait is a bounded poll; the one timing
  * taken proves requests were answered inside a purge run, not how fast.
  */
-const ENV = { IDEMPOTENCY_RETENTION: '2s', IDEMPOTENCY_LEASE: '1s', IDEMPOTENCY_PURGE_BATCH: '5000' };
+// The card network's timeout with its resends must fit in the lease (these suites never call it).
+const ENV = { IDEMPOTENCY_RETENTION: '2s', IDEMPOTENCY_LEASE: '1s', IDEMPOTENCY_PURGE_BATCH: '5000', CARD_NETWORK_TIMEOUT: '200ms' };
 
 
 describe('purge of expired idempotency keys (e2e)', () => {
