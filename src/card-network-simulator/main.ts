@@ -2,7 +2,7 @@
  * The simulator as a process of its own (`npm run card-network`), so the app can
  * be pointed at a remote card network over a real socket, as it would be at
  * Stripe. The single ready line on stdout is what scripts and tests wait for.
- * The secret is configuration, never output.
+ * The secrets (API keys, the webhook signing secret) are configuration, never output.
  */
 // The bare duration parser, not the module's entry: the simulator runs without Nest.
 import { parseDuration } from '../idempotency/duration';
@@ -21,6 +21,22 @@ function duration(name: string, fallback: string): number {
   }
 }
 
+/** Both or neither: a URL without its signing secret would send events nobody can verify. */
+function webhookTarget(): { url: string; secret: string } | undefined {
+  const url = process.env.CARD_NETWORK_WEBHOOK_URL || '';
+  const secret = process.env.CARD_NETWORK_WEBHOOK_SECRET || '';
+  if (!url) return undefined;
+  if (!secret) fail('CARD_NETWORK_WEBHOOK_SECRET: required when CARD_NETWORK_WEBHOOK_URL is set');
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return fail(`CARD_NETWORK_WEBHOOK_URL: not a URL: ${url}`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') fail(`CARD_NETWORK_WEBHOOK_URL: must be http or https: ${url}`);
+  return { url, secret };
+}
+
 async function main(): Promise<void> {
   const rawPort = process.env.CARD_NETWORK_PORT || '4242';
   const port = Number(rawPort);
@@ -34,8 +50,10 @@ async function main(): Promise<void> {
   const delayMs = duration('CARD_NETWORK_DELAY', '50ms');
   const idempotencyTtlMs = duration('CARD_NETWORK_KEY_TTL', '24h');
   if (idempotencyTtlMs === 0) fail('CARD_NETWORK_KEY_TTL: must be more than 0');
+  const processingMs = duration('CARD_NETWORK_PROCESSING_DELAY', '1s');
+  const webhook = webhookTarget();
 
-  const simulator = await startCardNetworkSimulator({ secrets, delayMs, idempotencyTtlMs, port, host });
+  const simulator = await startCardNetworkSimulator({ secrets, delayMs, idempotencyTtlMs, processingMs, webhook, port, host });
   process.stdout.write(`card network simulator listening on ${simulator.url}\n`);
 
   let stopping = false;

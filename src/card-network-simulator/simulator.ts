@@ -1,30 +1,35 @@
 /**
  * A card network that speaks a small subset of Stripe's HTTP API, so the payment
  * path can be exercised against a real remote protocol (latency, lost answers,
- * Stripe's own Idempotency-Key rules) without the internet. Plain node:http and
- * in-memory state: it starts in milliseconds inside a test and never needs Nest.
+ * Stripe's own Idempotency-Key rules, webhooks) without the internet. Plain
+ * node:http and in-memory state: it starts in milliseconds inside a test and
+ * never needs Nest.
  *
- * Why the timing matters: every charge and refund is recorded the moment the
- * request arrives and is visible at once through the GET endpoints, while the
- * answer goes out `delayMs` after arrival. A caller that crashes or gives up
- * during the delay therefore leaves "card charged, answer lost", which is the
- * case exactly-once payments must survive (a retry with the same key replays).
+ * Why the timing matters: every effect (an intent created, confirmed or canceled,
+ * a refund) happens the moment the request arrives, is visible at once through
+ * the GET endpoints and emits its event (and webhook) then, while the answer goes
+ * out `delayMs` after arrival. A caller that crashes or gives up during the delay
+ * therefore leaves "card charged, answer lost", which is the case exactly-once
+ * payments must survive: a retry with the same key replays, a GET tells the
+ * state, and the webhook tells what the lost answer would have.
  *
  * Fault injection (per secret key, same Bearer auth as the API):
  *
  *   POST   /_simulator/faults   {"fault": "drop" | "hang" | "error", "times": n}  (JSON or form)
- *          The next n POSTs to /v1/* that execute and save a result (not replays,
- *          not validation errors, not processing errors) are executed and saved
- *          normally, then their answer is lost: `drop` destroys the socket, `hang`
- *          never answers (the socket stays open until the client gives up or
- *          close()), `error` answers 500 api_error without a `code`.
+ *          The next n POSTs to /v1/* that execute and save a result (or replay
+ *          one; not validation errors) are executed and saved normally, then
+ *          their answer is lost: `drop` destroys the socket, `hang` never
+ *          answers (the socket stays open until the client gives up or close()),
+ *          `error` answers 500 api_error without a `code`.
  *   DELETE /_simulator/faults   clears the pending faults.
  *   POST   /_simulator/hold     incoming POSTs to /v1/* are accepted but not
  *          executed. A held request whose client disconnects is discarded
  *          without effect ("the request never reached the network").
  *   POST   /_simulator/release  executes the still-connected held requests in
  *          arrival order (their delay counts from the release) and stops holding.
- *   GET    /_simulator/stats    {"held": n, "holding": bool, "pending_faults": n}
+ *   POST   /_simulator/webhook-faults, DELETE /_simulator/webhook-faults,
+ *   POST   /_simulator/webhooks/pause, /_simulator/webhooks/resume: see webhooks.ts.
+ *   GET    /_simulator/stats    held requests, pending faults, webhook counts.
  *
  * Test payment methods with fault behaviour of their own: pm_card_chargeThenDrop,
  * pm_card_chargeThenHang and pm_card_chargeThenError charge like pm_card_visa and
@@ -34,25 +39,44 @@
 import { randomFillSync } from 'node:crypto';
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
+import {
+  EVENT_API_VERSION,
+  PendingWebhookFault,
+  SimulatorEvent,
+  SimulatorEventType,
+  WEBHOOK_FAULTS,
+  WebhookChannel,
+  WebhookDispatcher,
+  WebhookFault,
+  WebhookOptions,
+  WebhookTarget,
+} from './webhooks';
 
 export interface SimulatorOptions {
   /** Accepted secret keys (Bearer, or HTTP Basic username); each one is an account of its own. */
   secrets: string[];
   /** Latency: the answer goes out this long after the request arrived. */
   delayMs: number;
-  /** How long a saved Idempotency-Key result is kept; default 24h. */
+  /** How long a saved Idempotency-Key result is kept (every POST); default 24h. */
   idempotencyTtlMs?: number;
+  /** How long a `processing` intent (pm_card_chargeProcessing) takes to succeed by itself; default 1 s. */
+  processingMs?: number;
+  /** Where events are delivered; also settable after start with setWebhook. */
+  webhook?: WebhookOptions;
 }
 
 export interface RunningSimulator {
   url: string;
   port: number;
+  /** Points webhook delivery at an endpoint (from the next attempt on), or stops it with null. */
+  setWebhook(target: WebhookTarget | null): void;
   close(): Promise<void>;
 }
 
 export type SimulatorFault = 'drop' | 'hang' | 'error';
 
 const DEFAULT_TTL_MS = 24 * 3_600_000;
+const DEFAULT_PROCESSING_MS = 1_000;
 const MAX_BODY_BYTES = 1 << 20;
 const MAX_KEY_LENGTH = 255;
 const MAX_AMOUNT = 99_999_999;
@@ -60,10 +84,25 @@ const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
 type Metadata = Record<string, string>;
 
+export const PAYMENT_INTENT_STATUSES = [
+  'requires_payment_method',
+  'requires_confirmation',
+  'requires_action',
+  'processing',
+  'succeeded',
+  'canceled',
+] as const;
+export type PaymentIntentStatus = (typeof PAYMENT_INTENT_STATUSES)[number];
+
+/** Where each action is allowed, as Stripe's payment_intent_unexpected_state enforces it. */
+const CONFIRMABLE: readonly PaymentIntentStatus[] = ['requires_confirmation', 'requires_payment_method'];
+const CANCELABLE: readonly PaymentIntentStatus[] = ['requires_payment_method', 'requires_confirmation', 'requires_action'];
+const CANCELLATION_REASONS = ['duplicate', 'fraudulent', 'requested_by_customer', 'abandoned'];
+
 interface PaymentError {
   type: 'card_error';
-  code: 'card_declined';
-  decline_code: string;
+  code: 'card_declined' | 'processing_error' | 'authentication_required';
+  decline_code?: string;
   message: string;
 }
 
@@ -73,7 +112,7 @@ interface PaymentIntent {
   amount: number;
   amount_received: number;
   currency: string;
-  status: 'succeeded' | 'requires_payment_method' | 'requires_confirmation';
+  status: PaymentIntentStatus;
   payment_method: string;
   confirmation_method: 'automatic';
   description: string | null;
@@ -81,6 +120,9 @@ interface PaymentIntent {
   created: number;
   latest_charge: string | null;
   last_payment_error: PaymentError | null;
+  next_action: { type: 'use_stripe_sdk'; use_stripe_sdk: { type: 'three_d_secure_redirect' } } | null;
+  canceled_at: number | null;
+  cancellation_reason: string | null;
   livemode: false;
 }
 
@@ -109,21 +151,30 @@ interface Account {
   /** Insertion order is creation order: the lists walk these maps backwards. */
   intents: Map<string, IntentRecord>;
   refunds: Map<string, Refund>;
+  events: Map<string, SimulatorEvent>;
   keys: Map<string, KeyEntry>;
   faults: SimulatorFault[];
   holding: boolean;
   held: Set<PendingPost>;
+  webhooks: WebhookChannel;
 }
 
+/** Who caused an effect: the request its event names. */
+interface Cause {
+  account: Account;
+  request: SimulatorEvent['request'];
+}
+
+/** A POST to /v1/*, validated, waiting to be executed (at once, or on release). */
 interface PendingPost {
   res: ServerResponse;
   requestId: string;
-  route: PostRoute;
+  /** The request's path: part of the key's fingerprint. */
+  path: string;
   params: ParsedParams;
   key: string | undefined;
+  execute: (cause: Cause) => Outcome;
 }
-
-type PostRoute = 'payment_intents' | 'refunds';
 
 interface ParsedParams {
   values: Map<string, string>;
@@ -140,8 +191,7 @@ interface Outcome {
 
 /** As Stripe does for answers a retry cannot change (a decline, a processing error): SDKs then do not retry. */
 function retryAdvice(outcome: Outcome): Record<string, string> {
-  const code = (outcome.body as { error?: { code?: string } }).error?.code;
-  return outcome.status === 402 || code === 'processing_error' ? { 'Stripe-Should-Retry': 'false' } : {};
+  return outcome.status === 402 ? { 'Stripe-Should-Retry': 'false' } : {};
 }
 
 interface ErrorBody {
@@ -149,6 +199,7 @@ interface ErrorBody {
   code?: string;
   param?: string;
   message: string;
+  payment_intent?: PaymentIntent;
 }
 
 class ApiError extends Error {
@@ -160,29 +211,42 @@ class ApiError extends Error {
   }
 }
 
-interface MethodBehaviour {
-  kind: 'charge' | 'decline' | 'processing_error';
-  decline?: { decline_code: string; message: string };
-  fault?: SimulatorFault;
-}
+type MethodBehaviour =
+  | { kind: 'charge'; fault?: SimulatorFault }
+  | { kind: 'decline'; decline_code: string; message: string }
+  | { kind: 'processing_error' }
+  | { kind: 'authentication_required' }
+  | { kind: 'processing' };
 
-/** Stripe's test PaymentMethods, plus three that lose the first answer. */
+/** Stripe's test PaymentMethods, plus ours: three that lose the first answer and one that stays processing a while. */
 const PAYMENT_METHODS: Record<string, MethodBehaviour> = {
   pm_card_visa: { kind: 'charge' },
   pm_card_mastercard: { kind: 'charge' },
   pm_card_amex: { kind: 'charge' },
-  pm_card_chargeDeclined: {
-    kind: 'decline',
-    decline: { decline_code: 'generic_decline', message: 'Your card was declined.' },
-  },
+  pm_card_chargeDeclined: { kind: 'decline', decline_code: 'generic_decline', message: 'Your card was declined.' },
   pm_card_chargeDeclinedInsufficientFunds: {
     kind: 'decline',
-    decline: { decline_code: 'insufficient_funds', message: 'Your card has insufficient funds.' },
+    decline_code: 'insufficient_funds',
+    message: 'Your card has insufficient funds.',
   },
   pm_card_processingError: { kind: 'processing_error' },
+  pm_card_authenticationRequired: { kind: 'authentication_required' },
+  pm_card_chargeProcessing: { kind: 'processing' },
   pm_card_chargeThenDrop: { kind: 'charge', fault: 'drop' },
   pm_card_chargeThenHang: { kind: 'charge', fault: 'hang' },
   pm_card_chargeThenError: { kind: 'charge', fault: 'error' },
+};
+
+const PROCESSING_ERROR: PaymentError = {
+  type: 'card_error',
+  code: 'processing_error',
+  message: 'An error occurred while processing your card. Try again in a little bit.',
+};
+const AUTHENTICATION_REQUIRED: PaymentError = {
+  type: 'card_error',
+  code: 'authentication_required',
+  decline_code: 'authentication_required',
+  message: 'Your card was declined. This transaction requires authentication.',
 };
 
 const FAULTS: readonly SimulatorFault[] = ['drop', 'hang', 'error'];
@@ -224,6 +288,15 @@ function invalid(message: string, code?: string, param?: string, status = 400): 
 const noSuch = (kind: string, id: string, param: string, status = 400): ApiError =>
   invalid(`No such ${kind}: '${id}'`, 'resource_missing', param, status);
 
+function unexpectedState(intent: PaymentIntent, message: string): ApiError {
+  return new ApiError(400, {
+    type: 'invalid_request_error',
+    code: 'payment_intent_unexpected_state',
+    message,
+    payment_intent: structuredClone(intent),
+  });
+}
+
 /**
  * What POST /v1/payment_intents accepts. `automatic_payment_methods[...]` is how a
  * server confirms a card with no redirect-based method (Stripe then needs no
@@ -234,10 +307,13 @@ const PAYMENT_INTENT_PARAMS = [
   'currency',
   'payment_method',
   'confirm',
+  'error_on_requires_action',
   'description',
   'automatic_payment_methods[enabled]',
   'automatic_payment_methods[allow_redirects]',
 ] as const;
+const CONFIRM_PARAMS = ['payment_method', 'error_on_requires_action'] as const;
+const CANCEL_PARAMS = ['cancellation_reason'] as const;
 
 /** Stripe's bracket notation: `metadata[k]=v` goes into an object, anything unlisted is refused. */
 function parseParams(search: URLSearchParams, allowed: readonly string[], withMetadata: boolean): ParsedParams {
@@ -268,10 +344,18 @@ function fingerprint(method: string, path: string, params: ParsedParams): string
   ]);
 }
 
+function emptyRefused(name: string): ApiError {
+  return invalid(
+    `You passed an empty string for '${name}'. We assume empty values are an attempt to unset a parameter; however '${name}' cannot be unset.`,
+    'parameter_invalid_empty',
+    name,
+  );
+}
+
 function requiredString(params: ParsedParams, name: string): string {
   const value = params.values.get(name);
   if (value === undefined) throw invalid(`Missing required param: ${name}.`, 'parameter_missing', name);
-  if (value === '') throw invalid(`You passed an empty string for '${name}'. We assume empty values are an attempt to unset a parameter; however '${name}' cannot be unset.`, 'parameter_invalid_empty', name);
+  if (value === '') throw emptyRefused(name);
   return value;
 }
 
@@ -294,6 +378,13 @@ function boolean(params: ParsedParams, name: string): boolean {
   throw invalid(`Invalid boolean: ${raw}`, 'parameter_invalid_boolean', name);
 }
 
+/** A test PaymentMethod by name, or the 400 Stripe answers for an unknown one. */
+function paymentMethod(name: string): MethodBehaviour {
+  const behaviour = PAYMENT_METHODS[name];
+  if (!behaviour) throw invalid(`No such PaymentMethod: '${name}'`, 'resource_missing', 'payment_method');
+  return behaviour;
+}
+
 function checkMetadata(metadata: Metadata | undefined): Metadata {
   const entries = Object.entries(metadata ?? {});
   if (entries.length > 50) throw invalid('Metadata can have at most 50 keys.', 'parameter_invalid_metadata', 'metadata');
@@ -304,21 +395,50 @@ function checkMetadata(metadata: Metadata | undefined): Metadata {
   return Object.fromEntries(entries);
 }
 
-function paginate<T extends { id: string }>(newestFirst: T[], params: ParsedParams, url: string) {
+function paginate<T extends { id: string }>(newestFirst: T[], params: ParsedParams, url: string, kind: string) {
   const limit = integer(params, 'limit', 1, 100, 'parameter_invalid_integer') ?? 10;
   let start = 0;
   const after = params.values.get('starting_after');
   if (after !== undefined) {
     const index = newestFirst.findIndex((item) => item.id === after);
-    if (index < 0) throw noSuch(url.endsWith('refunds') ? 'refund' : 'payment_intent', after, 'starting_after');
+    if (index < 0) throw noSuch(kind, after, 'starting_after');
     start = index + 1;
   }
   const data = newestFirst.slice(start, start + limit);
   return { object: 'list', url, data, has_more: start + limit < newestFirst.length };
 }
 
+/** A control endpoint's body: JSON (an object) or a form. */
+function controlInput(req: IncomingMessage, raw: string): Record<string, unknown> {
+  if (!(req.headers['content-type'] ?? '').includes('json')) return Object.fromEntries(new URLSearchParams(raw));
+  try {
+    const parsed: unknown = JSON.parse(raw || '{}');
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+    return parsed as Record<string, unknown>;
+  } catch {
+    throw invalid('Invalid JSON body.', 'parameter_invalid_json');
+  }
+}
+
+function controlInteger(input: Record<string, unknown>, name: string, fallback: number, min: number, max: number): number {
+  const value = input[name] === undefined ? fallback : Number(input[name]);
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw invalid(`${name} must be an integer from ${min} to ${max}`, 'parameter_invalid_integer', name);
+  }
+  return value;
+}
+
 function newAccount(): Account {
-  return { intents: new Map(), refunds: new Map(), keys: new Map(), faults: [], holding: false, held: new Set() };
+  return {
+    intents: new Map(),
+    refunds: new Map(),
+    events: new Map(),
+    keys: new Map(),
+    faults: [],
+    holding: false,
+    held: new Set(),
+    webhooks: new WebhookChannel(),
+  };
 }
 
 export function startCardNetworkSimulator(
@@ -326,14 +446,25 @@ export function startCardNetworkSimulator(
 ): Promise<RunningSimulator> {
   const delayMs = options.delayMs;
   const ttlMs = options.idempotencyTtlMs ?? DEFAULT_TTL_MS;
+  const processingMs = options.processingMs ?? DEFAULT_PROCESSING_MS;
   if (!Number.isFinite(delayMs) || delayMs < 0) throw new RangeError('delayMs must be a non-negative number');
   if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new RangeError('idempotencyTtlMs must be a positive number');
+  if (!Number.isFinite(processingMs) || processingMs < 0) throw new RangeError('processingMs must be a non-negative number');
   if (options.secrets.length === 0 || options.secrets.some((s) => s.length === 0)) {
     throw new RangeError('at least one non-empty secret key is required');
   }
+  const webhooks = new WebhookDispatcher(options.webhook);
   const accounts = new Map(options.secrets.map((secret) => [secret, newAccount()] as const));
   const timers = new Set<NodeJS.Timeout>();
   let closed = false;
+
+  const later = (ms: number, run: () => void): void => {
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      run();
+    }, ms);
+    timers.add(timer);
+  };
 
   const send = (res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void => {
     if (res.headersSent || res.destroyed) return;
@@ -380,21 +511,83 @@ export function startCardNetworkSimulator(
     return account;
   }
 
+  /** Records the event with a copy of the object as it is now, and hands it to webhook delivery. */
+  function emit(cause: Cause, type: SimulatorEventType, object: PaymentIntent | Refund): void {
+    const event: SimulatorEvent = {
+      id: randomId('evt_', 24),
+      object: 'event',
+      api_version: EVENT_API_VERSION,
+      created: unixSeconds(),
+      livemode: false,
+      pending_webhooks: 0,
+      type,
+      data: { object: structuredClone(object) },
+      request: cause.request,
+    };
+    cause.account.events.set(event.id, event);
+    webhooks.publish(cause.account.webhooks, event);
+  }
+
   function recordIntent(account: Account, intent: PaymentIntent): void {
     account.intents.set(intent.id, { intent, refunded: 0 });
   }
 
-  function createPaymentIntent(account: Account, params: ParsedParams): Outcome {
+  function succeed(cause: Cause, intent: PaymentIntent): void {
+    intent.status = 'succeeded';
+    intent.amount_received = intent.amount;
+    intent.latest_charge ??= randomId('ch_', 24);
+    emit(cause, 'payment_intent.succeeded', intent);
+  }
+
+  /** A failed attempt: the intent waits for another payment method, the caller gets the card error (402). */
+  function fail(cause: Cause, intent: PaymentIntent, error: PaymentError): Outcome {
+    intent.status = 'requires_payment_method';
+    intent.last_payment_error = error;
+    emit(cause, 'payment_intent.payment_failed', intent);
+    return { status: 402, body: { error: { ...error, payment_intent: intent } }, save: true };
+  }
+
+  /** One confirmation attempt with the intent's payment method, from create (confirm=true) or /confirm. */
+  function attempt(cause: Cause, intent: PaymentIntent, errorOnRequiresAction: boolean): Outcome {
+    const behaviour = paymentMethod(intent.payment_method);
+    intent.last_payment_error = null;
+    intent.next_action = null;
+    switch (behaviour.kind) {
+      case 'charge':
+        succeed(cause, intent);
+        return { status: 200, body: intent, save: true, fault: behaviour.fault };
+      case 'processing':
+        intent.status = 'processing';
+        intent.latest_charge = randomId('ch_', 24);
+        emit(cause, 'payment_intent.processing', intent);
+        later(processingMs, () => {
+          if (intent.status === 'processing') succeed({ account: cause.account, request: { id: null, idempotency_key: null } }, intent);
+        });
+        return { status: 200, body: intent, save: true };
+      case 'authentication_required':
+        if (errorOnRequiresAction) return fail(cause, intent, AUTHENTICATION_REQUIRED);
+        intent.status = 'requires_action';
+        intent.next_action = { type: 'use_stripe_sdk', use_stripe_sdk: { type: 'three_d_secure_redirect' } };
+        emit(cause, 'payment_intent.requires_action', intent);
+        return { status: 200, body: intent, save: true };
+      case 'decline':
+        return fail(cause, intent, { type: 'card_error', code: 'card_declined', decline_code: behaviour.decline_code, message: behaviour.message });
+      case 'processing_error':
+        return fail(cause, intent, PROCESSING_ERROR);
+    }
+  }
+
+  function createPaymentIntent(cause: Cause, params: ParsedParams): Outcome {
     const amount = integer(params, 'amount', 1, MAX_AMOUNT, 'amount_too_small');
     if (amount === undefined) throw invalid('Missing required param: amount.', 'parameter_missing', 'amount');
     const currency = requiredString(params, 'currency');
     if (!/^[a-zA-Z]{3}$/.test(currency)) throw invalid(`Invalid currency: ${currency}.`, 'parameter_invalid_currency', 'currency');
-    const paymentMethod = requiredString(params, 'payment_method');
+    const method = requiredString(params, 'payment_method');
     const confirm = boolean(params, 'confirm');
+    const errorOnRequiresAction = boolean(params, 'error_on_requires_action');
     const description = params.values.get('description') ?? null;
     const metadata = checkMetadata(params.metadata);
-    const behaviour = PAYMENT_METHODS[paymentMethod];
-    if (!behaviour) throw invalid(`No such PaymentMethod: '${paymentMethod}'`, 'resource_missing', 'payment_method');
+    paymentMethod(method);
 
     const intent: PaymentIntent = {
       id: randomId('pi_', 24),
@@ -403,57 +596,73 @@ export function startCardNetworkSimulator(
       amount_received: 0,
       currency: currency.toLowerCase(),
       status: 'requires_confirmation',
-      payment_method: paymentMethod,
+      payment_method: method,
       confirmation_method: 'automatic',
       description,
       metadata,
       created: unixSeconds(),
       latest_charge: null,
       last_payment_error: null,
+      next_action: null,
+      canceled_at: null,
+      cancellation_reason: null,
       livemode: false,
     };
-    if (!confirm) {
-      recordIntent(account, intent);
-      return { status: 200, body: intent, save: true };
-    }
-    switch (behaviour.kind) {
-      case 'processing_error':
-        return {
-          status: 500,
-          body: {
-            error: {
-              type: 'api_error',
-              code: 'processing_error',
-              message: 'An error occurred while processing your card. Nothing was charged; try again.',
-            },
-          },
-          save: false,
-        };
-      case 'decline': {
-        const { decline_code, message } = behaviour.decline!;
-        intent.status = 'requires_payment_method';
-        intent.last_payment_error = { type: 'card_error', code: 'card_declined', decline_code, message };
-        recordIntent(account, intent);
-        return {
-          status: 402,
-          body: { error: { type: 'card_error', code: 'card_declined', decline_code, message, payment_intent: intent } },
-          save: true,
-        };
-      }
-      case 'charge':
-        intent.status = 'succeeded';
-        intent.amount_received = amount;
-        intent.latest_charge = randomId('ch_', 24);
-        recordIntent(account, intent);
-        return { status: 200, body: intent, save: true, fault: behaviour.fault };
-    }
+    recordIntent(cause.account, intent);
+    if (!confirm) return { status: 200, body: intent, save: true };
+    return attempt(cause, intent, errorOnRequiresAction);
   }
 
-  function createRefund(account: Account, params: ParsedParams): Outcome {
+  function intentRecord(account: Account, id: string): IntentRecord {
+    const record = account.intents.get(id);
+    if (!record) throw noSuch('payment_intent', id, 'intent', 404);
+    return record;
+  }
+
+  function confirmPaymentIntent(cause: Cause, id: string, params: ParsedParams): Outcome {
+    const { intent } = intentRecord(cause.account, id);
+    const method = params.values.get('payment_method');
+    if (method === '') throw emptyRefused('payment_method');
+    if (method !== undefined) paymentMethod(method);
+    const errorOnRequiresAction = boolean(params, 'error_on_requires_action');
+    if (intent.status === 'succeeded') {
+      throw unexpectedState(intent, 'You cannot confirm this PaymentIntent because it has already succeeded after being previously confirmed.');
+    }
+    if (!CONFIRMABLE.includes(intent.status)) {
+      throw unexpectedState(
+        intent,
+        `You cannot confirm this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be confirmed: ${CONFIRMABLE.join(', ')}.`,
+      );
+    }
+    if (method !== undefined) intent.payment_method = method;
+    return attempt(cause, intent, errorOnRequiresAction);
+  }
+
+  function cancelPaymentIntent(cause: Cause, id: string, params: ParsedParams): Outcome {
+    const { intent } = intentRecord(cause.account, id);
+    const reason = params.values.get('cancellation_reason');
+    if (reason !== undefined && !CANCELLATION_REASONS.includes(reason)) {
+      throw invalid(`Invalid cancellation_reason: must be one of ${CANCELLATION_REASONS.join(', ')}`, 'parameter_invalid_string', 'cancellation_reason');
+    }
+    if (!CANCELABLE.includes(intent.status)) {
+      throw unexpectedState(
+        intent,
+        `You cannot cancel this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be canceled: ${CANCELABLE.join(', ')}.`,
+      );
+    }
+    intent.status = 'canceled';
+    intent.canceled_at = unixSeconds();
+    intent.cancellation_reason = reason ?? null;
+    intent.next_action = null;
+    emit(cause, 'payment_intent.canceled', intent);
+    return { status: 200, body: intent, save: true };
+  }
+
+  function createRefund(cause: Cause, params: ParsedParams): Outcome {
     const id = requiredString(params, 'payment_intent');
     const requested = integer(params, 'amount', 1, MAX_AMOUNT, 'amount_too_small');
     const metadata = checkMetadata(params.metadata);
-    const record = account.intents.get(id);
+    const record = cause.account.intents.get(id);
     if (!record) throw noSuch('payment_intent', id, 'payment_intent');
     const { intent } = record;
     if (intent.status !== 'succeeded') {
@@ -485,15 +694,16 @@ export function startCardNetworkSimulator(
       metadata,
       created: unixSeconds(),
     };
-    account.refunds.set(refund.id, refund);
+    cause.account.refunds.set(refund.id, refund);
+    emit(cause, 'refund.created', refund);
     return { status: 200, body: refund, save: true };
   }
 
   /** Idempotency, execution on arrival, and the delayed (or lost) answer of one POST /v1/*. */
   function executePost(account: Account, pending: PendingPost, arrivedAt: number): void {
-    const { res, route, params, key, requestId } = pending;
+    const { res, path, params, key, requestId } = pending;
     const keyHeaders: Record<string, string> = key === undefined ? {} : { 'Idempotency-Key': key };
-    const print = key === undefined ? '' : fingerprint('POST', `/v1/${route}`, params);
+    const print = key === undefined ? '' : fingerprint('POST', path, params);
     if (key !== undefined) {
       const entry = account.keys.get(key);
       if (entry?.state === 'in_flight') {
@@ -537,7 +747,7 @@ export function startCardNetworkSimulator(
 
     let outcome: Outcome;
     try {
-      outcome = route === 'payment_intents' ? createPaymentIntent(account, params) : createRefund(account, params);
+      outcome = pending.execute({ account, request: { id: requestId, idempotency_key: key ?? null } });
     } catch (e) {
       if (e instanceof ApiError) return sendError(res, e, keyHeaders);
       throw e;
@@ -545,81 +755,128 @@ export function startCardNetworkSimulator(
     let fault = outcome.fault;
     if (outcome.save && fault === undefined) fault = account.faults.shift();
     if (key !== undefined) account.keys.set(key, { state: 'in_flight', fingerprint: print });
+    // Serialized now: the answer tells the state at effect time, even if the intent moves on during the delay.
     const body = JSON.stringify(outcome.body);
 
-    const timer = setTimeout(
-      () => {
-        timers.delete(timer);
-        if (key !== undefined) {
-          if (outcome.save) {
-            account.keys.set(key, {
-              state: 'done',
-              fingerprint: print,
-              status: outcome.status,
-              body,
-              requestId,
-              expiresAt: performance.now() + ttlMs,
-            });
-          } else {
-            account.keys.delete(key);
-          }
+    later(Math.max(0, arrivedAt + delayMs - performance.now()), () => {
+      if (key !== undefined) {
+        if (outcome.save) {
+          account.keys.set(key, {
+            state: 'done',
+            fingerprint: print,
+            status: outcome.status,
+            body,
+            requestId,
+            expiresAt: performance.now() + ttlMs,
+          });
+        } else {
+          account.keys.delete(key);
         }
-        if (fault) return loseAnswer(res, fault, keyHeaders);
-        send(res, outcome.status, body, { ...keyHeaders, ...retryAdvice(outcome) });
-      },
-      Math.max(0, arrivedAt + delayMs - performance.now()),
-    );
-    timers.add(timer);
+      }
+      if (fault) return loseAnswer(res, fault, keyHeaders);
+      send(res, outcome.status, body, { ...keyHeaders, ...retryAdvice(outcome) });
+    });
   }
 
   function handleControl(account: Account, req: IncomingMessage, res: ServerResponse, path: string, raw: string): void {
-    const stats = () => ({ held: account.held.size, holding: account.holding, pending_faults: account.faults.length });
-    if (path === '/_simulator/faults' && req.method === 'POST') {
-      let input: Record<string, unknown>;
-      if ((req.headers['content-type'] ?? '').includes('json')) {
-        try {
-          const parsed: unknown = JSON.parse(raw || '{}');
-          if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
-          input = parsed as Record<string, unknown>;
-        } catch {
-          throw invalid('Invalid JSON body.', 'parameter_invalid_json');
+    const stats = () => ({
+      held: account.held.size,
+      holding: account.holding,
+      pending_faults: account.faults.length,
+      webhooks: account.webhooks.stats(),
+    });
+    const route = `${req.method ?? 'GET'} ${path}`;
+    switch (route) {
+      case 'POST /_simulator/faults': {
+        const input = controlInput(req, raw);
+        const fault = input.fault;
+        if (typeof fault !== 'string' || !FAULTS.includes(fault as SimulatorFault)) {
+          throw invalid(`fault must be one of ${FAULTS.join(', ')}`, 'parameter_invalid', 'fault');
         }
-      } else {
-        input = Object.fromEntries(new URLSearchParams(raw));
+        const times = controlInteger(input, 'times', 1, 1, 10_000);
+        for (let i = 0; i < times; i++) account.faults.push(fault as SimulatorFault);
+        return sendJson(res, 200, { pending: account.faults, ...stats() });
       }
-      const fault = input.fault;
-      if (typeof fault !== 'string' || !FAULTS.includes(fault as SimulatorFault)) {
-        throw invalid(`fault must be one of ${FAULTS.join(', ')}`, 'parameter_invalid', 'fault');
+      case 'DELETE /_simulator/faults':
+        account.faults = [];
+        return sendJson(res, 200, { pending: account.faults, ...stats() });
+      case 'POST /_simulator/hold':
+        account.holding = true;
+        return sendJson(res, 200, stats());
+      case 'POST /_simulator/release': {
+        account.holding = false;
+        const held = [...account.held];
+        account.held.clear();
+        const now = performance.now();
+        for (const pending of held) executePost(account, pending, now);
+        return sendJson(res, 200, { released: held.length, ...stats() });
       }
-      const times = input.times === undefined ? 1 : Number(input.times);
-      if (!Number.isSafeInteger(times) || times < 1 || times > 10_000) {
-        throw invalid('times must be an integer from 1 to 10000', 'parameter_invalid_integer', 'times');
+      case 'POST /_simulator/webhook-faults': {
+        const input = controlInput(req, raw);
+        const fault = input.fault;
+        if (typeof fault !== 'string' || !WEBHOOK_FAULTS.includes(fault as WebhookFault)) {
+          throw invalid(`fault must be one of ${WEBHOOK_FAULTS.join(', ')}`, 'parameter_invalid', 'fault');
+        }
+        const times = controlInteger(input, 'times', 1, 1, 10_000);
+        let pending: PendingWebhookFault;
+        switch (fault as WebhookFault) {
+          case 'duplicate':
+            pending = { fault: 'duplicate', copies: controlInteger(input, 'copies', 2, 1, 100) };
+            break;
+          case 'late':
+            pending = { fault: 'late', delayMs: controlInteger(input, 'delay_ms', 5_000, 0, 3_600_000) };
+            break;
+          case 'out_of_order':
+            pending = { fault: 'out_of_order' };
+            break;
+        }
+        webhooks.addFault(account.webhooks, pending, times);
+        return sendJson(res, 200, stats());
       }
-      for (let i = 0; i < times; i++) account.faults.push(fault as SimulatorFault);
-      return sendJson(res, 200, { pending: account.faults, ...stats() });
+      case 'DELETE /_simulator/webhook-faults':
+        webhooks.clearFaults(account.webhooks);
+        return sendJson(res, 200, stats());
+      case 'POST /_simulator/webhooks/pause':
+        webhooks.pause(account.webhooks);
+        return sendJson(res, 200, stats());
+      case 'POST /_simulator/webhooks/resume': {
+        const resumed = webhooks.resume(account.webhooks);
+        return sendJson(res, 200, { resumed, ...stats() });
+      }
+      case 'GET /_simulator/stats':
+        return sendJson(res, 200, stats());
+      default:
+        throw notFound(req, path);
     }
-    if (path === '/_simulator/faults' && req.method === 'DELETE') {
-      account.faults = [];
-      return sendJson(res, 200, { pending: account.faults, ...stats() });
-    }
-    if (path === '/_simulator/hold' && req.method === 'POST') {
-      account.holding = true;
-      return sendJson(res, 200, stats());
-    }
-    if (path === '/_simulator/release' && req.method === 'POST') {
-      account.holding = false;
-      const held = [...account.held];
-      account.held.clear();
-      const now = performance.now();
-      for (const pending of held) executePost(account, pending, now);
-      return sendJson(res, 200, { released: held.length, ...stats() });
-    }
-    if (path === '/_simulator/stats' && req.method === 'GET') return sendJson(res, 200, stats());
-    throw notFound(req, path);
   }
 
   function notFound(req: IncomingMessage, path: string): ApiError {
     return invalid(`Unrecognized request URL (${req.method}: ${path}).`, undefined, undefined, 404);
+  }
+
+  /** Validates a POST to /v1/* on arrival, then executes it now or holds it. */
+  function acceptPost(
+    account: Account,
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    params: ParsedParams,
+    execute: PendingPost['execute'],
+    arrivedAt: number,
+    requestId: string,
+  ): void {
+    const header = req.headers['idempotency-key'];
+    const key = Array.isArray(header) ? header.join(', ') : header;
+    if (key !== undefined && (key.length === 0 || key.length > MAX_KEY_LENGTH)) {
+      throw invalid(`Invalid Idempotency-Key: it must be 1 to ${MAX_KEY_LENGTH} characters long.`, 'idempotency_key_invalid');
+    }
+    const pending: PendingPost = { res, requestId, path, params, key, execute };
+    if (account.holding) {
+      account.held.add(pending);
+      res.once('close', () => account.held.delete(pending));
+      return;
+    }
+    executePost(account, pending, arrivedAt);
   }
 
   function handle(req: IncomingMessage, res: ServerResponse, raw: string, arrivedAt: number, requestId: string): void {
@@ -628,51 +885,70 @@ export function startCardNetworkSimulator(
     const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
     const method = req.method ?? 'GET';
     if (path.startsWith('/_simulator/')) return handleControl(account, req, res, path, raw);
+    const form = () => new URLSearchParams(raw);
 
-    const collection = /^\/v1\/(payment_intents|refunds)$/.exec(path);
-    const single = /^\/v1\/(payment_intents|refunds)\/([^/]+)$/.exec(path);
-    if (collection && method === 'POST') {
-      const route = collection[1] as PostRoute;
-      const header = req.headers['idempotency-key'];
-      const key = Array.isArray(header) ? header.join(', ') : header;
-      if (key !== undefined && (key.length === 0 || key.length > MAX_KEY_LENGTH)) {
-        throw invalid(`Invalid Idempotency-Key: it must be 1 to ${MAX_KEY_LENGTH} characters long.`, 'idempotency_key_invalid');
+    const action = /^\/v1\/payment_intents\/([^/]+)\/(confirm|cancel)$/.exec(path);
+    if (action) {
+      if (method !== 'POST') {
+        res.setHeader('Allow', 'POST');
+        throw invalid(`Method ${method} is not allowed on ${path}.`, undefined, undefined, 405);
       }
-      const params =
-        route === 'payment_intents'
-          ? parseParams(new URLSearchParams(raw), PAYMENT_INTENT_PARAMS, true)
-          : parseParams(new URLSearchParams(raw), ['payment_intent', 'amount'], true);
-      const pending: PendingPost = { res, requestId, route, params, key };
-      if (account.holding) {
-        account.held.add(pending);
-        res.once('close', () => account.held.delete(pending));
-        return;
+      const id = decodeURIComponent(action[1]);
+      if (action[2] === 'confirm') {
+        const params = parseParams(form(), CONFIRM_PARAMS, false);
+        return acceptPost(account, req, res, path, params, (cause) => confirmPaymentIntent(cause, id, params), arrivedAt, requestId);
       }
-      return executePost(account, pending, arrivedAt);
+      const params = parseParams(form(), CANCEL_PARAMS, false);
+      return acceptPost(account, req, res, path, params, (cause) => cancelPaymentIntent(cause, id, params), arrivedAt, requestId);
+    }
+
+    const collection = /^\/v1\/(payment_intents|refunds|events)$/.exec(path);
+    const single = /^\/v1\/(payment_intents|refunds|events)\/([^/]+)$/.exec(path);
+    if (collection && method === 'POST' && collection[1] === 'payment_intents') {
+      const params = parseParams(form(), PAYMENT_INTENT_PARAMS, true);
+      return acceptPost(account, req, res, path, params, (cause) => createPaymentIntent(cause, params), arrivedAt, requestId);
+    }
+    if (collection && method === 'POST' && collection[1] === 'refunds') {
+      const params = parseParams(form(), ['payment_intent', 'amount'], true);
+      return acceptPost(account, req, res, path, params, (cause) => createRefund(cause, params), arrivedAt, requestId);
     }
     if (collection && method === 'GET') {
-      if (collection[1] === 'payment_intents') {
-        const params = parseParams(url.searchParams, ['limit', 'starting_after'], false);
-        const newestFirst = [...account.intents.values()].reverse().map((r) => r.intent);
-        return sendJson(res, 200, paginate(newestFirst, params, '/v1/payment_intents'));
+      switch (collection[1]) {
+        case 'payment_intents': {
+          const params = parseParams(url.searchParams, ['limit', 'starting_after'], false);
+          const newestFirst = [...account.intents.values()].reverse().map((r) => r.intent);
+          return sendJson(res, 200, paginate(newestFirst, params, '/v1/payment_intents', 'payment_intent'));
+        }
+        case 'refunds': {
+          const params = parseParams(url.searchParams, ['limit', 'starting_after', 'payment_intent'], false);
+          const intentId = params.values.get('payment_intent');
+          if (intentId !== undefined && !account.intents.has(intentId)) throw noSuch('payment_intent', intentId, 'payment_intent');
+          const newestFirst = [...account.refunds.values()]
+            .reverse()
+            .filter((r) => intentId === undefined || r.payment_intent === intentId);
+          return sendJson(res, 200, paginate(newestFirst, params, '/v1/refunds', 'refund'));
+        }
+        case 'events': {
+          const params = parseParams(url.searchParams, ['limit', 'starting_after', 'type'], false);
+          const type = params.values.get('type');
+          // Stripe's filter: an exact type, or a prefix with `*` (`payment_intent.*`).
+          const matches = (t: string) => type === undefined || (type.endsWith('*') ? t.startsWith(type.slice(0, -1)) : t === type);
+          const newestFirst = [...account.events.values()].reverse().filter((e) => matches(e.type));
+          return sendJson(res, 200, paginate(newestFirst, params, '/v1/events', 'event'));
+        }
       }
-      const params = parseParams(url.searchParams, ['limit', 'starting_after', 'payment_intent'], false);
-      const intentId = params.values.get('payment_intent');
-      if (intentId !== undefined && !account.intents.has(intentId)) throw noSuch('payment_intent', intentId, 'payment_intent');
-      const newestFirst = [...account.refunds.values()]
-        .reverse()
-        .filter((r) => intentId === undefined || r.payment_intent === intentId);
-      return sendJson(res, 200, paginate(newestFirst, params, '/v1/refunds'));
     }
     if (single && method === 'GET') {
       parseParams(url.searchParams, [], false);
       const id = decodeURIComponent(single[2]);
-      const found = single[1] === 'payment_intents' ? account.intents.get(id)?.intent : account.refunds.get(id);
-      if (!found) throw noSuch(single[1] === 'payment_intents' ? 'payment_intent' : 'refund', id, 'id', 404);
+      const kind = single[1] === 'payment_intents' ? 'payment_intent' : single[1] === 'refunds' ? 'refund' : 'event';
+      const found =
+        kind === 'payment_intent' ? account.intents.get(id)?.intent : kind === 'refund' ? account.refunds.get(id) : account.events.get(id);
+      if (!found) throw noSuch(kind, id, 'id', 404);
       return sendJson(res, 200, found);
     }
     if (collection || single) {
-      res.setHeader('Allow', collection ? 'GET, POST' : 'GET');
+      res.setHeader('Allow', collection && collection[1] !== 'events' ? 'GET, POST' : 'GET');
       throw invalid(`Method ${method} is not allowed on ${path}.`, undefined, undefined, 405);
     }
     throw notFound(req, path);
@@ -731,6 +1007,7 @@ export function startCardNetworkSimulator(
       clearInterval(sweeper);
       for (const timer of timers) clearTimeout(timer);
       timers.clear();
+      webhooks.close();
       for (const account of accounts.values()) account.held.clear();
       server.close(() => resolveClose());
       server.closeAllConnections();
@@ -742,12 +1019,13 @@ export function startCardNetworkSimulator(
   return new Promise<RunningSimulator>((resolveStart, reject) => {
     server.once('error', (e) => {
       clearInterval(sweeper);
+      webhooks.close();
       reject(e);
     });
     server.listen(options.port ?? 0, host, () => {
       const { port } = server.address() as AddressInfo;
       const shownHost = host.includes(':') ? `[${host}]` : host;
-      resolveStart({ url: `http://${shownHost}:${port}`, port, close });
+      resolveStart({ url: `http://${shownHost}:${port}`, port, setWebhook: (target) => webhooks.setTarget(target), close });
     });
   });
 }

@@ -2,7 +2,8 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { call, VISA } from './support';
+import Stripe from 'stripe';
+import { call, receivers, VISA, waitFor } from './support';
 
 /**
  * main.ts as a real process, compiled by tsc into a folder of its own (not
@@ -111,5 +112,47 @@ describe('card network simulator: main.ts as a process', () => {
     expect(await started.exit).toBe(1);
     expect(started.stdout()).toBe('');
     expect(started.stderr()).toContain('CARD_NETWORK_DELAY');
+  });
+
+  describe('webhooks', () => {
+    const receiver = receivers();
+
+    it('delivers signed events to CARD_NETWORK_WEBHOOK_URL; CARD_NETWORK_PROCESSING_DELAY sets when processing ends', async () => {
+      const endpoint = await receiver();
+      const secret = 'whsec_main_process_secret';
+      const started = run({
+        CARD_NETWORK_PORT: '0',
+        CARD_NETWORK_DELAY: '0ms',
+        CARD_NETWORK_PROCESSING_DELAY: '100ms',
+        CARD_NETWORK_WEBHOOK_URL: endpoint.url,
+        CARD_NETWORK_WEBHOOK_SECRET: secret,
+      });
+      try {
+        const url = await readyUrl(started);
+        const res = await call(url, { path: '/v1/payment_intents', secret: 'sk_test_simulator_0123456789abcdef', form: { ...VISA, payment_method: 'pm_card_chargeProcessing' } });
+        expect(res.json()).toMatchObject({ status: 'processing' });
+        await waitFor(() => endpoint.deliveries.length === 2);
+        const stripe = new Stripe('sk_test_x');
+        const types = endpoint.deliveries.map((d) => stripe.webhooks.constructEvent(d.payload, d.headers['stripe-signature']!, secret).type);
+        expect(types.sort()).toEqual(['payment_intent.processing', 'payment_intent.succeeded']);
+        expect(started.stdout() + started.stderr()).not.toContain(secret);
+        started.child.kill('SIGTERM');
+        expect(await started.exit).toBe(0);
+      } finally {
+        started.child.kill('SIGKILL');
+      }
+    });
+
+    it('refuses a webhook URL without its secret, or a bad URL, with exit 1 and one line', async () => {
+      for (const [env, expected] of [
+        [{ CARD_NETWORK_WEBHOOK_URL: 'http://127.0.0.1:9/hook' }, 'card network simulator: CARD_NETWORK_WEBHOOK_SECRET: required when CARD_NETWORK_WEBHOOK_URL is set\n'],
+        [{ CARD_NETWORK_WEBHOOK_URL: 'not a url', CARD_NETWORK_WEBHOOK_SECRET: 'whsec_x' }, 'card network simulator: CARD_NETWORK_WEBHOOK_URL: not a URL: not a url\n'],
+      ] as const) {
+        const started = run({ CARD_NETWORK_PORT: '0', ...env });
+        expect(await started.exit).toBe(1);
+        expect(started.stdout()).toBe('');
+        expect(started.stderr()).toBe(expected);
+      }
+    });
   });
 });

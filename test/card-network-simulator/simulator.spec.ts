@@ -55,6 +55,9 @@ describe('card network simulator: API', () => {
         created: expect.any(Number),
         latest_charge: expect.stringMatching(/^ch_[A-Za-z0-9]+$/),
         last_payment_error: null,
+        next_action: null,
+        canceled_at: null,
+        cancellation_reason: null,
         livemode: false,
       });
       expect(Math.abs((intent.created as number) - Date.now() / 1000)).toBeLessThan(5);
@@ -104,23 +107,26 @@ describe('card network simulator: API', () => {
       expect(recorded).toEqual([body.error.payment_intent]);
     });
 
-    it('pm_card_processingError: 500 processing_error after the delay, nothing recorded, the key stays free', async () => {
+    it('pm_card_processingError: 402 card_error processing_error after the delay, the failed intent recorded and saved under the key', async () => {
       const sim = await start({ delayMs: 150 });
+      const form = { ...VISA, payment_method: 'pm_card_processingError' };
       const t0 = performance.now();
-      const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-proc', form: { ...VISA, payment_method: 'pm_card_processingError' } });
+      const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-proc', form });
       expect(performance.now() - t0).toBeGreaterThanOrEqual(140);
-      expect(res.status).toBe(500);
-      expect(res.json()).toEqual({
-        error: { type: 'api_error', code: 'processing_error', message: 'An error occurred while processing your card. Nothing was charged; try again.' },
+      expect(res.status).toBe(402);
+      expect(res.headers['stripe-should-retry']).toBe('false');
+      const lastPaymentError = { type: 'card_error', code: 'processing_error', message: 'An error occurred while processing your card. Try again in a little bit.' };
+      const body = res.json<{ error: { payment_intent: Record<string, unknown> } }>();
+      expect(body).toEqual({
+        error: {
+          ...lastPaymentError,
+          payment_intent: expect.objectContaining({ status: 'requires_payment_method', amount_received: 0, last_payment_error: lastPaymentError }),
+        },
       });
-      expect(await listIntents(sim.url)).toHaveLength(0);
-      // Same key, same parameters: runs again (not a replay).
-      const again = await call(sim.url, { path: '/v1/payment_intents', key: 'k-proc', form: { ...VISA, payment_method: 'pm_card_processingError' } });
-      expect(again.status).toBe(500);
-      expect(again.headers['idempotent-replayed']).toBeUndefined();
-      // Same key, other parameters: not a mismatch, the key was never used.
-      const retry = await call(sim.url, { path: '/v1/payment_intents', key: 'k-proc', form: VISA });
-      expect(retry.status).toBe(200);
+      expect(await listIntents(sim.url)).toEqual([body.error.payment_intent]);
+      const replay = await call(sim.url, { path: '/v1/payment_intents', key: 'k-proc', form });
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(res.text);
       expect(await listIntents(sim.url)).toHaveLength(1);
     });
 

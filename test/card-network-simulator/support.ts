@@ -1,4 +1,6 @@
-import { IncomingHttpHeaders, request } from 'node:http';
+import { createServer, IncomingHttpHeaders, request } from 'node:http';
+import { AddressInfo } from 'node:net';
+import Stripe from 'stripe';
 import { RunningSimulator, SimulatorOptions, startCardNetworkSimulator } from '../../src/card-network-simulator';
 
 /**
@@ -107,4 +109,72 @@ export async function listIntents(baseUrl: string, secret = SECRET): Promise<Rec
   const res = await call(baseUrl, { path: '/v1/payment_intents?limit=100', secret });
   expect(res.status).toBe(200);
   return res.json<ListBody>().data;
+}
+
+/** The official SDK pointed at a simulator, as the app builds it; no retries unless asked. */
+export function stripeClient(sim: RunningSimulator, options: { secret?: string; timeoutMs?: number; maxNetworkRetries?: number } = {}): Stripe {
+  return new Stripe(options.secret ?? SECRET, {
+    host: '127.0.0.1',
+    port: sim.port,
+    protocol: 'http',
+    timeout: options.timeoutMs ?? 5_000,
+    maxNetworkRetries: options.maxNetworkRetries ?? 0,
+    telemetry: false,
+  });
+}
+
+export interface Delivery {
+  headers: IncomingHttpHeaders;
+  /** The raw body, exactly as constructEvent must be given it. */
+  payload: string;
+  event: { id: string; type: string; data: { object: Record<string, unknown> }; [field: string]: unknown };
+  at: number;
+}
+
+export interface Receiver {
+  url: string;
+  deliveries: Delivery[];
+  close(): Promise<void>;
+}
+
+/**
+ * A webhook endpoint on a free local port that records every POST. `answer` picks
+ * the status of the nth request (1-based); null leaves that request unanswered.
+ */
+export function receivers(): (answer?: (n: number, delivery: Delivery) => number | null) => Promise<Receiver> {
+  const running: Receiver[] = [];
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((r) => r.close()));
+  });
+  return (answer = () => 200) =>
+    new Promise((resolveReceiver) => {
+      const deliveries: Delivery[] = [];
+      const server = createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          const payload = Buffer.concat(chunks).toString('utf8');
+          const delivery: Delivery = { headers: req.headers, payload, event: JSON.parse(payload) as Delivery['event'], at: performance.now() };
+          deliveries.push(delivery);
+          const status = answer(deliveries.length, delivery);
+          if (status === null) return;
+          res.statusCode = status;
+          res.end();
+        });
+      });
+      server.listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as AddressInfo;
+        const receiver: Receiver = {
+          url: `http://127.0.0.1:${port}/webhooks/stripe`,
+          deliveries,
+          close: () =>
+            new Promise<void>((resolveClose) => {
+              server.close(() => resolveClose());
+              server.closeAllConnections();
+            }),
+        };
+        running.push(receiver);
+        resolveReceiver(receiver);
+      });
+    });
 }
