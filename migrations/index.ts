@@ -5,7 +5,7 @@ import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
 import { ClientKeys1796076397978 } from './1796076397978-ClientKeys';
 import { PaymentOperationKeys1796200000000 } from './1796200000000-PaymentOperationKeys';
 
-const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed] = idempotencyMigrations;
+const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages] = idempotencyMigrations;
 
 /**
  * Every migration, in order: the app's and the idempotency module's (which
@@ -23,5 +23,6 @@ export const migrations = [
   idempotencyKeysAnyScope,
   ClientKeys1796076397978,
   idempotencyKeysHashed,
+  createIdempotencyMessages,
   PaymentOperationKeys1796200000000,
 ];

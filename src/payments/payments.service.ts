@@ -2,7 +2,7 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { Page, PageQueryDto, keysetPage } from '../common/pagination';
 import { problems } from '../common/problem';
 import { violatedConstraint } from '../database/database-errors';
-import { IdempotencyRecovery, PhasedOperation } from '../idempotency';
+import { IdempotencyRecovery, LeaseLostError, PhasedOperation } from '../idempotency';
 import { OrdersService } from '../orders/orders.service';
 import {
   CardNetwork,
@@ -198,7 +198,7 @@ export class PaymentsService implements OnModuleInit {
     await op.checkpoint(
       INTENT,
       async () => {
-        if (!(await this.payments.attachIntent(op.scope, payment.id, intentId))) throw new Error(`payment ${payment.id} was no longer processing`);
+        if (!(await this.payments.attachIntent(op.scope, payment.id, intentId))) throw settledByAnother();
       },
       () => ({ payment_id: payment.id, intent_id: intentId }),
     );
@@ -234,7 +234,7 @@ export class PaymentsService implements OnModuleInit {
       async () => {
         const failure = state.status === 'failed' ? state.failure : null;
         const settled = await this.payments.settle(op.scope, payment.id, { status: state.status, failureCode: failure });
-        if (!settled) throw new Error(`payment ${payment.id} was no longer processing`);
+        if (!settled) throw settledByAnother();
         if (failure && failure !== 'processing_error') throw new PaymentDeclinedException(failure, settled.id);
         if (settled.order_id) await this.orders.markPaid(op.scope, settled.order_id);
         return toPaymentResponse(settled);
@@ -356,7 +356,7 @@ export class PaymentsService implements OnModuleInit {
     return op.finish(
       async () => {
         const settled = await this.payments.settleRefund(op.scope, refund.id, state.refundId);
-        if (!settled) throw new Error(`refund ${refund.id} was no longer processing`);
+        if (!settled) throw settledByAnother();
         return toRefundResponse(settled);
       },
       { location: (r) => `/payments/${r.payment_id}` },
@@ -382,6 +382,15 @@ export class PaymentsService implements OnModuleInit {
       throw unknownOutcome(error);
     }
   }
+}
+
+/**
+ * A record this operation started is no longer processing: only a later owner
+ * of the key (a retry, the recovery job, a webhook) settles it, so this
+ * attempt's lease was lost (409 idempotency_lease_lost, nothing committed).
+ */
+function settledByAnother(): LeaseLostError {
+  return new LeaseLostError();
 }
 
 /** An answer that does not settle the operation: 503, key and recovery point kept. */

@@ -42,9 +42,17 @@ describe('fault: the app process crashes mid-request', () => {
   });
 
   it('leaves an in-progress key that fences retries with 409, then runs once after the lease and replays', async () => {
-    // The card network outlives the app: a process of its own, answering after 3 s.
-    network = await startCardNetworkProcess({ delay: '3s' });
-    const env = { DATABASE_URL: db.url, IDEMPOTENCY_LEASE: LEASE, CARD_NETWORK_TIMEOUT: '900ms', CARD_NETWORK_URL: network.url, RECOVERY_ENABLED: 'false' };
+    // The card network outlives the app: a process of its own, answering after 1 s
+    // (one call, no resends, fits in the lease, as the boot requires).
+    network = await startCardNetworkProcess({ delay: '1s' });
+    const env = {
+      DATABASE_URL: db.url,
+      IDEMPOTENCY_LEASE: LEASE,
+      CARD_NETWORK_TIMEOUT: '2s',
+      CARD_NETWORK_MAX_RETRIES: '0',
+      CARD_NETWORK_URL: network.url,
+      RECOVERY_ENABLED: 'false',
+    };
     const [victim, standby] = await startAppProcesses([{ env }, { env }], apps);
 
     const key = randomUUID();
@@ -53,7 +61,7 @@ describe('fault: the app process crashes mid-request', () => {
     const pay = (url: string) =>
       send(url, { method: 'POST', path: '/payments', headers: authHeaders(PROCESS_CLIENT.key, key), body, timeoutMs: 30_000 });
 
-    // The original request: claimed, started, then waiting on the 3 s card network call.
+    // The original request: claimed, started, then waiting on the 1 s card network call.
     const inFlight = pay(victim.url).then(
       (res) => ({ res }),
       (error: Error) => ({ error }),

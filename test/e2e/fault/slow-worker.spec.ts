@@ -6,10 +6,12 @@ import { NOW_US } from '../../support/db-clock';
 import { keyIs } from '../../support/keys';
 
 /**
- * A worker slower than its lease (300 ms lease, 1 s card network): a retry
- * after the lease takes the key over and succeeds; the slow original's fenced
- * completion matches no row, so it answers 409 idempotency_lease_lost and its
- * payment rolls back. One payment, and every later retry replays it.
+ * A worker slower than its lease: each card network call takes 1 s and a
+ * payment makes two (create the intent, confirm it), with a 1.5 s lease (one
+ * call with its resends fits in it, as the boot requires; the two do not). A
+ * retry after the lease takes the key over and succeeds; the slow original's
+ * fenced completion matches no row, so it answers 409 idempotency_lease_lost
+ * and its writes roll back. One payment, and every later retry replays it.
  */
 jest.setTimeout(120_000);
 
@@ -18,7 +20,7 @@ describe('fault: a slow worker loses its lease', () => {
   let t: TestApp;
 
   beforeAll(async () => {
-    t = await createTestApp({ env: { IDEMPOTENCY_LEASE: '300ms', CARD_NETWORK_DELAY: '1s' }, listen: true });
+    t = await createTestApp({ env: { IDEMPOTENCY_LEASE: '1500ms', CARD_NETWORK_DELAY: '1s', CARD_NETWORK_TIMEOUT: '1400ms', CARD_NETWORK_MAX_RETRIES: '0' }, listen: true });
   });
   afterAll(async () => {
     await t?.close();
@@ -32,12 +34,11 @@ describe('fault: a slow worker loses its lease', () => {
     const description = `slow worker ${key}`;
     const body = { amount: 2500, currency: 'usd', source: 'tok_visa', description };
 
-    const started = Date.now();
     const original = pay(key, body);
     original.catch(() => undefined); // awaited below; never an unhandled rejection
 
     // The original claimed the key; wait (by the database clock) until its
-    // 300 ms lease has run out: ~500 ms in, while its 1 s handler still runs.
+    // lease has run out, while its second network call still runs.
     await waitFor('the original to claim the key', async () => {
       const { length } = await t.dataSource.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()} AND status IS NULL`, [key]);
       return length === 1;
@@ -49,7 +50,6 @@ describe('fault: a slow worker loses its lease', () => {
       );
       return row?.expired === true;
     });
-    await new Promise((r) => setTimeout(r, Math.max(0, 500 - (Date.now() - started))));
 
     const takeover: RawResponse = await pay(key, { ...body });
     const lost: RawResponse = await original;
