@@ -21,7 +21,12 @@
  *          their answer is lost: `drop` destroys the socket, `hang` never
  *          answers (the socket stays open until the client gives up or close()),
  *          `error` answers 500 api_error without a `code`.
- *   DELETE /_simulator/faults   clears the pending faults.
+ *   POST   /_simulator/refusals {"status": 400 | 401 | 429, "times": n, "after": k}
+ *          The next n requests to /v1/* (any method), after k that pass, are
+ *          refused before anything is done: 400 invalid_request_error, 401 (a
+ *          rotated key), 429 (a rate limit), with Stripe-Should-Retry: false.
+ *          Such an answer speaks only for its own request.
+ *   DELETE /_simulator/faults   clears the pending faults and refusals.
  *   POST   /_simulator/hold     incoming POSTs to /v1/* are accepted but not
  *          executed. A held request whose client disconnects is discarded
  *          without effect ("the request never reached the network").
@@ -154,10 +159,19 @@ interface Account {
   events: Map<string, SimulatorEvent>;
   keys: Map<string, KeyEntry>;
   faults: SimulatorFault[];
+  /** Refusals of requests to /v1/* before anything is done; `skip`: requests let through first. */
+  refusals: { status: RefusalStatus; skip: number }[];
   holding: boolean;
   held: Set<PendingPost>;
   webhooks: WebhookChannel;
 }
+
+export type RefusalStatus = 400 | 401 | 429;
+const REFUSALS: Record<RefusalStatus, ErrorBody> = {
+  400: { type: 'invalid_request_error', code: 'parameter_invalid', message: 'Invalid request (refused by a simulator fault).' },
+  401: { type: 'invalid_request_error', message: 'Invalid API Key provided (refused by a simulator fault).' },
+  429: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly (refused by a simulator fault).' },
+};
 
 /** Who caused an effect: the request its event names. */
 interface Cause {
@@ -435,6 +449,7 @@ function newAccount(): Account {
     events: new Map(),
     keys: new Map(),
     faults: [],
+    refusals: [],
     holding: false,
     held: new Set(),
     webhooks: new WebhookChannel(),
@@ -797,8 +812,18 @@ export function startCardNetworkSimulator(
         for (let i = 0; i < times; i++) account.faults.push(fault as SimulatorFault);
         return sendJson(res, 200, { pending: account.faults, ...stats() });
       }
+      case 'POST /_simulator/refusals': {
+        const input = controlInput(req, raw);
+        const status = Number(input.status);
+        if (!(status in REFUSALS)) throw invalid('status must be one of 400, 401, 429', 'parameter_invalid', 'status');
+        const times = controlInteger(input, 'times', 1, 1, 10_000);
+        const after = controlInteger(input, 'after', 0, 0, 10_000);
+        for (let i = 0; i < times; i++) account.refusals.push({ status: status as RefusalStatus, skip: i === 0 ? after : 0 });
+        return sendJson(res, 200, { refusals: account.refusals.length, ...stats() });
+      }
       case 'DELETE /_simulator/faults':
         account.faults = [];
+        account.refusals = [];
         return sendJson(res, 200, { pending: account.faults, ...stats() });
       case 'POST /_simulator/hold':
         account.holding = true;
@@ -885,6 +910,16 @@ export function startCardNetworkSimulator(
     const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
     const method = req.method ?? 'GET';
     if (path.startsWith('/_simulator/')) return handleControl(account, req, res, path, raw);
+    const refusal = account.refusals[0];
+    if (refusal && path.startsWith('/v1/')) {
+      if (refusal.skip > 0) {
+        refusal.skip--;
+      } else {
+        account.refusals.shift();
+        // An answer a retry cannot change: the SDK does not resend it.
+        return sendJson(res, refusal.status, { error: REFUSALS[refusal.status] }, { 'Stripe-Should-Retry': 'false' });
+      }
+    }
     const form = () => new URLSearchParams(raw);
 
     const action = /^\/v1\/payment_intents\/([^/]+)\/(confirm|cancel)$/.exec(path);

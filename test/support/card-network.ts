@@ -20,6 +20,13 @@ export interface PaymentIntent {
   metadata: Record<string, string>;
 }
 
+export interface NetworkEvent {
+  id: string;
+  type: string;
+  created: number;
+  data: { object: { id: string; object: string; status: string; metadata: Record<string, string> } & Record<string, unknown> };
+}
+
 export interface Refund {
   id: string;
   amount: number;
@@ -98,6 +105,19 @@ export class Ledger {
     return this.call('POST', '/_simulator/release');
   }
 
+  /**
+   * The next `times` requests to /v1/* (after `after` that pass) are refused
+   * before anything is done: 400 invalid_request_error, 401 or 429.
+   */
+  refuse(status: 400 | 401 | 429, times = 1, after = 0): Promise<void> {
+    return this.call('POST', '/_simulator/refusals', { status, times, after });
+  }
+
+  /** Every event the network emitted, newest first. */
+  events(type?: string): Promise<NetworkEvent[]> {
+    return this.all<NetworkEvent>(type ? `/v1/events?type=${type}` : '/v1/events');
+  }
+
   async held(): Promise<number> {
     return (await this.call<{ held: number }>('GET', '/_simulator/stats')).held;
   }
@@ -117,7 +137,7 @@ process.once('exit', () => {
 });
 
 /** `npm run card-network`'s built entry as its own process, ready when it prints its address. */
-export async function startCardNetworkProcess(options: { delay?: string } = {}): Promise<CardNetworkProcess> {
+export async function startCardNetworkProcess(options: { delay?: string; env?: Record<string, string> } = {}): Promise<CardNetworkProcess> {
   const child = spawn(process.execPath, [builtFile(SIMULATOR_MAIN)], {
     env: {
       PATH: process.env.PATH ?? '',
@@ -125,6 +145,7 @@ export async function startCardNetworkProcess(options: { delay?: string } = {}):
       CARD_NETWORK_PORT: '0',
       CARD_NETWORK_SECRET: DEFAULT_CARD_NETWORK_SECRET,
       CARD_NETWORK_DELAY: options.delay ?? '0ms',
+      ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
