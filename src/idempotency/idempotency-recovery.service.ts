@@ -92,9 +92,17 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
    */
   private async run(): Promise<RecoveryRunResult> {
     const result: RecoveryRunResult = { taken: 0, finished: 0, released: 0, failed: 0 };
+    // An operation that could not end gives its lease up at once: the next run, not this one, tries it again.
+    const tried = new Set<string>();
     while (result.taken < this.options.recovery.batchSize) {
       const [next] = await this.store.takeOverAbandoned(1, this.options.leaseMs);
       if (!next) break;
+      const id = JSON.stringify([next.owner.clientId, next.owner.key]);
+      if (tried.has(id)) {
+        await this.giveUp(next.owner);
+        break;
+      }
+      tried.add(id);
       result.taken++;
       const ending = await this.resume(next.owner, next.recovery);
       if (ending === 'finished') result.finished++;
