@@ -118,6 +118,11 @@ export class Ledger {
     return this.all<NetworkEvent>(type ? `/v1/events?type=${type}` : '/v1/events');
   }
 
+  /** Events are kept, not delivered, until resumeWebhooks(). */
+  pauseWebhooks(): Promise<void> {
+    return this.call('POST', '/_simulator/webhooks/pause');
+  }
+
   async held(): Promise<number> {
     return (await this.call<{ held: number }>('GET', '/_simulator/stats')).held;
   }
