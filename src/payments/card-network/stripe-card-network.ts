@@ -165,8 +165,8 @@ function intentState(intent: Stripe.PaymentIntent): IntentState {
   switch (intent.status) {
     case 'succeeded':
       return { status: 'succeeded' };
-    case 'processing':
     // Manual capture is never asked for; an intent waiting for it is not ours to settle.
+    case 'processing':
     case 'requires_capture':
       return { status: 'processing' };
     case 'requires_confirmation':
