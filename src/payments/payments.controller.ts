@@ -23,7 +23,7 @@ export class PaymentsController {
   @ApiOperation({
     summary: 'Charge a card, optionally paying a pending order',
     description:
-      'Runs in phases: the payment is recorded as processing, the card network is asked with an idempotency key of this payment, then the outcome is recorded with the stored response. 503 card_network_unavailable means the outcome is not known yet: retry with the same key and body (it resumes, never charges twice).',
+      'Runs in phases: the payment is recorded as processing, an unconfirmed PaymentIntent is created at the card network and its id recorded, the intent is confirmed, then the outcome is recorded with the stored response. 503 card_network_unavailable means the outcome is not known yet: retry with the same key and body (it resumes by asking the network about that intent, never charges twice). A payment still processing at the network is settled by its webhook or a later retry.',
   })
   @ApiCreatedResponse({ type: PaymentResponse, headers: { Location: { description: '/payments/{id}', schema: { type: 'string' } } } })
   @ApiProblems(402, 502, 503)
