@@ -149,7 +149,15 @@ describe('loadConfig defaults', () => {
         purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5000, budgetMs: 60_000 },
         replayCacheBytes: 16 * 1024 * 1024,
       },
-      cardNetwork: { url: undefined, apiKey: 'sk_test_simulator_0123456789abcdef', delayMs: 50, timeoutMs: 5_000, maxRetries: 2 },
+      cardNetwork: {
+        url: undefined,
+        apiKey: 'sk_test_simulator_0123456789abcdef',
+        delayMs: 50,
+        timeoutMs: 5_000,
+        maxRetries: 2,
+        webhookSecret: 'whsec_simulator_0123456789abcdef',
+        webhookEventRetentionMs: 604_800_000,
+      },
       recovery: { enabled: true, intervalMs: 60_000 },
       payments: { concurrency: 90, queueLimit: 1000 },
       metrics: { token: undefined, port: undefined, host: '127.0.0.1' },
@@ -176,6 +184,23 @@ describe('loadConfig defaults', () => {
     ['RECOVERY_INTERVAL', '0s', 'RECOVERY_INTERVAL'],
   ])('refuses %s=%s', (name, value, path) => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`${path}: `));
+  });
+
+  it.each([
+    ['5s', '2', '15s'],
+    ['10s', '0', '10s'],
+    ['1s', '10', '11s'],
+  ])('refuses CARD_NETWORK_TIMEOUT=%s with %s retries and a lease of %s: one call with its resends must end within the lease', (timeout, retries, lease) => {
+    const env = { CARD_NETWORK_TIMEOUT: timeout, CARD_NETWORK_MAX_RETRIES: retries, IDEMPOTENCY_LEASE: lease };
+    expect(() => loadConfig(env)).toThrow(/CARD_NETWORK_TIMEOUT: CARD_NETWORK_TIMEOUT × \(CARD_NETWORK_MAX_RETRIES \+ 1\) must be shorter than IDEMPOTENCY_LEASE/);
+    expect(() => loadConfig({ ...env, IDEMPOTENCY_LEASE: `${parseInt(lease, 10) + 1}s` })).not.toThrow();
+  });
+
+  it.each([
+    ['STRIPE_WEBHOOK_SECRET', 'sk_test_not_a_webhook_secret'],
+    ['WEBHOOK_EVENT_RETENTION', '0s'],
+  ])('refuses %s=%s', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`${name}: `));
   });
 
   it('reads the card network and recovery settings', () => {
@@ -237,7 +262,7 @@ describe('loadConfig values', () => {
       BODY_LIMIT: '1mb',
       LOG_LEVEL: 'debug',
       CORS_ORIGINS: 'https://a.example,https://b.example',
-      IDEMPOTENCY_LEASE: '500ms',
+      IDEMPOTENCY_LEASE: '2500ms',
       IDEMPOTENCY_RETENTION: '30d',
       IDEMPOTENCY_CLAIM_POOL_SIZE: '4',
       IDEMPOTENCY_PURGE_ENABLED: 'false',
@@ -250,6 +275,8 @@ describe('loadConfig values', () => {
       STRIPE_API_KEY: 'sk_test_other_key_123',
       CARD_NETWORK_TIMEOUT: '1s',
       CARD_NETWORK_MAX_RETRIES: '1',
+      STRIPE_WEBHOOK_SECRET: 'whsec_other_secret_123',
+      WEBHOOK_EVENT_RETENTION: '3d',
       RECOVERY_ENABLED: 'false',
       RECOVERY_INTERVAL: '5s',
       METRICS_TOKEN: 'metrics-token-0123456789',
@@ -270,13 +297,21 @@ describe('loadConfig values', () => {
       logLevel: 'debug',
       corsOrigins: ['https://a.example', 'https://b.example'],
       idempotency: {
-        leaseMs: 500,
+        leaseMs: 2500,
         retentionMs: 2_592_000_000,
         claimPoolSize: 4,
         purge: { enabled: false, cron: '*/5 * * * *', batchSize: 100, budgetMs: 5000 },
         replayCacheBytes: 0,
       },
-      cardNetwork: { url: 'http://127.0.0.1:4242', apiKey: 'sk_test_other_key_123', delayMs: 0, timeoutMs: 1000, maxRetries: 1 },
+      cardNetwork: {
+        url: 'http://127.0.0.1:4242',
+        apiKey: 'sk_test_other_key_123',
+        delayMs: 0,
+        timeoutMs: 1000,
+        maxRetries: 1,
+        webhookSecret: 'whsec_other_secret_123',
+        webhookEventRetentionMs: 259_200_000,
+      },
       recovery: { enabled: false, intervalMs: 5000 },
       payments: { concurrency: 90, queueLimit: 1000 },
       metrics: { token: 'metrics-token-0123456789', port: 9464, host: '0.0.0.0' },
@@ -294,7 +329,8 @@ describe('loadConfig values', () => {
   ])('reads the duration %j as %d ms', (text, ms) => {
     expect(loadConfig({ IDEMPOTENCY_PURGE_BUDGET: text }).idempotency.purge.budgetMs).toBe(ms);
     expect(loadConfig({ CARD_NETWORK_DELAY: text }).cardNetwork.delayMs).toBe(ms);
-    expect(loadConfig({ IDEMPOTENCY_RETENTION: text, IDEMPOTENCY_LEASE: '1' }).idempotency.retentionMs).toBe(ms);
+    const shortLease = { IDEMPOTENCY_LEASE: '400ms', CARD_NETWORK_TIMEOUT: '100ms', CARD_NETWORK_MAX_RETRIES: '0' };
+    expect(loadConfig({ IDEMPOTENCY_RETENTION: text, ...shortLease }).idempotency.retentionMs).toBe(ms);
   });
 
   it('reads a lease just shorter than the retention', () => {
@@ -537,8 +573,9 @@ describe('loadConfig errors', () => {
 
   it('accepts a lease shorter than the retention and refuses the rest (property)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 10_000_000 }), fc.integer({ min: 1, max: 10_000_000 }), (lease, retention) => {
-        const env = { IDEMPOTENCY_LEASE: `${lease}ms`, IDEMPOTENCY_RETENTION: `${retention}ms` };
+      fc.property(fc.integer({ min: 2, max: 10_000_000 }), fc.integer({ min: 1, max: 10_000_000 }), (lease, retention) => {
+        // The shortest network call, so that only the lease against the retention is in question.
+        const env = { IDEMPOTENCY_LEASE: `${lease}ms`, IDEMPOTENCY_RETENTION: `${retention}ms`, CARD_NETWORK_TIMEOUT: '1ms', CARD_NETWORK_MAX_RETRIES: '0' };
         if (lease < retention) {
           expect(loadConfig(env).idempotency).toMatchObject({ leaseMs: lease, retentionMs: retention });
         } else {
