@@ -20,6 +20,7 @@ const NO_KEY_STORE: IdempotencyStore = {
   releaseInTransaction: async () => undefined,
   yieldLease: async () => undefined,
   takeOverAbandoned: async () => [],
+  takeOverOperation: async () => null,
 };
 
 /**

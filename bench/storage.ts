@@ -28,6 +28,7 @@ function responseBody(shape: BodyShape, amount: number): string {
       amount_refunded: '0',
       payment_method: 'pm_card_visa',
       network_charge_id: `pi_${randomUUID().replace(/-/g, '').slice(0, 24)}`,
+      idempotency_key: null,
       created_at: new Date(),
     }),
   );
