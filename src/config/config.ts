@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { IDEMPOTENCY_DEFAULTS } from '../idempotency';
 import { parseDuration } from './duration';
@@ -160,6 +161,14 @@ const schema = z
     WEBHOOK_EVENT_RETENTION: duration('7d'),
     PAYMENTS_CONCURRENCY: integer(90, 0, 100_000),
     PAYMENTS_QUEUE_LIMIT: integer(1000, 0, 1_000_000),
+    PAYMENTS_CONCURRENCY_PER_CLIENT: integer(30, 1, 100_000),
+    HTTP_REQUEST_TIMEOUT: duration('30s'),
+    HTTP_KEEP_ALIVE_TIMEOUT: duration('72s'),
+    TRUST_PROXY: z
+      .string()
+      .default('')
+      .transform((v) => v.split(',').map((a) => a.trim()).filter(Boolean))
+      .refine((list) => list.every(isAddressOrCidr), { message: 'expected a comma-separated list of IP addresses or CIDR ranges (e.g. 10.0.0.0/8)' }),
     RECOVERY_ENABLED: boolean(IDEMPOTENCY_DEFAULTS.recovery.enabled),
     RECOVERY_INTERVAL: duration(IDEMPOTENCY_DEFAULTS.recovery.interval),
     METRICS_TOKEN: emptyToUndefined.refine((v) => v === undefined || /^[\x21-\x7e]{16,512}$/.test(v), {
@@ -198,12 +207,30 @@ const schema = z
     if (env.WEBHOOK_EVENT_RETENTION <= 0) {
       ctx.addIssue({ code: 'custom', path: ['WEBHOOK_EVENT_RETENTION'], message: 'must be longer than 0' });
     }
+    if (env.PAYMENTS_CONCURRENCY > 0 && env.PAYMENTS_CONCURRENCY_PER_CLIENT > env.PAYMENTS_CONCURRENCY) {
+      ctx.addIssue({ code: 'custom', path: ['PAYMENTS_CONCURRENCY_PER_CLIENT'], message: 'must not exceed PAYMENTS_CONCURRENCY' });
+    }
+    if (env.HTTP_REQUEST_TIMEOUT <= 0) {
+      ctx.addIssue({ code: 'custom', path: ['HTTP_REQUEST_TIMEOUT'], message: 'must be longer than 0' });
+    }
+    if (env.HTTP_KEEP_ALIVE_TIMEOUT <= 0) {
+      ctx.addIssue({ code: 'custom', path: ['HTTP_KEEP_ALIVE_TIMEOUT'], message: 'must be longer than 0' });
+    }
     if (env.RECOVERY_INTERVAL <= 0) {
       ctx.addIssue({ code: 'custom', path: ['RECOVERY_INTERVAL'], message: 'must be longer than 0' });
     }
   });
 
 type Env = z.output<typeof schema>;
+
+/** `10.0.0.1`, `::1`, `10.0.0.0/8`, `fd00::/8`. */
+function isAddressOrCidr(value: string): boolean {
+  const [address, bits, ...rest] = value.split('/');
+  const family = isIP(address);
+  if (!family || rest.length) return false;
+  if (bits === undefined) return true;
+  return /^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
+}
 
 export interface AppConfig {
   /** NODE_ENV=production: turns on the refusals of production.ts. */
@@ -242,7 +269,15 @@ export interface AppConfig {
   };
   recovery: { enabled: boolean; intervalMs: number };
   /** Admission control of the routes that reach the card network (0: unlimited). */
-  payments: { concurrency: number; queueLimit: number };
+  payments: { concurrency: number; queueLimit: number; perClient: number };
+  http: {
+    /** Receiving a whole request (headers and body) may take this long; then 408. */
+    requestTimeoutMs: number;
+    /** An idle keep-alive connection is closed after this (longer than a load balancer's idle timeout). */
+    keepAliveTimeoutMs: number;
+    /** Proxies (addresses or CIDRs) whose X-Forwarded-For is believed; empty: none. */
+    trustProxy: string[];
+  };
   /**
    * Who may read /metrics: with a token, only `Authorization: Bearer <token>`;
    * with a port, it is served there (on `host`) and not on the API port; with
@@ -306,7 +341,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       webhookEventRetentionMs: e.WEBHOOK_EVENT_RETENTION,
     },
     recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
-    payments: { concurrency: e.PAYMENTS_CONCURRENCY, queueLimit: e.PAYMENTS_QUEUE_LIMIT },
+    payments: { concurrency: e.PAYMENTS_CONCURRENCY, queueLimit: e.PAYMENTS_QUEUE_LIMIT, perClient: e.PAYMENTS_CONCURRENCY_PER_CLIENT },
+    http: { requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT, keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT, trustProxy: e.TRUST_PROXY },
     metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
     rateLimit: { perClientPerSecond: e.RATE_LIMIT_PER_CLIENT, unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED },
   };

@@ -83,7 +83,7 @@ describe('the card network is believed only about the call it answers (e2e)', ()
     [401, 'the secret key was rotated'],
     [429, 'a rate limit'],
     [400, 'a refused request'],
-  ] as const)('a lost answer, then %s (%s) on the next attempt', (status) => {
+  ] as const)('a lost answer, then %s (%s) on the next attempt', (status, _why) => {
     it('a retry refused is still unknown (503, key and payment kept); the next retry records the one charge', async () => {
       const key = randomUUID();
       const description = `refused retry ${status} ${key}`;

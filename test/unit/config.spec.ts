@@ -159,7 +159,8 @@ describe('loadConfig defaults', () => {
         webhookEventRetentionMs: 604_800_000,
       },
       recovery: { enabled: true, intervalMs: 60_000 },
-      payments: { concurrency: 90, queueLimit: 1000 },
+      payments: { concurrency: 90, queueLimit: 1000, perClient: 30 },
+      http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
       metrics: { token: undefined, port: undefined, host: '127.0.0.1' },
       rateLimit: { perClientPerSecond: 100, unauthenticatedPerMinute: 60 },
     });
@@ -199,6 +200,21 @@ describe('loadConfig defaults', () => {
   it.each([
     ['STRIPE_WEBHOOK_SECRET', 'sk_test_not_a_webhook_secret'],
     ['WEBHOOK_EVENT_RETENTION', '0s'],
+  ])('refuses %s=%s', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`${name}: `));
+  });
+
+  it('reads the HTTP settings', () => {
+    const c = loadConfig({ HTTP_REQUEST_TIMEOUT: '10s', HTTP_KEEP_ALIVE_TIMEOUT: '65s', TRUST_PROXY: '10.0.0.0/8, 192.168.1.7,::1,fd00::/8' });
+    expect(c.http).toEqual({ requestTimeoutMs: 10_000, keepAliveTimeoutMs: 65_000, trustProxy: ['10.0.0.0/8', '192.168.1.7', '::1', 'fd00::/8'] });
+  });
+
+  it.each([
+    ['TRUST_PROXY', 'loadbalancer.internal'],
+    ['TRUST_PROXY', '10.0.0.0/33'],
+    ['TRUST_PROXY', '10.0.0.1/8/8'],
+    ['HTTP_REQUEST_TIMEOUT', '0s'],
+    ['PAYMENTS_CONCURRENCY_PER_CLIENT', '91'],
   ])('refuses %s=%s', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`${name}: `));
   });
@@ -313,7 +329,8 @@ describe('loadConfig values', () => {
         webhookEventRetentionMs: 259_200_000,
       },
       recovery: { enabled: false, intervalMs: 5000 },
-      payments: { concurrency: 90, queueLimit: 1000 },
+      payments: { concurrency: 90, queueLimit: 1000, perClient: 30 },
+      http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
       metrics: { token: 'metrics-token-0123456789', port: 9464, host: '0.0.0.0' },
       rateLimit: { perClientPerSecond: 500, unauthenticatedPerMinute: 10 },
     });
