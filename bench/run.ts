@@ -62,8 +62,8 @@ const TARGETS = {
   replayRatio: 1.3,
   bytesPerKey: 250,
   totalSeconds: 360,
-  /** §7: 4x the 62 payments/s the pool-bound design did on this machine. */
-  boundaryPaymentsPerSecond: 248,
+  /** §7: phased payments/s over pool-bound payments/s, the same two network calls each, in the same run. */
+  boundarySpeedup: 4,
   boundaryHealthP99Ms: 100,
   boundaryListingP99Ms: 250,
 };
@@ -258,7 +258,7 @@ interface Target {
 function boundaryTargets(b: BoundaryResult): Target[] {
   const phased = b.runs.find((r) => r.design === 'phased')!;
   return [
-    target('§7 phased payments/s (300 ms network)', fmt(phased.paymentsPerSecond, 0), `≥ ${TARGETS.boundaryPaymentsPerSecond}`, phased.paymentsPerSecond >= TARGETS.boundaryPaymentsPerSecond),
+    target('§7 phased / pool-bound payments/s (300 ms network)', `${fmt(b.speedup)}x`, `≥ ${TARGETS.boundarySpeedup}x`, b.speedup >= TARGETS.boundarySpeedup),
     target('§7 /health 200 on every probe', `${phased.health.ok}/${phased.health.probes}`, 'all', phased.health.ok === phased.health.probes),
     target('§7 /health p99 ms', fmt(phased.health.ms.p99, 1), `< ${TARGETS.boundaryHealthP99Ms}`, phased.health.ms.p99 < TARGETS.boundaryHealthP99Ms),
     target('§7 GET /payments?limit=1 p99 ms', fmt(phased.listing.ms.p99, 1), `< ${TARGETS.boundaryListingP99Ms}`, phased.listing.ms.p99 < TARGETS.boundaryListingP99Ms),
