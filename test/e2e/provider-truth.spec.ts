@@ -59,6 +59,10 @@ describe('the card network is believed only about the call it answers (e2e)', ()
       [description],
     );
 
+  /** The card network's intent recorded for a payment. */
+  const intentOf = async (paymentId: string) =>
+    (await t.dataSource.query<{ network_charge_id: string }[]>('SELECT network_charge_id FROM payments WHERE id = $1', [paymentId]))[0].network_charge_id;
+
   /** One operation, one succeeded intent at the network, one succeeded payment here, and they match. */
   async function reconcile(description: string): Promise<string> {
     const payments = await paymentsDescribed(description);
@@ -124,10 +128,7 @@ describe('the card network is believed only about the call it answers (e2e)', ()
 
   it('a refund whose answer is lost, then refused on the retry, is made once', async () => {
     const payment = await createPayment(t, paymentBody({ amount: 1000, description: `refund refused ${randomUUID()}` }));
-    const [{ network_charge_id: intent }] = await t.dataSource.query<{ network_charge_id: string }[]>(
-      'SELECT network_charge_id FROM payments WHERE id = $1',
-      [payment.id],
-    );
+    const intent = await intentOf(payment.id);
     const key = randomUUID();
     const refund = () => http().post(`/payments/${payment.id}/refunds`).set(t.auth()).set('Idempotency-Key', key).send({ amount: 400 });
 
@@ -145,10 +146,7 @@ describe('the card network is believed only about the call it answers (e2e)', ()
 
   it("a refusal met by the SDK's own resend speaks only for the resend: the refund that was made is found and recorded", async () => {
     const payment = await createPayment(t, paymentBody({ amount: 900, description: `sdk resend ${randomUUID()}` }));
-    const [{ network_charge_id: intent }] = await t.dataSource.query<{ network_charge_id: string }[]>(
-      'SELECT network_charge_id FROM payments WHERE id = $1',
-      [payment.id],
-    );
+    const intent = await intentOf(payment.id);
     // The first send refunds and its connection is reset; the SDK resends it with
     // our key (it does so for a reset even with no retries configured), and that
     // resend is refused (400). The refund is looked up and found, never given up.
@@ -193,10 +191,7 @@ describe('the card network is believed only about the call it answers (e2e)', ()
 
     it('a refund made with its answer lost is found by its metadata, not made again', async () => {
       const payment = await createPayment(t, paymentBody({ amount: 1000, description: `refund window ${randomUUID()}` }));
-      const [{ network_charge_id: intent }] = await t.dataSource.query<{ network_charge_id: string }[]>(
-        'SELECT network_charge_id FROM payments WHERE id = $1',
-        [payment.id],
-      );
+      const intent = await intentOf(payment.id);
       const key = randomUUID();
       const refund = () => http().post(`/payments/${payment.id}/refunds`).set(t.auth()).set('Idempotency-Key', key).send({ amount: 250 });
       await ledger.fault('hang', 1);
