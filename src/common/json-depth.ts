@@ -1,3 +1,4 @@
+import secureJson from 'secure-json-parse';
 import { ProblemException } from './problem';
 
 /**
@@ -32,10 +33,14 @@ export function jsonDepth(body: Buffer, limit = Infinity): number {
 const invalidJson = (detail: string) => new ProblemException({ status: 400, code: 'invalid_json', title: 'Invalid JSON', detail });
 
 /**
- * A JSON request body from its raw bytes: the depth is checked before
- * JSON.parse, so a too-deep body is refused (400 invalid_json) before anything
- * walks it. As a JSON body parser in strict mode: an empty body is `{}`, and
- * only an object or an array is accepted at the top.
+ * A JSON request body from its raw bytes: the depth is checked before the
+ * parse, so a too-deep body is refused (400 invalid_json) before anything
+ * walks it. The parse is secure-json-parse's: a `__proto__` key, or a
+ * `constructor` object with a `prototype` key, at any depth, is refused
+ * (400 invalid_json) before the body reaches a merge, class-transformer or the
+ * fingerprint, where such a key could reach an object's prototype. As a JSON
+ * body parser in strict mode: an empty body is `{}`, and only an object or an
+ * array is accepted at the top.
  */
 export function parseJsonBody(body: Buffer, maxDepth = MAX_JSON_DEPTH): unknown {
   let start = 0;
@@ -43,9 +48,14 @@ export function parseJsonBody(body: Buffer, maxDepth = MAX_JSON_DEPTH): unknown 
   if (start === body.length) return {};
   if (body[start] !== 0x7b && body[start] !== 0x5b) throw invalidJson('The request body is not valid JSON.');
   if (jsonDepth(body, maxDepth) > maxDepth) throw invalidJson(`The request body nests deeper than ${maxDepth} levels.`);
+  let value: unknown;
   try {
-    return JSON.parse(body.toString('utf8')) as unknown;
+    // `safe`: a forbidden key answers null (documented) rather than a SyntaxError like a malformed text's.
+    value = secureJson.parse(body.toString('utf8'), { protoAction: 'error', constructorAction: 'error', safe: true }) as unknown;
   } catch {
     throw invalidJson('The request body is not valid JSON.');
   }
+  // The top is an object or an array (checked above): null here is only the forbidden key.
+  if (value === null) throw invalidJson('The request body has a __proto__ or constructor.prototype key.');
+  return value;
 }

@@ -44,6 +44,21 @@ describe('input limits (e2e)', () => {
     });
   });
 
+  describe('prototype keys', () => {
+    it.each([
+      ['__proto__', (o: string) => `{"__proto__":{"amount_total":1},${o.slice(1)}`],
+      ['constructor.prototype', (o: string) => `{"constructor":{"prototype":{"amount_total":1}},${o.slice(1)}`],
+    ])('answers an order body with a %s key with 400 invalid_json, writes nothing, and the key stays unused', async (_name, poison) => {
+      const key = randomUUID();
+      const before = await countRows(t.dataSource, 'orders');
+      const res = await post('/orders', key).send(poison(JSON.stringify(orderBody()))).expect(400);
+      expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(res.body).toMatchObject({ status: 400, code: 'invalid_json', detail: 'The request body has a __proto__ or constructor.prototype key.' });
+      expect(await countRows(t.dataSource, 'orders')).toBe(before);
+      await post('/orders', key).send(orderBody()).expect(201);
+    });
+  });
+
   describe('free text', () => {
     it.each(['a\u0000b', 'line\nbreak', 'tab\there', 'del\u007f', 'c1\u0085', 'sep\u2028'])('refuses the description %j', async (description) => {
       const res = await post('/payments').send(paymentBody({ description })).expect(400);
