@@ -1,5 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import { isDatabaseUnavailable } from '../database/database-errors';
+import { describeForLog } from '../logging/describe-error';
+import { recordRequestError } from '../logging/request-log.hook';
 import { AnyResponse, nodeResponse, sendProblem } from './http';
 import { ProblemException, problems } from './problem';
 
@@ -17,9 +19,10 @@ const CODES_BY_STATUS: Record<number, string> = {
 
 /**
  * The one place an error becomes a response: RFC 9457 problem+json with a
- * stable `code`. Unknown errors are 500s with no detail leaked (stack and SQL
- * go to the log with the request id); an unreachable database is a 503 with
- * Retry-After, because a retry will succeed once it is back.
+ * stable `code`. Unknown errors are 500s with no detail leaked (class, message
+ * and stack go to the log with the request id, and to the request's line); an
+ * unreachable database is a 503 with Retry-After, because a retry will succeed
+ * once it is back.
  */
 @Catch()
 export class ProblemDetailsFilter implements ExceptionFilter {
@@ -28,9 +31,11 @@ export class ProblemDetailsFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
     const http = host.switchToHttp();
     // The Fastify request: its id is the request id (the app has no Nest middleware, whose Node request would be passed here).
-    const id = http.getRequest<{ id?: unknown }>().id;
+    const request = http.getRequest<{ id?: unknown }>();
     const res = http.getResponse<AnyResponse>();
-    const problem = this.toProblem(exception, typeof id === 'string' ? id : undefined);
+    const problem = this.toProblem(exception, typeof request.id === 'string' ? request.id : undefined);
+    // The request line of a 5xx shows the exception that caused it.
+    if (problem.problem.status >= 500) recordRequestError(request, exception);
 
     if (nodeResponse(res).headersSent) {
       // The response is already on its way (a replay streaming, a client gone).
@@ -92,26 +97,6 @@ function frameworkClientError(error: unknown): { statusCode: number; message: st
   if (!(error instanceof Error) || typeof e?.code !== 'string' || !e.code.startsWith('FST_')) return undefined;
   const status = e.statusCode;
   return typeof status === 'number' && status >= 400 && status < 500 ? { statusCode: status, message: String(e.message) } : undefined;
-}
-
-/**
- * What a 500 logs: the error's class, code, message, constraint and stack,
- * never the whole object. A TypeORM QueryFailedError carries the SQL's
- * `parameters` and pg's `detail` ("Key (email)=(...) already exists"): client
- * data that must not reach the logs.
- */
-export function describeForLog(error: unknown): Record<string, unknown> {
-  if (!(error instanceof Error)) return { class: typeof error, message: 'a non-Error value was thrown' };
-  const e = error as Error & { code?: unknown; constraint?: unknown; driverError?: { code?: unknown; constraint?: unknown } };
-  const code = e.code ?? e.driverError?.code;
-  const constraint = e.constraint ?? e.driverError?.constraint;
-  return {
-    class: e.constructor?.name ?? e.name,
-    message: e.message,
-    ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
-    ...(typeof constraint === 'string' ? { constraint } : {}),
-    stack: e.stack,
-  };
 }
 
 function describe(error: unknown): string {

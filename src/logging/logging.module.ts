@@ -20,15 +20,9 @@ export class LoggingModule {
           provide: ROOT_LOGGER,
           inject: [LOG_DESTINATION],
           useFactory: (destination: DestinationStream | null): Logger =>
-            pino(
-              {
-                level: options.level,
-                // Secrets never reach the log: the API key is in this header. pino censors the
-                // paths when it writes a line, so a line that is not written costs nothing.
-                redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
-              },
-              destination ?? undefined,
-            ),
+            // No header is censored here: a request line shows only the headers of an allow-list
+            // (LOGGED_REQUEST_HEADERS), so Authorization, Cookie and the like are never in it.
+            pino({ level: options.level }, destination ?? undefined),
         },
         AppLogger,
       ],

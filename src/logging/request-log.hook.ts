@@ -1,5 +1,32 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Level, Logger } from 'pino';
+import { describeForLog } from './describe-error';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The exception behind the request's 5xx answer, for its request line (recordRequestError). */
+    failure: unknown;
+  }
+}
+
+/**
+ * The request headers a request line shows; every other header is left out,
+ * so a header that carries a secret (Authorization, Cookie, a webhook's
+ * signature, a header a proxy adds tomorrow) never reaches the log, without
+ * anyone having to name it. Idempotency-Key is shown: it is the handle a client
+ * and support share for one operation and its retries, and it grants nothing
+ * without the client's API key (keys are scoped per client).
+ */
+export const LOGGED_REQUEST_HEADERS = [
+  'host',
+  'user-agent',
+  'accept',
+  'content-type',
+  'content-length',
+  'x-request-id',
+  'x-forwarded-for',
+  'idempotency-key',
+] as const;
 
 /**
  * The level of a finished request's line: 5xx are errors, other 4xx warnings,
@@ -13,14 +40,27 @@ export function requestLogLevel(statusCode: number): Level | 'silent' {
 }
 
 /**
- * One JSON line per finished request, with its id, method, url, headers
- * (authorization and cookie censored by ROOT_LOGGER), status, response headers
- * and time. A Fastify `onResponse` hook: it sees every request, answered by a
- * route, a middleware or Fastify itself, and Fastify times it. When the level
- * drops the line (a 2xx at warn) it compares two numbers and returns: nothing
- * is built, no listener added, no logger made.
+ * Keeps the exception a request failed with for its request line (the
+ * exception filter calls it for every 5xx it answers), so the line's `err` is
+ * what was thrown, where it was thrown. A Fastify request decoration
+ * (logRequests declares it), no field of Fastify's own.
+ */
+export function recordRequestError(request: object, error: unknown): void {
+  (request as FastifyRequest).failure = error;
+}
+
+/**
+ * One JSON line per finished request, with its id, method, url, the headers of
+ * LOGGED_REQUEST_HEADERS, status, response headers and time; a 5xx's line has,
+ * as `err`, the class, message and stack of the exception it failed with (see
+ * recordRequestError), and no `err` when no exception caused it. A Fastify
+ * `onResponse` hook: it sees every request, answered by a route, a middleware
+ * or Fastify itself, and Fastify times it. When the level drops the line (a 2xx
+ * at warn) it compares two numbers and returns: nothing is built, no listener
+ * added, no logger made.
  */
 export function logRequests(fastify: FastifyInstance, logger: Logger): void {
+  fastify.decorateRequest('failure', undefined);
   fastify.addHook('onResponse', (request, reply, done) => {
     writeRequestLine(logger, request, reply);
     done();
@@ -38,6 +78,15 @@ export function logRequests(fastify: FastifyInstance, logger: Logger): void {
   }
 }
 
+function loggedHeaders(request: FastifyRequest): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const name of LOGGED_REQUEST_HEADERS) {
+    const value = request.headers[name];
+    if (value !== undefined) headers[name] = value;
+  }
+  return headers;
+}
+
 function writeRequestLine(logger: Logger, request: FastifyRequest, reply: FastifyReply): void {
   const { statusCode } = reply;
   const level = requestLogLevel(statusCode);
@@ -50,13 +99,14 @@ function writeRequestLine(logger: Logger, request: FastifyRequest, reply: Fastif
       method: request.method,
       url: request.url,
       query: request.query,
-      headers: request.headers,
+      headers: loggedHeaders(request),
       remoteAddress: request.socket.remoteAddress,
       remotePort: request.socket.remotePort,
     },
     res: { statusCode, headers: res.getHeaders() },
   };
-  if (statusCode >= 500) line.err = new Error(`failed with status code ${statusCode}`);
+  // describeForLog: the error's class, code, message and stack, never its data (SQL parameters, pg's detail).
+  if (statusCode >= 500 && request.failure !== undefined) line.err = describeForLog(request.failure);
   line.responseTime = Math.round(reply.elapsedTime);
   const message = statusCode >= 500 ? 'request errored' : request.raw.readableAborted || !res.writableFinished ? 'request aborted' : 'request completed';
   logger[level](line, message);

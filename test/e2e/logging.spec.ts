@@ -1,7 +1,8 @@
 import { get } from 'node:http';
-import { Controller, Get, Logger, Module } from '@nestjs/common';
+import { Controller, Get, HttpCode, Logger, Module } from '@nestjs/common';
 import request from 'supertest';
 import { LOG_DESTINATION } from '../../src/logging/logging.constants';
+import { LOGGED_REQUEST_HEADERS } from '../../src/logging/request-log.hook';
 import { CLIENT_A, TestApp, createTestApp } from '../support/app';
 import { waitFor } from '../support/http-client';
 
@@ -24,7 +25,10 @@ class LogCapture {
   }
 }
 
-/** Routes that log through Nest's Logger (as a service does), fail unexpectedly, or wait to be released. */
+/** An error of the app's own, as a service would throw. */
+class LedgerImbalance extends Error {}
+
+/** Routes that log through Nest's Logger (as a service does), fail unexpectedly, answer a 503 themselves, or wait to be released. */
 @Controller('log-demo')
 class LogDemoController {
   static waiting?: () => void;
@@ -38,7 +42,13 @@ class LogDemoController {
 
   @Get('boom')
   boom() {
-    throw new Error('log-demo: unexpected failure');
+    throw new LedgerImbalance('log-demo: unexpected failure');
+  }
+
+  @Get('unavailable')
+  @HttpCode(503)
+  unavailable() {
+    return { ok: false };
   }
 
   @Get('slow')
@@ -54,8 +64,8 @@ class LogDemoModule {}
 /**
  * The log lines of requests: one per finished request at the level of its
  * status (none for a 2xx at warn, none for 401 and 429), with the request id,
- * the request and response, secrets censored; a log written inside a request
- * carries its id.
+ * the request, its allowed headers only, and the response, a 5xx's thrown
+ * error; a log written inside a request carries its id.
  */
 describe('request logging (e2e)', () => {
   describe('at LOG_LEVEL=warn', () => {
@@ -78,11 +88,15 @@ describe('request logging (e2e)', () => {
     });
     afterAll(() => t.close());
 
-    it('writes one warn line for a 4xx, with the request id, the request and the response, authorization and cookie censored', async () => {
+    it('writes one warn line for a 4xx, with the request id, the request and the response, and only the allowed request headers', async () => {
       const res = await http()
         .get('/orders/00000000-0000-4000-8000-000000000000')
         .set(t.auth())
         .set('Cookie', 'session=cookie-secret-1234')
+        .set('X-Card-Network-Signature', 'signature-secret-5678')
+        .set('Proxy-Authorization', 'Basic proxy-secret-9012')
+        .set('Idempotency-Key', 'log-4xx-key')
+        .set('User-Agent', 'log-test/1.0')
         .set('X-Request-Id', 'log-4xx')
         .expect(404);
       expect(res.headers['x-request-id']).toBe('log-4xx');
@@ -94,15 +108,17 @@ describe('request logging (e2e)', () => {
           id: 'log-4xx',
           method: 'GET',
           url: '/orders/00000000-0000-4000-8000-000000000000',
-          headers: { authorization: '[redacted]', cookie: '[redacted]', 'x-request-id': 'log-4xx' },
+          headers: { 'x-request-id': 'log-4xx', 'idempotency-key': 'log-4xx-key', 'user-agent': 'log-test/1.0' },
         },
         res: { statusCode: 404, headers: { 'x-request-id': 'log-4xx' } },
         msg: 'request completed',
       });
+      const logged = Object.keys((line.req as { headers: object }).headers);
+      expect(logged.every((name) => (LOGGED_REQUEST_HEADERS as readonly string[]).includes(name))).toBe(true);
+      for (const name of ['authorization', 'cookie', 'x-card-network-signature', 'proxy-authorization']) expect(logged).not.toContain(name);
       expect(typeof line.responseTime).toBe('number');
       expect(log.of('log-4xx')).toHaveLength(1);
-      expect(log.text).not.toContain(CLIENT_A.key);
-      expect(log.text).not.toContain('cookie-secret-1234');
+      for (const secret of [CLIENT_A.key, 'cookie-secret-1234', 'signature-secret-5678', 'proxy-secret-9012']) expect(log.text).not.toContain(secret);
     });
 
     it('writes nothing for a 2xx', async () => {
@@ -134,17 +150,28 @@ describe('request logging (e2e)', () => {
       expect(log.of('log-429')).toEqual([]);
     });
 
-    it('writes an error line for a 5xx, with the error, besides the filter’s own line', async () => {
+    it('writes an error line for a 5xx with the thrown error, where it was thrown, besides the filter’s own line', async () => {
       await http().get('/log-demo/boom').set(t.auth()).set('X-Request-Id', 'log-5xx').expect(500);
       const line = await log.requestLine('log-5xx');
       expect(line).toMatchObject({
         level: 50,
         reqId: 'log-5xx',
         res: { statusCode: 500 },
-        err: { type: 'Error', message: 'failed with status code 500' },
+        err: { class: 'LedgerImbalance', message: 'log-demo: unexpected failure' },
         msg: 'request errored',
       });
+      // The stack is the throw's: its first frame is the handler in this file.
+      const stack = String((line.err as { stack?: unknown }).stack);
+      expect(stack.split('\n')[0]).toBe('Error: log-demo: unexpected failure');
+      expect(stack.split('\n')[1]).toMatch(/at LogDemoController\.boom \(.*logging\.spec\.ts:\d+:\d+\)/);
       expect(log.lines.find((l) => l.msg === 'unhandled error')).toMatchObject({ level: 50, reqId: 'log-5xx', context: 'Errors', requestId: 'log-5xx' });
+    });
+
+    it('writes no err on a 5xx no exception caused', async () => {
+      await http().get('/log-demo/unavailable').set(t.auth()).set('X-Request-Id', 'log-503').expect(503);
+      const line = await log.requestLine('log-503');
+      expect(line).toMatchObject({ level: 50, res: { statusCode: 503 }, msg: 'request errored' });
+      expect(line).not.toHaveProperty('err');
     });
   });
 
