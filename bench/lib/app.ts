@@ -76,7 +76,7 @@ export async function createStoreHarness(databaseUrl: string): Promise<StoreHarn
       retentionMs: options.retentionMs,
     }),
     // As the interceptor runs it: in a transaction of its own, so the completion carries the COMMIT.
-    complete: (owner, response) => cls.run(() => txHost.withTransaction(() => store.complete(owner, response, { commits: true }))),
+    complete: (owner, response) => cls.run(() => txHost.withTransaction(() => store.complete(owner, response))),
   };
 }
 

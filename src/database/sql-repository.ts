@@ -2,8 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { createHash } from 'node:crypto';
-import type { Pool, PoolClient, QueryConfig } from 'pg';
-import { QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
+import type { PoolClient, QueryConfig } from 'pg';
+import { QueryRunner, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
 
 /** The name of each statement text, prepared once per connection (see SqlRepository.rows). */
 const statementNames = new Map<string, string>();
@@ -40,10 +40,12 @@ export abstract class SqlRepository {
 
   /**
    * The rows of a statement (RETURNING rows for INSERT, UPDATE and DELETE), on
-   * the transaction's own connection, or on the pool outside one. Sent to
-   * node-postgres directly: TypeORM's `query()` has no way to name a statement.
-   * `sql` must be one of the code's constant texts, every value a parameter:
-   * each distinct text stays prepared on each connection for its lifetime.
+   * the transaction's own connection, or outside one on a connection of the
+   * pool taken for the statement (a TypeORM query runner). Sent on the
+   * connection that `QueryRunner.connect()` answers (node-postgres's client):
+   * TypeORM's `query()` has no way to name a statement. `sql` must be one of
+   * the code's constant texts, every value a parameter: each distinct text stays
+   * prepared on each connection for its lifetime.
    */
   protected async rows<T>(sql: string, params: unknown[]): Promise<T[]> {
     const statement: QueryConfig = { name: statementName(sql), text: sql, values: params };
@@ -52,11 +54,14 @@ export abstract class SqlRepository {
     if (runner) {
       // What TypeORM's query() answers on a transaction whose connection died.
       if (runner.isReleased) throw new QueryRunnerProviderAlreadyReleasedError();
-      const client = (await runner.connect()) as PoolClient;
-      return (await client.query(statement)).rows as T[];
+      return run<T>(runner, statement);
     }
-    const pool = (manager.connection.driver as unknown as { master: Pool }).master;
-    return (await pool.query(statement)).rows as T[];
+    const own = manager.connection.createQueryRunner();
+    try {
+      return await run<T>(own, statement);
+    } finally {
+      await own.release();
+    }
   }
 
   /**
@@ -80,4 +85,9 @@ export abstract class SqlRepository {
           limit + 1,
         ]);
   }
+}
+
+async function run<T>(runner: QueryRunner, statement: QueryConfig): Promise<T[]> {
+  const client = (await runner.connect()) as PoolClient;
+  return (await client.query(statement)).rows as T[];
 }

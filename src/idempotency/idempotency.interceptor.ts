@@ -162,8 +162,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** `committed`: answers with the response once it is stored (the transaction committed). */
   private async execute(res: HttpResponse, next: CallHandler, owner: Ownership, committed: (response: StoredResponse) => string): Promise<string> {
     let response: StoredResponse;
-    // A transaction of our own (not joined to an outer one of the app): the completion may carry its COMMIT.
-    const commits = !this.txHost.isTransactionActive();
     try {
       response = await this.txHost.withTransaction(async () => {
         let result: StoredResponse;
@@ -174,7 +172,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           const { status, body, contentType } = error[IDEMPOTENT_OUTCOME]();
           result = { status, body, contentType };
         }
-        await this.store.complete(owner, result, { commits });
+        await this.store.complete(owner, result);
         return result;
       });
     } catch (error) {

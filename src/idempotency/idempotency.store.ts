@@ -51,16 +51,6 @@ export type ClaimResult =
   | { kind: 'in_progress'; retryAfterMs: number }
   | { kind: 'mismatch' };
 
-/** How a statement inside the ambient business transaction may be sent. */
-export interface InTransactionOptions {
-  /**
-   * The caller opened the ambient transaction (it joined no outer one) and this
-   * is its last statement: the store may send COMMIT with it, in the same round
-   * trip. The transaction's owner still commits (or rolls back) as usual after.
-   */
-  commits?: boolean;
-}
-
 export interface IdempotencyStore {
   /** Claims the key or reports its state. Commits on its own, outside any transaction. */
   claim(request: ClaimRequest): Promise<ClaimResult>;
@@ -68,7 +58,7 @@ export interface IdempotencyStore {
    * Stores the response, fenced on the owner's token, inside the ambient
    * business transaction. Throws LeaseLostError when the key is no longer ours.
    */
-  complete(owner: Ownership, response: StoredResponse, options?: InTransactionOptions): Promise<void>;
+  complete(owner: Ownership, response: StoredResponse): Promise<void>;
   /**
    * Deletes the key if it is still ours and unfinished (after a rollback), unless
    * it holds a committed recovery point: that key is kept and its lease ends now.
@@ -79,13 +69,13 @@ export interface IdempotencyStore {
    * transaction of the phase it concludes. Throws LeaseLostError when the key is
    * no longer ours.
    */
-  checkpoint(owner: Ownership, recovery: RecoveryPoint, options?: InTransactionOptions): Promise<void>;
+  checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void>;
   /**
    * Deletes the key, fenced, inside the ambient transaction (a phased operation
    * that ends with nothing done undoes its phases and frees the key at once).
    * Throws LeaseLostError when the key is no longer ours.
    */
-  releaseInTransaction(owner: Ownership, options?: InTransactionOptions): Promise<void>;
+  releaseInTransaction(owner: Ownership): Promise<void>;
   /**
    * Ends the owner's lease now and keeps the key with its recovery point: after
    * an indeterminate outcome, the next attempt (a retry or the recovery job)

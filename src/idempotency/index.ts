@@ -18,5 +18,4 @@ export { IdempotencyKeyEntity, IdempotencyKeyRow, idempotencyKeyEntity } from '.
 export { HttpResponse } from './http-response';
 export { keyId, keyIdSql } from './key-id';
 export { transactionalClsModule } from './transactional-cls';
-export { PipelinedTransactionalAdapterTypeOrm } from './pipelined-transactions';
 export { REPLAY_CACHE_MAX_AGE_MS, ReplayCache } from './replay-cache';

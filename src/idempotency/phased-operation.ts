@@ -1,7 +1,7 @@
 import { ExecutionContext, createParamDecorator } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { IdempotencyStore, InTransactionOptions, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
+import { IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
 
 /**
@@ -84,10 +84,10 @@ export class PhasedOperation<S = unknown> {
   async checkpoint<T>(point: string, work: () => Promise<T>, state: (result: T) => S): Promise<T> {
     this.assertOpen();
     let saved: S | undefined;
-    const result = await this.atomic(async (last) => {
+    const result = await this.atomic(async () => {
       const value = await work();
       saved = state(value);
-      await this.store.checkpoint(this.owner, { operation: this.name, point, state: saved, status: this.successStatus }, last);
+      await this.store.checkpoint(this.owner, { operation: this.name, point, state: saved, status: this.successStatus });
       return value;
     });
     // Committed: from now on this is where the operation stands.
@@ -104,7 +104,7 @@ export class PhasedOperation<S = unknown> {
   async finish<T>(work: () => Promise<T>, options: { location?: (result: T) => string } = {}): Promise<T> {
     this.assertOpen();
     let response: StoredResponse | undefined;
-    const result = await this.atomic(async (last) => {
+    const result = await this.atomic(async () => {
       const value = await work();
       response = {
         status: this.successStatus,
@@ -112,7 +112,7 @@ export class PhasedOperation<S = unknown> {
         contentType: 'application/json; charset=utf-8',
         location: options.location?.(value),
       };
-      await this.store.complete(this.owner, response, last);
+      await this.store.complete(this.owner, response);
       return value;
     });
     this.ending = { kind: 'finished', response: response! };
@@ -125,10 +125,9 @@ export class PhasedOperation<S = unknown> {
    */
   async release(undo: () => Promise<void>): Promise<void> {
     this.assertOpen();
-    const last = this.lastStatement();
     await this.txHost.withTransaction(async () => {
       await undo();
-      await this.store.releaseInTransaction(this.owner, last);
+      await this.store.releaseInTransaction(this.owner);
     });
     this.ending = { kind: 'released' };
   }
@@ -138,16 +137,15 @@ export class PhasedOperation<S = unknown> {
    * response in the same transaction, which then COMMITS, and is rethrown after
    * the commit; any other error rolls the phase back.
    */
-  private async atomic<T>(work: (last: InTransactionOptions) => Promise<T>): Promise<T> {
+  private async atomic<T>(work: () => Promise<T>): Promise<T> {
     let outcome: { error: unknown; response: StoredResponse } | undefined;
-    const last = this.lastStatement();
     const result = await this.txHost.withTransaction(async () => {
       try {
-        return await work(last);
+        return await work();
       } catch (error) {
         if (!isIdempotentOutcome(error)) throw error;
         const response = error[IDEMPOTENT_OUTCOME]();
-        await this.store.complete(this.owner, response, last);
+        await this.store.complete(this.owner, response);
         outcome = { error, response };
         return undefined;
       }
@@ -157,14 +155,6 @@ export class PhasedOperation<S = unknown> {
       throw outcome.error;
     }
     return result as T;
-  }
-
-  /**
-   * For the store's fenced statement that ends a phase: it may carry the COMMIT
-   * when the phase's transaction is our own (the app opened none around it).
-   */
-  private lastStatement(): InTransactionOptions {
-    return { commits: !this.txHost.isTransactionActive() };
   }
 
   private assertOpen(): void {

@@ -8,8 +8,7 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
 import { keyId } from './key-id';
-import { ClaimRequest, ClaimResult, IdempotencyStore, InTransactionOptions, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
-import { TransactionPipeline } from './pipelined-transactions';
+import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 
 /**
  * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
@@ -27,10 +26,8 @@ import { TransactionPipeline } from './pipelined-transactions';
  * - Takeover (lease expired) and replace (retention expired) are compare-and-set
  *   UPDATEs on the token read by the claim: exactly one winner.
  * - The completion is an UPDATE fenced on the token inside the business
- *   transaction: when it matches no row, another attempt owns the key; the
- *   statement then raises an error, so the whole transaction (business writes
- *   included) rolls back, even when its COMMIT was sent with it (see
- *   TransactionPipeline).
+ *   transaction: when it matches no row, another attempt owns the key, and
+ *   LeaseLostError rolls the whole transaction back (business writes included).
  *
  * Every statement is prepared (named): behind PgBouncer in transaction mode
  * that needs PgBouncer 1.21+ with max_prepared_statements set.
@@ -88,30 +85,20 @@ UPDATE ${t}
    AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
 RETURNING lease::text AS lease`;
 
-// The statements fenced on the owner's token inside a business transaction
-// raise division_by_zero (FENCE_FAILED) when they match no row: an error, not
-// just a count of 0, so that a COMMIT sent with them in the same round trip
-// (TransactionPipeline.commitWith) meets an aborted transaction and PostgreSQL
-// rolls it back. A lost lease can never commit.
-const FENCE_FAILED = '22012';
-const fenced = (statement: string) => `
-WITH fenced AS (${statement}
-  RETURNING 1
-)
-SELECT 1 / count(*)::int AS fenced FROM fenced`;
+// The statements fenced on the owner's token run inside a business transaction:
+// when one matches no row, the key is no longer the caller's, and LeaseLostError
+// rolls that transaction back. A lost lease can never commit.
 
 // Clears the recovery point (NULL stays NULL on other routes, so their completion
 // stays a HOT update; see the migration of the recovery index).
-const COMPLETE_SQL = (t: string) =>
-  fenced(`
-  UPDATE ${t} SET status = $3::int2, body = $4::text, headers = $5::text, recovery = NULL
-   WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`);
+const COMPLETE_SQL = (t: string) => `
+UPDATE ${t} SET status = $3::int2, body = $4::text, headers = $5::text, recovery = NULL
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
 // A phase's recovery point, fenced like the completion, in the phase's transaction.
-const CHECKPOINT_SQL = (t: string) =>
-  fenced(`
-  UPDATE ${t} SET recovery = $3::jsonb
-   WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`);
+const CHECKPOINT_SQL = (t: string) => `
+UPDATE ${t} SET recovery = $3::jsonb
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
 // The lease ends now; the token stays, so only this owner can yield, and any
 // takeover makes a larger one.
@@ -170,7 +157,7 @@ function statements(table: string) {
     takeOverOperation: TAKE_OVER_OPERATION_SQL(table),
     release: RELEASE_UNLESS_CHECKPOINTED_SQL(table),
     // Inside a phased operation's last transaction: fenced like the completion.
-    releaseInTransaction: fenced(RELEASE_SQL(table)),
+    releaseInTransaction: RELEASE_SQL(table),
   };
 }
 
@@ -363,22 +350,23 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
   }
 
-  async complete(owner: Ownership, response: StoredResponse, options?: InTransactionOptions): Promise<void> {
-    await this.fencedInTransaction(
-      'idempotency_complete',
-      this.sql.complete,
-      [keyId(owner.clientId, owner.key), owner.token, response.status, response.body, encodeHeaders(response)],
-      options,
-    );
+  async complete(owner: Ownership, response: StoredResponse): Promise<void> {
+    await this.fencedInTransaction('idempotency_complete', this.sql.complete, [
+      keyId(owner.clientId, owner.key),
+      owner.token,
+      response.status,
+      response.body,
+      encodeHeaders(response),
+    ]);
   }
 
-  async checkpoint(owner: Ownership, recovery: RecoveryPoint, options?: InTransactionOptions): Promise<void> {
+  async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
     const stored: StoredRecoveryPoint = { ...recovery, scope: owner.clientId, key: owner.key };
-    await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.clientId, owner.key), owner.token, JSON.stringify(stored)], options);
+    await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.clientId, owner.key), owner.token, JSON.stringify(stored)]);
   }
 
-  async releaseInTransaction(owner: Ownership, options?: InTransactionOptions): Promise<void> {
-    await this.fencedInTransaction('idempotency_release_in_transaction', this.sql.releaseInTransaction, [keyId(owner.clientId, owner.key), owner.token], options);
+  async releaseInTransaction(owner: Ownership): Promise<void> {
+    await this.fencedInTransaction('idempotency_release_in_transaction', this.sql.releaseInTransaction, [keyId(owner.clientId, owner.key), owner.token]);
   }
 
   async release(owner: Ownership): Promise<void> {
@@ -413,26 +401,19 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
   /**
    * A fenced statement (prepared) on the ambient business transaction's own
-   * connection; with `commits`, sent with the transaction's COMMIT when the
-   * transaction runs on a TransactionPipeline. LeaseLostError when the key is
-   * no longer the owner's (the transaction then rolls back).
+   * connection (what TypeORM's `QueryRunner.connect()` answers: node-postgres's
+   * client). LeaseLostError when it matched no row: the key is no longer the
+   * owner's, and the caller's transaction rolls back.
    */
-  private async fencedInTransaction(name: string, text: string, values: unknown[], options: InTransactionOptions = {}): Promise<void> {
+  private async fencedInTransaction(name: string, text: string, values: unknown[]): Promise<void> {
     if (!this.txHost.isTransactionActive()) {
       throw new Error(`${name} must run inside the business transaction`);
     }
     const runner = this.txHost.tx.queryRunner;
     if (!runner) throw new Error('the ambient transaction has no query runner');
-    // The transaction's own connection (connect() returns it).
     const connection = (await runner.connect()) as PoolClient;
-    const pipeline = options.commits ? TransactionPipeline.of(connection) : undefined;
-    const statement = { name, text, values };
-    try {
-      await (pipeline ? pipeline.commitWith(statement) : connection.query(statement));
-    } catch (error) {
-      if ((error as { code?: string }).code === FENCE_FAILED) throw new LeaseLostError();
-      throw error;
-    }
+    const { rowCount } = await connection.query({ name, text, values });
+    if (!rowCount) throw new LeaseLostError();
   }
 }
 

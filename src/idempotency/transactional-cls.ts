@@ -1,18 +1,17 @@
 import { DynamicModule } from '@nestjs/common';
 import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import { ClsPluginTransactional } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
-import { PipelinedTransactionalAdapterTypeOrm } from './pipelined-transactions';
 
 /**
  * The ambient transaction the module opens around each `@Idempotent()` handler:
  * nestjs-cls, global, with its transactional plugin on the app's TypeORM data
  * source (the default one, or `dataSourceName`). Import it next to
  * `TypeOrmModule.forRoot(...)`; an app's own services reach the same
- * transaction through `TransactionHost`. Its adapter is TypeORM's, with fewer
- * round trips (see PipelinedTransactionalAdapterTypeOrm). An app that registers
- * ClsModule itself adds the same plugin there instead (one ClsModule per app),
- * with this adapter or the stock TransactionalAdapterTypeOrm.
+ * transaction through `TransactionHost`. Its adapter is nestjs-cls's stock
+ * TransactionalAdapterTypeOrm. An app that registers ClsModule itself adds the
+ * same plugin there instead (one ClsModule per app).
  *
  * `resolveProxyProviders: false` skips nestjs-cls's resolution of Proxy
  * Providers (`ClsModule.forFeature…`, `@InjectableProxy()`) on each request,
@@ -37,7 +36,7 @@ export function transactionalClsModule(
     plugins: [
       new ClsPluginTransactional({
         imports: [TypeOrmModule],
-        adapter: new PipelinedTransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken(options.dataSourceName) }),
+        adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken(options.dataSourceName) }),
       }),
     ],
   });
