@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
  * A private prom-client registry (never the global one, so two apps in one
@@ -10,6 +10,8 @@ import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 export class MetricsService {
   readonly registry = new Registry();
   readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
+  /** Database checks GET /health actually ran (the answers it served from its last result are not counted). */
+  readonly healthChecks: Counter<'outcome'>;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -18,6 +20,12 @@ export class MetricsService {
       help: 'HTTP request duration by method, route and status',
       labelNames: ['method', 'route', 'status'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [this.registry],
+    });
+    this.healthChecks = new Counter({
+      name: 'health_checks_total',
+      help: 'Database checks run for GET /health, by outcome (up, down)',
+      labelNames: ['outcome'],
       registers: [this.registry],
     });
   }
