@@ -3,6 +3,8 @@ import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { FastifyInstance } from 'fastify';
 import { CLS_REQ, ClsService } from 'nestjs-cls';
+import { authenticateOnRequest } from './auth/authenticate-on-request';
+import { ClientsService } from './auth/clients.service';
 import { FailedAuthLimiter } from './auth/failed-auth.limiter';
 import { parseJsonBody } from './common/json-depth';
 import { rejectNonJsonBody } from './common/json-only.hook';
@@ -39,6 +41,27 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
     genReqId: newRequestId,
     requestIdHeader: false,
     clientErrorHandler: answerMalformedRequestWithProblem,
+    // A request must arrive whole (headers and body) within HTTP_REQUEST_TIMEOUT, else
+    // 408 and the connection is closed (answerMalformedRequestWithProblem), which gives
+    // back its charge slot or queue place: a trickled body holds nothing for long.
+    requestTimeout: config.http.requestTimeoutMs,
+    // A socket silent in both directions this long is dropped (a client that stops
+    // reading its answer): longer than a request may take to arrive plus a handler's
+    // work, which the idempotency lease bounds.
+    connectionTimeout: config.http.requestTimeoutMs + config.idempotency.leaseMs,
+    // Longer than a load balancer's idle timeout, so the balancer, not this server,
+    // closes an idle connection (never one it is about to reuse).
+    keepAliveTimeout: config.http.keepAliveTimeoutMs,
+    http: {
+      // Node times the headers from a request's first byte, not from the previous
+      // answer, so an idle keep-alive connection is bounded by keepAliveTimeout alone;
+      // Node requires headersTimeout <= requestTimeout.
+      headersTimeout: config.http.requestTimeoutMs,
+      requestTimeout: config.http.requestTimeoutMs,
+      // Node looks for expired requests this often (30 s by default): the 408 comes
+      // within a tenth of the timeout after it (at most 1 s).
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(config.http.requestTimeoutMs / 10))),
+    },
   });
 }
 
@@ -72,7 +95,9 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   // An address over its failed-auth budget costs no body read and no query.
   fastify.addHook('onRequest', app.get(FailedAuthLimiter).hook());
   fastify.addHook('onRequest', rejectNonJsonBody);
-  // The routes that reach the card network take turns (@ChargeRoute()).
+  // The routes that reach the card network (@ChargeRoute()) are authenticated here, then
+  // take turns: a request without a valid key never takes or waits for a slot.
+  fastify.addHook('onRequest', authenticateOnRequest(app.get(ClientsService), app.get(FailedAuthLimiter)));
   fastify.addHook('onRequest', app.get(ChargeAdmission).hook());
   // Size (bodyLimit) and depth are checked on the raw bytes, before the body is parsed or anything walks it.
   fastify.removeContentTypeParser('application/json');
@@ -122,16 +147,22 @@ function openRequestContext(fastify: FastifyInstance, cls: ClsService): void {
 
 /**
  * Requests Node's HTTP parser refuses (a control character in a header, a
- * broken request line) never reach a route; answer them as problem+json too.
+ * broken request line) never reach a route; answer them as problem+json too,
+ * and a request that did not arrive whole within requestTimeout (Node's
+ * ERR_HTTP_REQUEST_TIMEOUT) with 408. The connection is closed either way.
  */
 function answerMalformedRequestWithProblem(error: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable || !error.code?.startsWith('HPE_')) {
+  const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+  if (!socket.writable || !(timedOut || error.code?.startsWith('HPE_'))) {
     socket.destroy();
     return;
   }
-  const body = JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request is not valid HTTP.', code: 'bad_request' });
+  const [status, title, detail, code] = timedOut
+    ? [408, 'Request Timeout', 'The request did not arrive whole in time.', 'request_timeout']
+    : [400, 'Bad Request', 'The request is not valid HTTP.', 'bad_request'];
+  const body = JSON.stringify({ type: 'about:blank', title, status, detail, code });
   socket.end(
-    `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }
 

@@ -1,13 +1,17 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { problems } from '../common/problem';
-import { bearerToken } from './api-key';
+import { authenticateRequest } from './authenticate-on-request';
 import { ClientsService } from './clients.service';
 import { RequestWithClient } from './current-client.decorator';
-import { FailedAuthLimiter, remoteAddress } from './failed-auth.limiter';
+import { FailedAuthLimiter } from './failed-auth.limiter';
 import { isPublicRoute } from './public.decorator';
 
-/** Global guard: every route needs `Authorization: Bearer <key>` unless @Public(). */
+/**
+ * Global guard: every route needs `Authorization: Bearer <key>` unless @Public().
+ * A route authenticated on request (authenticateOnRequest: the charge routes)
+ * arrives with its client already set, and is not looked up again.
+ */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
   constructor(
@@ -19,13 +23,7 @@ export class ApiKeyGuard implements CanActivate {
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (isPublicRoute(this.reflector, context)) return true;
     const req = context.switchToHttp().getRequest<RequestWithClient>();
-    const key = bearerToken(req.headers.authorization);
-    const client = key ? await this.clients.authenticate(key) : undefined;
-    if (!client) {
-      await this.failedAuth.recordFailure(remoteAddress(req));
-      throw problems.unauthorized();
-    }
-    req.client = client;
+    if (!(await authenticateRequest(req, this.clients, this.failedAuth))) throw problems.unauthorized();
     return true;
   }
 }

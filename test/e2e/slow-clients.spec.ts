@@ -1,0 +1,153 @@
+import { randomUUID } from 'node:crypto';
+import { CLIENT_A, CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
+import { admission, admissionReads } from '../support/admission';
+import { paymentBody } from '../support/fixtures';
+import { RawResponse, authHeaders, send } from '../support/http-client';
+import { keyIn } from '../support/keys';
+import { SlowSocket, bodyOf, slowBody } from '../support/slow-socket';
+
+const pay = (url: string, client: { key: string }, body: Record<string, unknown> = paymentBody(), key = randomUUID()): Promise<RawResponse> =>
+  send(url, { method: 'POST', path: '/payments', headers: authHeaders(client.key, key), body });
+
+/**
+ * Slow and unauthenticated clients cannot stall the payments of others: a charge
+ * route is authenticated before it takes a slot, a client holds at most
+ * PAYMENTS_CONCURRENCY_PER_CLIENT slots, and a body that does not arrive within
+ * HTTP_REQUEST_TIMEOUT is answered 408 and gives back what it held.
+ */
+describe('slow clients (e2e)', () => {
+  describe('slow bodies, HTTP_REQUEST_TIMEOUT=2s', () => {
+    let t: TestApp;
+    const sockets: SlowSocket[] = [];
+
+    beforeAll(async () => {
+      t = await createTestApp({ listen: true, env: { HTTP_REQUEST_TIMEOUT: '2s', PAYMENTS_CONCURRENCY: '4', PAYMENTS_CONCURRENCY_PER_CLIENT: '2' } });
+    });
+    afterAll(async () => {
+      for (const s of sockets) s.destroy();
+      await t.close();
+    });
+
+    it('a flood of keyless slow bodies: each is answered and closed, nothing claimed, a valid client keeps paying', async () => {
+      const floodKeys = Array.from({ length: 150 }, () => randomUUID());
+      const charges = floodKeys.map((key) => slowBody(t.url!, { path: '/payments', headers: { 'Idempotency-Key': key } }));
+      // A route authenticated by the guard reads the body first: these wait for requestTimeout.
+      const orders = Array.from({ length: 20 }, () => slowBody(t.url!, { path: '/orders', headers: { 'Idempotency-Key': randomUUID() } }));
+      sockets.push(...charges, ...orders);
+
+      for (let i = 0; i < 10; i++) {
+        const res = await pay(t.url!, CLIENT_A, paymentBody({ amount: 100 + i }));
+        expect(res.status).toBe(201);
+      }
+
+      const charged = await Promise.all(charges.map((s) => s.result));
+      for (const r of charged) {
+        expect(r.status).toBe(401);
+        expect(r.text).toMatch(/content-type: application\/problem\+json/i);
+        expect(bodyOf(r.text).code).toBe('unauthorized');
+      }
+      const ordered = await Promise.all(orders.map((s) => s.result));
+      for (const r of ordered) {
+        expect(r.status).toBe(408);
+        expect(r.text).toMatch(/content-type: application\/problem\+json/i);
+        expect(bodyOf(r.text).code).toBe('request_timeout');
+      }
+      expect(await countRows(t.dataSource, 'idempotency_keys', keyIn(), [floodKeys])).toBe(0);
+      expect(await admission(t.url!)).toEqual({ inFlight: 0, queued: 0 });
+    });
+
+    it('an authenticated slow body gets 408 and gives back its slot; no key is claimed', async () => {
+      const key = randomUUID();
+      const slow = slowBody(t.url!, { path: '/payments', headers: authHeaders(CLIENT_A.key, key) });
+      sockets.push(slow);
+      await admissionReads(t.url!, { inFlight: 1, queued: 0 });
+
+      const r = await slow.result;
+      expect(r.status).toBe(408);
+      expect(bodyOf(r.text)).toMatchObject({ status: 408, code: 'request_timeout' });
+      await admissionReads(t.url!, { inFlight: 0, queued: 0 });
+      expect(await countRows(t.dataSource, 'idempotency_keys', keyIn(), [[key]])).toBe(0);
+      expect((await pay(t.url!, CLIENT_A)).status).toBe(201);
+    });
+
+    it('a slow body waiting its turn gives back its queue place when it times out', async () => {
+      // CLIENT_A's share (2) is taken by two slow bodies; its third waits, and times out waiting too.
+      const slow = [0, 1, 2].map(() => slowBody(t.url!, { path: '/payments', headers: authHeaders(CLIENT_A.key, randomUUID()) }));
+      sockets.push(...slow);
+      await admissionReads(t.url!, { inFlight: 2, queued: 1 });
+      const results = await Promise.all(slow.map((s) => s.result));
+      expect(results.map((r) => r.status)).toEqual([408, 408, 408]);
+      await admissionReads(t.url!, { inFlight: 0, queued: 0 });
+    });
+  });
+
+  describe('a client whose payments hang, PAYMENTS_CONCURRENCY=4, PER_CLIENT=2', () => {
+    let t: TestApp;
+
+    beforeAll(async () => {
+      t = await createTestApp({
+        listen: true,
+        env: {
+          PAYMENTS_CONCURRENCY: '4',
+          PAYMENTS_CONCURRENCY_PER_CLIENT: '2',
+          PAYMENTS_QUEUE_LIMIT: '4',
+          CARD_NETWORK_TIMEOUT: '2s',
+          CARD_NETWORK_MAX_RETRIES: '0',
+          IDEMPOTENCY_LEASE: '10s',
+        },
+      });
+    });
+    afterAll(() => t.close());
+
+    it('holds 2 slots, waits with the rest, and another client is served meanwhile', async () => {
+      const hanging = [0, 1, 2, 3].map((i) => pay(t.url!, CLIENT_A, paymentBody({ source: 'tok_chargeThenHang', amount: 200 + i })));
+      // Two at work, two waiting: the two other slots stay free for other clients.
+      await admissionReads(t.url!, { inFlight: 2, queued: 2 });
+      // Past its share of the queue (4 × 2/4), A is refused at once.
+      const refused = await pay(t.url!, CLIENT_A);
+      expect(refused.status).toBe(429);
+      expect(refused.headers['retry-after']).toMatch(/^[1-9]\d*$/);
+
+      const b = await pay(t.url!, CLIENT_B);
+      expect(b.status).toBe(201);
+      const answers = await Promise.all(hanging);
+      expect(b.ended).toBeLessThan(Math.min(...answers.map((a) => a.ended)));
+      expect(refused.ended).toBeLessThan(Math.min(...answers.map((a) => a.ended)));
+      await admissionReads(t.url!, { inFlight: 0, queued: 0 });
+    });
+  });
+
+  describe('PAYMENTS_CONCURRENCY=1', () => {
+    let t: TestApp;
+
+    beforeAll(async () => {
+      t = await createTestApp({
+        listen: true,
+        env: { PAYMENTS_CONCURRENCY: '1', PAYMENTS_CONCURRENCY_PER_CLIENT: '1', CARD_NETWORK_TIMEOUT: '2s', CARD_NETWORK_MAX_RETRIES: '0', IDEMPOTENCY_LEASE: '10s' },
+      });
+    });
+    afterAll(() => t.close());
+
+    it('a request without a valid key never takes or waits for a slot: 401 while the one slot is held', async () => {
+      const hanging = pay(t.url!, CLIENT_A, paymentBody({ source: 'tok_chargeThenHang' }));
+      await admissionReads(t.url!, { inFlight: 1, queued: 0 });
+
+      const keyless = await send(t.url!, { method: 'POST', path: '/payments', headers: { 'Idempotency-Key': randomUUID() }, body: paymentBody() });
+      const unknown = await pay(t.url!, { key: 'sk_test_unknown_0123456789abcdef' });
+      for (const r of [keyless, unknown]) {
+        expect(r.status).toBe(401);
+        expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect(r.headers['www-authenticate']).toBe('Bearer');
+        expect(r.json<{ code: string }>().code).toBe('unauthorized');
+      }
+      expect(await admission(t.url!)).toEqual({ inFlight: 1, queued: 0 });
+
+      // A valid client's payment does wait for the slot.
+      const waiting = pay(t.url!, CLIENT_B);
+      await admissionReads(t.url!, { inFlight: 1, queued: 1 });
+      const held = await hanging;
+      expect(unknown.ended).toBeLessThan(held.ended);
+      expect((await waiting).status).toBe(201);
+    });
+  });
+});
