@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { StoredResponse } from './idempotency.store';
 
 /**
@@ -14,51 +15,48 @@ const ENTRY_OVERHEAD_BYTES = 200;
 interface Entry {
   fingerprint: Buffer;
   response: StoredResponse;
-  /** performance.now() past which the entry is not served. */
-  until: number;
-  bytes: number;
 }
 
 /**
  * Completed responses of this process's keys, kept in memory so that a replay
- * is answered without a database round trip.
+ * is answered without a database round trip: an LRU cache (lru-cache) bounded
+ * by `maxBytes`, whose entries each live until their own end. What is ours on
+ * top of it:
  *
- * Sound because a completed key never changes until its retention ends: the
- * claim, the takeover, the recovery job and the release only touch keys in
- * progress, and the purge and the replace only keys past retention. An entry is
- * therefore served only until the key's `expires_at`, counted from a moment no
- * later than the database's `now()` that set or read it (the caller passes the
- * time it sent the claim), and never longer than REPLAY_CACHE_MAX_AGE_MS.
- * A replay with another body is not answered here (the claim says 422), and
- * only responses that committed are remembered (see the interceptor).
+ * - The end. A completed key never changes until its retention ends: the
+ *   claim, the takeover, the recovery job and the release only touch keys in
+ *   progress, and the purge and the replace only keys past retention. An entry
+ *   is therefore served only until the key's `expires_at`, counted from a moment
+ *   no later than the database's `now()` that set or read it (the caller passes
+ *   the time it sent the claim), and never longer than REPLAY_CACHE_MAX_AGE_MS.
+ * - The fingerprint. A replay with another body is not answered here (the
+ *   claim says 422). Only responses that committed are remembered (see the
+ *   interceptor).
  *
- * Bounded by `maxBytes` (UTF-16 size of the strings plus a fixed overhead per
- * entry); the least recently used entries go first.
+ * Sizes are the UTF-16 size of the strings plus a fixed overhead per entry.
  */
 export class ReplayCache {
-  /** In order of use: the first entry is the least recently used. */
-  private readonly entries = new Map<string, Entry>();
-  private bytes = 0;
+  private readonly entries?: LRUCache<string, Entry>;
 
   constructor(
-    private readonly maxBytes: number,
+    maxBytes: number,
     private readonly now: () => number = () => performance.now(),
-  ) {}
+  ) {
+    if (maxBytes > 0) {
+      this.entries = new LRUCache<string, Entry>({
+        maxSize: maxBytes,
+        sizeCalculation: (entry, id) => entryBytes(id, entry.response),
+        // Each entry's end is checked on the clock it was measured on, to the millisecond.
+        perf: { now },
+        ttlResolution: 0,
+      });
+    }
+  }
 
   /** The stored response of this scope's key when it is here, fresh and for the same fingerprint. */
   get(scope: string, key: string, fingerprint: Buffer): StoredResponse | undefined {
-    const id = entryId(scope, key);
-    const entry = this.entries.get(id);
-    if (!entry) return undefined;
-    if (this.now() >= entry.until) {
-      this.drop(id, entry);
-      return undefined;
-    }
-    if (!entry.fingerprint.equals(fingerprint)) return undefined;
-    // Most recently used: to the end of the order.
-    this.entries.delete(id);
-    this.entries.set(id, entry);
-    return entry.response;
+    const entry = this.entries?.get(entryId(scope, key));
+    return entry?.fingerprint.equals(fingerprint) ? entry.response : undefined;
   }
 
   /**
@@ -67,36 +65,30 @@ export class ReplayCache {
    * (a performance.now() taken before the statement was sent).
    */
   remember(scope: string, key: string, fingerprint: Buffer, response: StoredResponse, retainedForMs: number, measuredAt: number): void {
-    const until = measuredAt + Math.min(retainedForMs, REPLAY_CACHE_MAX_AGE_MS);
-    // Written so that a retention the store could not tell (NaN) keeps nothing, rather than forever.
-    if (!(until > this.now())) return;
+    if (!this.entries) return;
+    // lru-cache serves an entry while its age is at most `ttl` whole milliseconds:
+    // one less than what is left, so it is never served at or past the end.
+    const ttl = Math.ceil(measuredAt + Math.min(retainedForMs, REPLAY_CACHE_MAX_AGE_MS) - this.now()) - 1;
+    // Written so that a retention the store could not tell (NaN) keeps nothing, and a ttl of 0 (forever, to lru-cache) never happens.
+    if (!(ttl >= 1)) return;
     const id = entryId(scope, key);
-    const bytes = ENTRY_OVERHEAD_BYTES + 2 * (id.length + response.body.length + response.contentType.length + (response.location?.length ?? 0));
-    if (bytes > this.maxBytes) return;
-    const previous = this.entries.get(id);
-    if (previous) this.drop(id, previous);
-    while (this.bytes + bytes > this.maxBytes) {
-      const [oldestId, oldest] = this.entries.entries().next().value as [string, Entry];
-      this.drop(oldestId, oldest);
-    }
-    this.entries.set(id, { fingerprint, response, until, bytes });
-    this.bytes += bytes;
+    // Larger than the whole budget: not kept (lru-cache would refuse it too).
+    if (entryBytes(id, response) > this.entries.maxSize) return;
+    this.entries.set(id, { fingerprint, response }, { ttl });
   }
 
   /** Forgets every entry (e.g. a test that moves keys past their retention by hand). */
   clear(): void {
-    this.entries.clear();
-    this.bytes = 0;
+    this.entries?.clear();
   }
 
   get size(): { entries: number; bytes: number } {
-    return { entries: this.entries.size, bytes: this.bytes };
+    return { entries: this.entries?.size ?? 0, bytes: this.entries?.calculatedSize ?? 0 };
   }
+}
 
-  private drop(id: string, entry: Entry): void {
-    this.entries.delete(id);
-    this.bytes -= entry.bytes;
-  }
+function entryBytes(id: string, response: StoredResponse): number {
+  return ENTRY_OVERHEAD_BYTES + 2 * (id.length + response.body.length + response.contentType.length + (response.location?.length ?? 0));
 }
 
 /** A scope never contains NUL (checkScope), so this joins scope and key unambiguously. */
