@@ -62,6 +62,8 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
       // within a tenth of the timeout after it (at most 1 s).
       connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(config.http.requestTimeoutMs / 10))),
     },
+    // `request.ip` is the address X-Forwarded-For gives, past the proxies of TRUST_PROXY only.
+    trustProxy: config.http.trustProxy.length ? config.http.trustProxy : false,
   });
 }
 

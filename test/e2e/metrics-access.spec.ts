@@ -31,6 +31,25 @@ describe('/metrics access (e2e)', () => {
     });
   });
 
+  describe('failed tokens', () => {
+    let t: TestApp;
+    const http = () => request(t.app.getHttpServer());
+    beforeAll(async () => {
+      t = await createTestApp({ database: db, env: { RATE_LIMIT_UNAUTHENTICATED: '3' } });
+    });
+    afterAll(() => t.close());
+
+    it('count as failed authentications of the address: past the limit its requests without a valid credential get 429', async () => {
+      await http().get('/metrics').expect(401);
+      for (let i = 0; i < 2; i++) await http().get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}${i}`).expect(401);
+      expect((await http().get('/orders')).status).toBe(429);
+      expect((await http().get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}x`)).status).toBe(429);
+      // Valid credentials still work from that address: the metrics token and an API key.
+      expect((await http().get('/metrics').set(metricsAuth()).expect(200)).text).toContain('process_cpu_seconds_total');
+      await http().get('/orders').set(t.auth()).expect(200);
+    });
+  });
+
   describe('with neither METRICS_TOKEN nor METRICS_PORT', () => {
     let t: TestApp;
     beforeAll(async () => {
@@ -60,6 +79,24 @@ describe('/metrics access (e2e)', () => {
       expect(await res.text()).toContain('http_request_duration_seconds');
       expect((await fetch(`http://127.0.0.1:${port}/orders`)).status).toBe(404);
       await request(t.app.getHttpServer()).get('/metrics').set(metricsAuth()).expect(404);
+    });
+
+    it('counts failed tokens on that port too: past the limit 429, while the right token works', async () => {
+      const other = await freePort();
+      const second = await createTestApp({ database: db, env: { METRICS_TOKEN, METRICS_PORT: String(other), RATE_LIMIT_UNAUTHENTICATED: '2' } });
+      try {
+        const url = `http://127.0.0.1:${other}/metrics`;
+        expect((await fetch(url)).status).toBe(401);
+        expect((await fetch(url, { headers: { Authorization: `Bearer ${METRICS_TOKEN}x` } })).status).toBe(401);
+        const refused = await fetch(url);
+        expect(refused.status).toBe(429);
+        expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        expect((await fetch(url, { headers: metricsAuth() })).status).toBe(200);
+        // The same address's budget as on the API port.
+        expect((await request(second.app.getHttpServer()).get('/orders')).status).toBe(429);
+      } finally {
+        await second.close();
+      }
     });
 
     it('stops listening when the app closes', async () => {

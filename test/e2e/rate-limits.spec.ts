@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
+import { ClientsService } from '../../src/auth/clients.service';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { waitFor } from '../support/http-client';
 
@@ -53,8 +54,10 @@ describe('rate limits (e2e)', () => {
     });
     afterAll(() => t.close());
 
-    it('answers a flood of bad keys 429 before the body is parsed, while a working client keeps working', async () => {
-      await http().get('/orders').set(t.auth(CLIENT_A)).expect(200);
+    it('answers a flood of bad keys 429 before the body is parsed, while a valid key this instance never saw works', async () => {
+      // Created after the app started and never used: no cache of this instance knows it.
+      const fresh = await t.app.get(ClientsService).create(`fresh-${randomUUID()}`);
+      const freshAuth = { Authorization: `Bearer ${fresh.apiKey}` };
       for (let i = 0; i < 10; i++) {
         await http().get('/orders').set('Authorization', `Bearer sk_guess_${i}_0123456789abcdef`).expect(401);
       }
@@ -62,9 +65,32 @@ describe('rate limits (e2e)', () => {
       expectRateLimited(await http().get('/orders'));
       // Refused before the body parser: invalid JSON is not even read (else 400 invalid_json).
       expectRateLimited(await http().post('/orders').set('Content-Type', 'application/json').send('{"not json'));
-      // A key this instance knows still works from the same address.
+      expectRateLimited(await http().post('/orders').set('Authorization', 'Bearer sk_guess_post_0123456789abcdef').set('Content-Type', 'application/json').send('{"not json'));
+      // Valid keys work from the same address: the fresh one, and one seen before.
+      await http().get('/orders').set(freshAuth).expect(200);
+      await http().post('/orders').set(freshAuth).set('Idempotency-Key', randomUUID()).send({ currency: 'usd', items: [{ sku: 'a', quantity: 1, unit_amount: 1 }] }).expect(201);
       await http().get('/orders').set(t.auth(CLIENT_A)).expect(200);
-      await http().post('/orders').set(t.auth(CLIENT_A)).set('Idempotency-Key', randomUUID()).send({ currency: 'usd', items: [{ sku: 'a', quantity: 1, unit_amount: 1 }] }).expect(201);
+      // Still blocked for anything else.
+      expectRateLimited(await http().get('/orders'));
+    });
+  });
+
+  describe('requests without a key (a client that opens its connections with unauthenticated GETs)', () => {
+    let t: TestApp;
+    const http = () => request(t.app.getHttpServer());
+    beforeAll(async () => {
+      t = await createTestApp({ env: { RATE_LIMIT_UNAUTHENTICATED: '3' } });
+    });
+    afterAll(() => t.close());
+
+    it('block the address for requests without a valid key only', async () => {
+      for (let i = 0; i < 3; i++) await http().get('/orders').expect(401);
+      expectRateLimited(await http().get('/payments'));
+      const fresh = await t.app.get(ClientsService).create(`fresh-${randomUUID()}`);
+      for (const path of ['/orders', '/payments', '/orders']) {
+        await http().get(path).set('Authorization', `Bearer ${fresh.apiKey}`).expect(200);
+      }
+      await http().get('/orders').set(t.auth(CLIENT_B)).expect(200);
     });
   });
 
