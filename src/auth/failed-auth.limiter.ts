@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, Optional } from '@nestjs/common';
+import { AsyncResource } from 'node:async_hooks';
 import type { onRequestHookHandler, FastifyReply } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { sendProblem } from '../common/http';
@@ -157,8 +158,15 @@ export class FailedAuthLimiter implements OnApplicationShutdown {
 
   /** Starts counting a minute, unless one is being counted. */
   private countMinute(): void {
-    this.summaryTimer ??= setTimeout(() => this.writeSummary(), WINDOW_MS).unref();
+    this.summaryTimer ??= this.startSummaryTimer();
   }
+
+  /**
+   * Bound to the context the limiter was made in: a timer started during a
+   * request would otherwise carry that request's context (and its id into the
+   * summary line).
+   */
+  private readonly startSummaryTimer = AsyncResource.bind(() => setTimeout(() => this.writeSummary(), WINDOW_MS).unref());
 }
 
 /**
