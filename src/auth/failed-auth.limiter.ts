@@ -49,10 +49,10 @@ const noCounts = (): MinuteCounts => ({ failures: 0, addresses: 0, blocked: 0, r
  * the credential is valid (ClientsService's cached lookup, or the metrics
  * token), else 429. A refusal reads no body and writes no log line.
  *
- * The log gets at most one line a minute, whatever the number of addresses:
- * the first failure after a quiet minute is warned at once (with its address),
- * then the counts of each minute with failures or refusals are summed up in one
- * line, until a minute passes without any.
+ * The log never gets a line per address: the first failure after a quiet
+ * minute is warned at once (with its address), then each minute with failures
+ * or refusals is summed up in one line (addresses blocked, failures,
+ * refusals), until a minute passes without any.
  */
 @Injectable()
 export class FailedAuthLimiter implements OnApplicationShutdown {
