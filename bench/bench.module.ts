@@ -40,7 +40,7 @@ export class UnprotectedPaymentsController {
   ) {}
 
   private operation(clientId: string): PaymentOperation {
-    return new PhasedOperation({ clientId, key: 'bench', token: '0' }, PAYMENT_OPERATION, 201, null, NO_KEY_STORE, this.txHost);
+    return new PhasedOperation({ scope: clientId, key: 'bench', token: '0' }, PAYMENT_OPERATION, 201, null, NO_KEY_STORE, this.txHost);
   }
 
   @Post('payments')

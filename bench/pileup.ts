@@ -154,12 +154,12 @@ export async function pileup(
   async function referenceRound(sampled: boolean): Promise<PileupRound> {
     const key = randomUUID();
     const request = h.request(key);
-    const params = [request.clientId, key, request.fingerprint, leaseMs];
+    const params = [request.scope, key, request.fingerprint, leaseMs];
     await owner.query('BEGIN');
     const { rows } = await owner.query<{ inserted: boolean }>(REFERENCE_CLAIM, params);
     if (!rows[0]?.inserted) throw new Error('pile-up: the reference owner did not claim');
     const ownerDone = sleep(opts.holdMs).then(async () => {
-      await owner.query(REFERENCE_COMPLETE, [request.clientId, key, 201, body(randomUUID())]);
+      await owner.query(REFERENCE_COMPLETE, [request.scope, key, 201, body(randomUUID())]);
       await owner.query('COMMIT');
     });
     if (sampled) sampler.start();

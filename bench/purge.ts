@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { IdempotencyPurgeService, keyIdSql } from '../src/idempotency';
+import { IdempotencyPurgeService } from '../src/idempotency';
+import { keyIdSql } from '../src/idempotency/key-id';
 import { StoreHarness } from './lib/app';
 import { Percentiles, msSince, round, summarize } from './lib/stats';
 

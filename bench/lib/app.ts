@@ -69,7 +69,7 @@ export async function createStoreHarness(databaseUrl: string): Promise<StoreHarn
     options,
     clientId,
     request: (key, body = PAYMENT_BODY) => ({
-      clientId,
+      scope: clientId,
       key,
       fingerprint: fingerprint('POST', '/payments', body),
       leaseMs: options.leaseMs,

@@ -97,7 +97,7 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     while (result.taken < this.options.recovery.batchSize) {
       const [next] = await this.store.takeOverAbandoned(1, this.options.leaseMs);
       if (!next) break;
-      const id = JSON.stringify([next.owner.clientId, next.owner.key]);
+      const id = JSON.stringify([next.owner.scope, next.owner.key]);
       if (tried.has(id)) {
         await this.giveUp(next.owner);
         break;

@@ -102,17 +102,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const parsed = parseIdempotencyKey(Array.isArray(header) ? header.join(', ') : header);
     if (!parsed.ok) throw idempotencyErrors.invalid(policyUrl, parsed.reason);
 
-    const clientId = checkScope(this.options.scope(req));
+    const scope = checkScope(this.options.scope(req));
     const body = route.fingerprint ? route.fingerprint(req) : (req.body as unknown);
 
     const request = {
-      clientId,
+      scope,
       key: parsed.key,
       fingerprint: fingerprint(req.method, req.originalUrl ?? req.url, body),
       leaseMs: route.leaseMs,
       retentionMs: route.retentionMs,
     };
-    const cached = this.replays.get(clientId, parsed.key, request.fingerprint);
+    const cached = this.replays.get(scope, parsed.key, request.fingerprint);
     if (cached) {
       this.metrics.replayCacheHits.inc();
       return this.replay(res, cached);
@@ -252,7 +252,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     let claim: ClaimResult = { kind: 'in_progress', retryAfterMs: waitMs };
     while (claim.kind === 'in_progress' && performance.now() < deadline) {
       // Registered before asking again: a settlement in between is not missed.
-      const waiting = awaitSettled.call(this.store, request.clientId, request.key, deadline - performance.now());
+      const waiting = awaitSettled.call(this.store, request.scope, request.key, deadline - performance.now());
       claim = await this.claim(request);
       if (claim.kind !== 'in_progress') {
         waiting.cancel();
@@ -265,7 +265,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   private announceSettled(owner: Ownership): void {
-    this.store.announceSettled?.(owner.clientId, owner.key).catch((error: unknown) => {
+    this.store.announceSettled?.(owner.scope, owner.key).catch((error: unknown) => {
       this.logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
     });
   }
@@ -288,7 +288,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    */
   private remember(request: ClaimRequest, response: StoredResponse, retainedForMs: number | undefined, sentAt: number): void {
     if (retainedForMs === undefined || this.txHost.isTransactionActive()) return;
-    this.replays.remember(request.clientId, request.key, request.fingerprint, response, retainedForMs, sentAt);
+    this.replays.remember(request.scope, request.key, request.fingerprint, response, retainedForMs, sentAt);
   }
 
   /** The handler's result as the exact bytes that will be sent and stored. */

@@ -4,7 +4,7 @@
  * race suite catch it.
  */
 export interface ClaimRequest {
-  clientId: string;
+  scope: string;
   key: string;
   fingerprint: Buffer;
   leaseMs: number;
@@ -13,7 +13,7 @@ export interface ClaimRequest {
 
 /** The right to run a request: the fencing token set by the claim. */
 export interface Ownership {
-  clientId: string;
+  scope: string;
   key: string;
   token: string;
 }
@@ -93,16 +93,16 @@ export interface IdempotencyStore {
    * recovery point and its lease has ended; null otherwise (finished, gone, or
    * its owner still holds the lease).
    */
-  takeOverOperation(clientId: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
+  takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
   /**
    * For `@Idempotent({ wait })`: resolves when the key is announced settled
    * (completed or released, see `announceSettled`) or after `timeoutMs`, whichever
    * comes first. Registers at once, so a settlement right after the call is not
    * missed. A store without it cannot wait: duplicates get 409 at once.
    */
-  awaitSettled?(clientId: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
+  awaitSettled?(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
   /** Wakes whoever awaits this key (after its completion or release committed). */
-  announceSettled?(clientId: string, key: string): Promise<void>;
+  announceSettled?(scope: string, key: string): Promise<void>;
 }
 
 export const IDEMPOTENCY_STORE = Symbol('IDEMPOTENCY_STORE');

@@ -1,21 +1,21 @@
+/*
+ * The library's public surface: what an app writes against. Everything else
+ * (the store and its token, the replay cache, key hashing) is internal; tests
+ * reach it by path.
+ */
 export { IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_OPTIONS_TYPE, IdempotencyModule } from './idempotency.module';
-export { Idempotent } from './idempotent.decorator';
+export { transactionalClsModule } from './transactional-cls';
 export { IDEMPOTENCY_DEFAULTS, IDEMPOTENCY_OPTIONS, IdempotencyModuleOptions, IdempotencyRequest, IdempotentOptions, ResolvedIdempotencyOptions } from './idempotency.options';
-export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
-export { IDEMPOTENCY_STORE, IdempotencyStore } from './idempotency.store';
-export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
-export { IdempotencyContext } from './idempotency.context';
-export { IdempotencyPurgeService, PurgeResult } from './idempotency-purge.service';
-export { Operation, PhasedOperation } from './phased-operation';
-export { ConsumedMessage, IdempotentConsumer, InvalidMessageIdError, MAX_MESSAGE_ID_LENGTH } from './idempotent-consumer';
-export { DEFAULT_MESSAGES_TABLE_NAME } from './idempotency-messages-table';
-export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
-export { IdempotencyErrorCode, IdempotencyProblem, IdempotencyProblemBody, LeaseLostError } from './idempotency.errors';
 export { Duration, formatDuration, parseDuration } from './duration';
-export { DEFAULT_TABLE_NAME } from './idempotency-table';
+export { Idempotent } from './idempotent.decorator';
+export { Operation, PhasedOperation } from './phased-operation';
+export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
+export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
+export { IdempotencyContext } from './idempotency.context';
+export { HttpResponse } from './http-response';
+export { ConsumedMessage, IdempotentConsumer, InvalidMessageIdError, MAX_MESSAGE_ID_LENGTH } from './idempotent-consumer';
+export { IdempotencyPurgeService, PurgeResult } from './idempotency-purge.service';
 export { IdempotencyMigration, createIdempotencyMigrations, idempotencyMigrations } from './migrations';
 export { IdempotencyKeyEntity, IdempotencyKeyRow, idempotencyKeyEntity } from './idempotency-key.entity';
-export { HttpResponse } from './http-response';
-export { keyId, keyIdSql } from './key-id';
-export { transactionalClsModule } from './transactional-cls';
-export { REPLAY_CACHE_MAX_AGE_MS, ReplayCache } from './replay-cache';
+export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
+export { IdempotencyErrorCode, IdempotencyProblem, IdempotencyProblemBody, LeaseLostError } from './idempotency.errors';

@@ -54,7 +54,7 @@ export class PhasedOperation<S = unknown> {
 
   /** The scope (principal id) that owns the key. */
   get scope(): string {
-    return this.owner.clientId;
+    return this.owner.scope;
   }
 
   /** The Idempotency-Key, as the client sent it (normalised). */

@@ -243,8 +243,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   private listener?: Promise<Client>;
   private readonly waiters = new Map<string, Set<() => void>>();
 
-  awaitSettled(clientId: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void } {
-    const id = keyId(clientId, key);
+  awaitSettled(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void } {
+    const id = keyId(scope, key);
     let wake!: () => void;
     const settled = new Promise<void>((resolve) => (wake = resolve));
     const timer = setTimeout(() => done(), Math.max(0, Math.min(timeoutMs, MAX_WAIT_SLICE_MS)));
@@ -262,8 +262,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     return { settled, cancel: done };
   }
 
-  async announceSettled(clientId: string, key: string): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_settled', text: 'SELECT pg_notify($1, $2)', values: [this.channel, keyId(clientId, key)] });
+  async announceSettled(scope: string, key: string): Promise<void> {
+    await this.claimPool.query({ name: 'idempotency_settled', text: 'SELECT pg_notify($1, $2)', values: [this.channel, keyId(scope, key)] });
   }
 
   /** The channel of this table's settled keys (an identifier: at most 63 bytes). */
@@ -300,8 +300,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
-    const { clientId, key, fingerprint, leaseMs, retentionMs } = request;
-    const id = keyId(clientId, key);
+    const { scope, key, fingerprint, leaseMs, retentionMs } = request;
+    const id = keyId(scope, key);
     const { rows } = await this.claimPool.query<ClaimRow>({
       name: 'idempotency_claim',
       text: this.sql.claim,
@@ -310,7 +310,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     // A new or replaced key is kept for retentionMs from the statement's now().
-    if (row.claimed) return { kind: 'claimed', owner: { clientId, key, token: row.lease }, takenOver: false, recovery: null, retainedForMs: retentionMs };
+    if (row.claimed) return { kind: 'claimed', owner: { scope, key, token: row.lease }, takenOver: false, recovery: null, retainedForMs: retentionMs };
 
     if (row.expired) {
       // Past retention: the key is new again, whatever it stored.
@@ -320,7 +320,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
         values: [id, row.lease, leaseMs, fingerprint, retentionMs],
       });
       return replaced.rows[0]
-        ? { kind: 'claimed', owner: { clientId, key, token: replaced.rows[0].lease }, takenOver: false, recovery: null, retainedForMs: retentionMs }
+        ? { kind: 'claimed', owner: { scope, key, token: replaced.rows[0].lease }, takenOver: false, recovery: null, retainedForMs: retentionMs }
         : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     }
     if (!row.same) return { kind: 'mismatch' };
@@ -341,7 +341,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     return won
       ? {
           kind: 'claimed',
-          owner: { clientId, key, token: won.lease },
+          owner: { scope, key, token: won.lease },
           takenOver: true,
           recovery: won.recovery && splitRecovery(won.recovery).recovery,
           // A takeover keeps the key's expires_at: what the claim statement read.
@@ -352,7 +352,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
     await this.fencedInTransaction('idempotency_complete', this.sql.complete, [
-      keyId(owner.clientId, owner.key),
+      keyId(owner.scope, owner.key),
       owner.token,
       response.status,
       response.body,
@@ -361,20 +361,20 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
-    const stored: StoredRecoveryPoint = { ...recovery, scope: owner.clientId, key: owner.key };
-    await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.clientId, owner.key), owner.token, JSON.stringify(stored)]);
+    const stored: StoredRecoveryPoint = { ...recovery, scope: owner.scope, key: owner.key };
+    await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.scope, owner.key), owner.token, JSON.stringify(stored)]);
   }
 
   async releaseInTransaction(owner: Ownership): Promise<void> {
-    await this.fencedInTransaction('idempotency_release_in_transaction', this.sql.releaseInTransaction, [keyId(owner.clientId, owner.key), owner.token]);
+    await this.fencedInTransaction('idempotency_release_in_transaction', this.sql.releaseInTransaction, [keyId(owner.scope, owner.key), owner.token]);
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_release', text: this.sql.release, values: [keyId(owner.clientId, owner.key), owner.token] });
+    await this.claimPool.query({ name: 'idempotency_release', text: this.sql.release, values: [keyId(owner.scope, owner.key), owner.token] });
   }
 
   async yieldLease(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_yield', text: this.sql.yield, values: [keyId(owner.clientId, owner.key), owner.token] });
+    await this.claimPool.query({ name: 'idempotency_yield', text: this.sql.yield, values: [keyId(owner.scope, owner.key), owner.token] });
   }
 
   async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
@@ -385,18 +385,18 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     });
     return rows.map((r) => {
       const { scope, key, recovery } = splitRecovery(r.recovery);
-      return { owner: { clientId: scope, key, token: r.lease }, recovery };
+      return { owner: { scope, key, token: r.lease }, recovery };
     });
   }
 
-  async takeOverOperation(clientId: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
+  async takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
     const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>({
       name: 'idempotency_take_over_operation',
       text: this.sql.takeOverOperation,
-      values: [keyId(clientId, key), leaseMs],
+      values: [keyId(scope, key), leaseMs],
     });
     const row = rows[0];
-    return row ? { owner: { clientId, key, token: row.lease }, recovery: splitRecovery(row.recovery).recovery } : null;
+    return row ? { owner: { scope, key, token: row.lease }, recovery: splitRecovery(row.recovery).recovery } : null;
   }
 
   /**

@@ -1,9 +1,16 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { Server, createServer } from 'node:net';
 import { promisify } from 'node:util';
+import { INestApplicationContext, LoggerService } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
 import { Client } from 'pg';
 import request from 'supertest';
-import { keyIdSql } from '../../src/idempotency';
+import { AppModule } from '../../src/app.module';
+import { createCommandContext } from '../../src/cli/with-app-context';
+import { loadConfig } from '../../src/config/config';
+import { freePort } from '../../src/database/embedded-postgres';
+import { keyIdSql } from '../../src/idempotency/key-id';
 import { TestApp, createTestApp } from '../support/app';
 import { REPO_ROOT, builtFile } from '../support/dist';
 import { waitFor } from '../support/http-client';
@@ -14,6 +21,8 @@ import { keyIn } from '../support/keys';
  * first), against this file's database: client:create, client:rotate,
  * client:keys, client:revoke, migration:run,
  * migration:generate (which also proves the entities match the migrations) and purge.
+ * A command starts nothing beside its task: no metrics listener, no recovery
+ * or purge job, no embedded card network simulator.
  * A dist/ older than src/ fails each test with a sentence saying to build.
  */
 const run = promisify(execFile);
@@ -23,6 +32,31 @@ const cli = (name: string, args: string[], env: Record<string, string>) =>
     cwd: REPO_ROOT,
     timeout: 60_000,
   });
+
+/** A Nest logger that keeps every line (all levels), "context: message". */
+class CapturingLogger implements LoggerService {
+  readonly lines: string[] = [];
+  private keep = (message: unknown, ...rest: unknown[]) => this.lines.push(`${String(rest.at(-1) ?? '')}: ${String(message)}`);
+  log = this.keep;
+  error = this.keep;
+  warn = this.keep;
+  debug = this.keep;
+  verbose = this.keep;
+  fatal = this.keep;
+}
+
+/** A port held by this process: anything else that binds it fails (EADDRINUSE). */
+async function holdPort(): Promise<{ port: number; server: Server }> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  return { port: (server.address() as { port: number }).port, server };
+}
+
+/** What a server would start, all asked for: the metrics listener, the recovery and purge jobs, the embedded simulator. */
+const BACKGROUND = /embedded card network simulator|recovery of abandoned phased operations|metrics on http/;
 
 describe('command-line tools (e2e)', () => {
   jest.setTimeout(120_000);
@@ -129,5 +163,59 @@ describe('command-line tools (e2e)', () => {
     } finally {
       await pg.end();
     }
+  });
+
+  describe('a command starts nothing beside its task', () => {
+    const everythingAskedFor = (metricsPort: number) =>
+      loadConfig({
+        DATABASE_URL: t.db.url,
+        METRICS_PORT: String(metricsPort),
+        RECOVERY_ENABLED: 'true',
+        RECOVERY_INTERVAL: '50ms',
+        IDEMPOTENCY_PURGE_ENABLED: 'true',
+        LOG_LEVEL: 'silent',
+      });
+
+    it('as a process: with METRICS_PORT taken and no CARD_NETWORK_URL, purge and migration:run succeed and bind nothing', async () => {
+      const held = await holdPort();
+      try {
+        const commandEnv = { ...env, METRICS_PORT: String(held.port), RECOVERY_ENABLED: 'true', IDEMPOTENCY_PURGE_ENABLED: 'true', CARD_NETWORK_URL: '' };
+        const purged = await cli('purge', [], commandEnv);
+        expect(purged.stdout).toMatch(/^purged \d+ expired idempotency keys/);
+        const migrated = await cli('migration', ['run'], commandEnv);
+        expect(migrated.stdout).toContain('schema is up to date');
+        for (const { stderr } of [purged, migrated]) {
+          expect(stderr).not.toMatch(/EADDRINUSE/);
+          expect(stderr).not.toMatch(BACKGROUND);
+        }
+      } finally {
+        held.server.close();
+      }
+    });
+
+    it("in the command's context: no metrics listener, no recovery or purge job, no simulator (the server's context starts all three)", async () => {
+      const held = await holdPort();
+      let context: INestApplicationContext | undefined;
+      try {
+        const logger = new CapturingLogger();
+        // The held port: a metrics listener would fail the boot.
+        context = await createCommandContext(everythingAskedFor(held.port), t.db.url, logger);
+        await context.close();
+        context = undefined;
+        expect(logger.lines.filter((l) => BACKGROUND.test(l))).toEqual([]);
+      } finally {
+        await context?.close();
+        held.server.close();
+      }
+
+      // The control: the same configuration as a server logs each part it starts.
+      const logger = new CapturingLogger();
+      const server = await NestFactory.createApplicationContext(AppModule.register({ config: everythingAskedFor(await freePort()), databaseUrl: t.db.url }), { logger });
+      await server.close();
+      const started = logger.lines.filter((l) => BACKGROUND.test(l)).join('\n');
+      expect(started).toContain('embedded card network simulator');
+      expect(started).toContain('recovery of abandoned phased operations');
+      expect(started).toContain('metrics on http');
+    });
   });
 });

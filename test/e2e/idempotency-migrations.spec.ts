@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { migrations } from '../../migrations';
-import { idempotencyMigrations, keyId, keyIdSql } from '../../src/idempotency';
+import { idempotencyMigrations } from '../../src/idempotency';
+import { keyId, keyIdSql } from '../../src/idempotency/key-id';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
 /** The idempotency table's migrations keep what a running service has stored. */

@@ -3,7 +3,7 @@ import { Logger } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { Client } from 'pg';
 import request from 'supertest';
-import { keyIdSql } from '../../src/idempotency';
+import { keyIdSql } from '../../src/idempotency/key-id';
 import { IdempotencyMetrics } from '../../src/idempotency/idempotency.metrics';
 import { IdempotencyPurgeService, PURGE_JOB_NAME, PURGE_LOCK_ID } from '../../src/idempotency/idempotency-purge.service';
 import { TestApp, countRows, createTestApp } from '../support/app';

@@ -3,7 +3,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { keyId } from '../../src/idempotency';
+import { keyId } from '../../src/idempotency/key-id';
 import { decodeResponse, encodeHeaders } from '../../src/idempotency/postgres-idempotency.store';
 import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from '../../src/idempotency/idempotency.store';
 
@@ -23,7 +23,7 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   async claim(r: ClaimRequest): Promise<ClaimResult> {
     const [row] = await this.dataSource.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
       'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1',
-      [keyId(r.clientId, r.key)],
+      [keyId(r.scope, r.key)],
     );
     if (row) {
       if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
@@ -39,14 +39,14 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
       `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at)
        VALUES ($1, $2, 0, now() + interval '1 day')
        ON CONFLICT (id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`,
-      [keyId(r.clientId, r.key), r.fingerprint],
+      [keyId(r.scope, r.key), r.fingerprint],
     );
-    return { kind: 'claimed', owner: { clientId: r.clientId, key: r.key, token: '0' }, takenOver: false, recovery: null };
+    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: '0' }, takenOver: false, recovery: null };
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
     await this.txHost.tx.query('UPDATE idempotency_keys SET status = $2, body = $3, headers = $4 WHERE id = $1', [
-      keyId(owner.clientId, owner.key),
+      keyId(owner.scope, owner.key),
       response.status,
       response.body,
       encodeHeaders(response),
@@ -54,19 +54,19 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.dataSource.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.clientId, owner.key)]);
+    await this.dataSource.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.scope, owner.key)]);
   }
 
   // Phases, as naive as the rest: unfenced writes, never a takeover.
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
     await this.txHost.tx.query('UPDATE idempotency_keys SET recovery = $2 WHERE id = $1', [
-      keyId(owner.clientId, owner.key),
-      JSON.stringify({ ...recovery, scope: owner.clientId, key: owner.key }),
+      keyId(owner.scope, owner.key),
+      JSON.stringify({ ...recovery, scope: owner.scope, key: owner.key }),
     ]);
   }
 
   async releaseInTransaction(owner: Ownership): Promise<void> {
-    await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.clientId, owner.key)]);
+    await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.scope, owner.key)]);
   }
 
   async yieldLease(): Promise<void> {}
