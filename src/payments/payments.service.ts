@@ -1,6 +1,9 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { Page, PageQueryDto, keysetPage } from '../common/pagination';
 import { problems } from '../common/problem';
+import type { AppConfig } from '../config/config';
+import { APP_CONFIG } from '../config/config.module';
+import { cardNetworkIsSimulator } from '../config/production';
 import { violatedConstraint } from '../database/database-errors';
 import { IdempotencyRecovery, LeaseLostError, PhasedOperation } from '../idempotency';
 import { OrdersService } from '../orders/orders.service';
@@ -12,7 +15,7 @@ import {
   InvalidSourceError,
   RefundState,
 } from './card-network/card-network';
-import { CreatePaymentDto, CreateRefundDto } from './dto/create-payment.dto';
+import { CreatePaymentDto, CreateRefundDto, isSimulatorFaultSource } from './dto/create-payment.dto';
 import { PaymentResponse, RefundResponse } from './dto/payment.response';
 import {
   AmountMismatchException,
@@ -95,12 +98,18 @@ const networkKeys = {
  */
 @Injectable()
 export class PaymentsService implements OnModuleInit {
+  /** The simulator's fault test methods are sources only while it is the card network. */
+  private readonly acceptsFaultSources: boolean;
+
   constructor(
     private readonly payments: PaymentsRepository,
     private readonly orders: OrdersService,
     private readonly cardNetwork: CardNetwork,
     private readonly recovery: IdempotencyRecovery,
-  ) {}
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.acceptsFaultSources = cardNetworkIsSimulator(config);
+  }
 
   onModuleInit(): void {
     this.recovery.register(PAYMENT_OPERATION, (op) => this.resumePayment(op as PaymentOperation));
@@ -109,6 +118,10 @@ export class PaymentsService implements OnModuleInit {
 
   async create(clientId: string, dto: CreatePaymentDto, op: PaymentOperation): Promise<PaymentResponse> {
     if (op.recoveryPoint !== null) return this.resumePayment(op);
+    if (!this.acceptsFaultSources && isSimulatorFaultSource(dto.source)) {
+      // Before any recovery point: nothing is stored and the key is released.
+      throw problems.validationFailed([{ field: 'source', messages: ['source is a test method of the card network simulator, which is not the card network here'] }]);
+    }
     const payment = await op.checkpoint(STARTED, () => this.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
     return this.createAndConfirm(op, payment);
   }

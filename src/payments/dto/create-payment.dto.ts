@@ -1,7 +1,37 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsInt, IsOptional, IsString, IsUUID, Length, Matches, Max, MaxLength, Min } from 'class-validator';
+import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, MaxLength, Min, ValidateBy } from 'class-validator';
 import { IsCurrency, MAX_AMOUNT } from '../../common/money';
 import { NoControlCharacters } from '../../common/text';
+
+/** A token or PaymentMethod id, as the card network issues them (Stripe's ids are at most 255 characters). */
+const SOURCE = /^(tok|pm)_[A-Za-z0-9_]+$/;
+const SOURCE_MAX_LENGTH = 255;
+/**
+ * Shaped like a card number: 13 to 19 digits, spaces or dashes between them.
+ * Such a value is card data (PCI DSS scope) and must reach neither a table nor
+ * a log, so it is refused even inside something token-shaped (tok_4242…).
+ */
+const CARD_NUMBER = /\d(?:[ -]*\d){12}/;
+
+/** Refuses a string holding a card number (see CARD_NUMBER); the message never carries the value. */
+function NoCardNumber(): PropertyDecorator {
+  return ValidateBy({
+    name: 'noCardNumber',
+    validator: {
+      validate: (value: unknown) => typeof value !== 'string' || !CARD_NUMBER.test(value),
+      defaultMessage: () => '$property must be a token from the card network, never a card number',
+    },
+  });
+}
+
+/**
+ * The simulator's fault test methods (tok_chargeThenDrop, …Hang, …Error and
+ * their pm_card_ names): they charge, then lose the answer. Only the bundled
+ * simulator knows them; PaymentsService refuses them when it is not the network.
+ */
+export function isSimulatorFaultSource(source: string): boolean {
+  return /^(tok|pm_card)_chargeThen/.test(source);
+}
 
 export class CreatePaymentDto {
   @ApiProperty({ example: 3998, minimum: 1, maximum: MAX_AMOUNT, description: 'Integer minor units (cents)' })
@@ -16,12 +46,16 @@ export class CreatePaymentDto {
 
   @ApiProperty({
     example: 'tok_visa',
+    maxLength: SOURCE_MAX_LENGTH,
+    pattern: SOURCE.source,
     description:
-      'Card token. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released).',
+      'A card token (tok_…) or PaymentMethod id (pm_…) from the card network, never card details: a value holding a card number is refused (400) and neither stored nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network.',
   })
   @IsString()
-  @Length(1, 255)
-  @Matches(/^[A-Za-z0-9_]+$/, { message: 'source must be a card token such as tok_visa' })
+  @MaxLength(SOURCE_MAX_LENGTH)
+  // No $value in these messages: the refused value is never echoed.
+  @Matches(SOURCE, { message: 'source must be a card token (tok_…) or payment method id (pm_…): letters, digits and underscores' })
+  @NoCardNumber()
   source!: string;
 
   @ApiPropertyOptional({ format: 'uuid', description: 'Pay this pending order: amount and currency must match it' })
