@@ -10,6 +10,7 @@ import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
 import { OrdersModule } from './orders/orders.module';
+import { CardNetworkModule } from './payments/card-network/card-network.module';
 import { PaymentsModule } from './payments/payments.module';
 
 export interface AppModuleOptions {
@@ -18,12 +19,30 @@ export interface AppModuleOptions {
   databaseUrl: string;
   /** Apply migrations on boot (default true). */
   migrate?: boolean;
+  /**
+   * 'server' (default): the service. 'cli': a one-off command (src/cli) with the
+   * same modules and database, and nothing that outlives the command or reaches
+   * out: no metrics listener, no purge or recovery job, no card network (so no
+   * embedded simulator).
+   */
+  role?: 'server' | 'cli';
+}
+
+/** The configuration of a command-line run: the background parts turned off. */
+function forCommandLine(config: AppConfig): AppConfig {
+  return {
+    ...config,
+    idempotency: { ...config.idempotency, purge: { ...config.idempotency.purge, enabled: false } },
+    recovery: { ...config.recovery, enabled: false },
+    metrics: { ...config.metrics, port: undefined },
+  };
 }
 
 @Module({})
 export class AppModule {
   static register(options: AppModuleOptions): DynamicModule {
-    const { config } = options;
+    const cli = options.role === 'cli';
+    const config = cli ? forCommandLine(options.config) : options.config;
     return {
       module: AppModule,
       imports: [
@@ -59,6 +78,7 @@ export class AppModule {
         HealthModule,
         OrdersModule,
         PaymentsModule,
+        ...(cli ? [CardNetworkModule.closed()] : []),
       ],
     };
   }

@@ -1,9 +1,22 @@
 import 'reflect-metadata';
-import { INestApplicationContext } from '@nestjs/common';
+import { INestApplicationContext, LoggerService, LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../app.module';
 import { AppConfig, ConfigError, loadConfig } from '../config/config';
 import { DatabaseStartError, openDatabase } from '../database/database-server';
+
+/**
+ * The app's modules for a command: no HTTP server, and (role 'cli') no metrics
+ * listener, no purge or recovery job and no card network, so no embedded
+ * simulator. Exported for the tests.
+ */
+export function createCommandContext(
+  config: AppConfig,
+  databaseUrl: string,
+  logger: LoggerService | LogLevel[] = ['error', 'warn'],
+): Promise<INestApplicationContext> {
+  return NestFactory.createApplicationContext(AppModule.register({ config, databaseUrl, role: 'cli' }), { logger });
+}
 
 /**
  * Runs one command-line task against the app's database (DATABASE_URL, or the
@@ -17,14 +30,7 @@ export function runWithAppContext(name: string, task: (context: INestApplication
     const database = await openDatabase(config, (m) => console.error(m), 'attach');
     let context: INestApplicationContext | undefined;
     try {
-      context = await NestFactory.createApplicationContext(
-        AppModule.register({
-          // A one-off process never schedules the purge job.
-          config: { ...config, idempotency: { ...config.idempotency, purge: { ...config.idempotency.purge, enabled: false } } },
-          databaseUrl: database.url,
-        }),
-        { logger: ['error', 'warn'] },
-      );
+      context = await createCommandContext(config, database.url);
       await task(context, config);
     } finally {
       try {

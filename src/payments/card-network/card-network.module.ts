@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
+import { DynamicModule, Inject, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import { startCardNetworkSimulator } from '../../card-network-simulator';
 import type { AppConfig } from '../../config/config';
 import { APP_CONFIG } from '../../config/config.module';
@@ -21,15 +21,20 @@ export interface CardNetworkEndpoint {
 }
 
 export const CARD_NETWORK_ENDPOINT = Symbol('CARD_NETWORK_ENDPOINT');
+/** Provided (true) by CardNetworkModule.closed(): this process never opens the card network. */
+const CARD_NETWORK_CLOSED = Symbol('CARD_NETWORK_CLOSED');
+/** Where a process that never opens the card network points its client: a name that cannot resolve (RFC 2606). */
+const CLOSED_URL = 'http://card-network.invalid';
 
 /**
  * CARD_NETWORK_URL set: that API (the standalone simulator, or Stripe itself).
  * Unset: the bundled simulator starts inside the app on a free loopback port,
  * as the embedded PostgreSQL does, so `npm start` needs nothing else; its ledger
- * then lives as long as the app.
+ * then lives as long as the app. Closed (CardNetworkModule.closed()): neither.
  */
-async function openEndpoint(config: AppConfig): Promise<CardNetworkEndpoint> {
+async function openEndpoint(config: AppConfig, closed = false): Promise<CardNetworkEndpoint> {
   const { url, apiKey, delayMs, webhookSecret } = config.cardNetwork;
+  if (closed) return { url: CLOSED_URL, embedded: false, deliverWebhooksTo: () => undefined, close: async () => undefined };
   if (url) return { url, embedded: false, deliverWebhooksTo: () => undefined, close: async () => undefined };
   const simulator = await startCardNetworkSimulator({ secrets: [apiKey], delayMs, port: 0, host: '127.0.0.1' });
   new Logger('CardNetwork').log(`embedded card network simulator on ${simulator.url} (set CARD_NETWORK_URL to use another)`);
@@ -53,7 +58,11 @@ class CardNetworkLifecycle implements OnApplicationShutdown {
 
 @Module({
   providers: [
-    { provide: CARD_NETWORK_ENDPOINT, inject: [APP_CONFIG], useFactory: openEndpoint },
+    {
+      provide: CARD_NETWORK_ENDPOINT,
+      inject: [APP_CONFIG, { token: CARD_NETWORK_CLOSED, optional: true }],
+      useFactory: (config: AppConfig, closed?: boolean) => openEndpoint(config, closed),
+    },
     {
       provide: CardNetwork,
       inject: [APP_CONFIG, CARD_NETWORK_ENDPOINT],
@@ -70,4 +79,22 @@ class CardNetworkLifecycle implements OnApplicationShutdown {
   ],
   exports: [CardNetwork, CARD_NETWORK_ENDPOINT],
 })
-export class CardNetworkModule {}
+export class CardNetworkModule {
+  /**
+   * Imported by a process that charges nothing (a command-line run): the card
+   * network is never opened, so no embedded simulator starts, and any call
+   * fails as unreachable. Global, so it reaches the CardNetworkModule that
+   * PaymentsModule imports.
+   */
+  static closed(): DynamicModule {
+    return {
+      module: CardNetworkClosedModule,
+      global: true,
+      providers: [{ provide: CARD_NETWORK_CLOSED, useValue: true }],
+      exports: [CARD_NETWORK_CLOSED],
+    };
+  }
+}
+
+@Module({})
+class CardNetworkClosedModule {}
