@@ -1,14 +1,15 @@
 # syntax=docker/dockerfile:1
-# Node 22 LTS on Debian bookworm (slim). Pinned by full version; at release, pin the
-# index digest too (docker buildx imagetools inspect node:22.23.4-bookworm-slim, then
-# FROM node:22.23.4-bookworm-slim@sha256:<digest>). It is not here because this file
-# was written without access to the registry, and a guessed digest would only break builds.
-ARG NODE_IMAGE=node:22.23.4-bookworm-slim
+# Node 24 LTS on Debian bookworm (slim); the service supports Node 20.19+ and 24. The
+# tag follows 24's patch releases; at release, pin the index digest too
+# (docker buildx imagetools inspect node:24-bookworm-slim, then
+# FROM node:24-bookworm-slim@sha256:<digest>). It is not here because this file was
+# written without access to the registry, and a guessed digest would only break builds.
+ARG NODE_IMAGE=node:24-bookworm-slim
 
-# Install scripts: package.json "allowScripts" lists which may run, but only npm 11
-# reads it and this image ships npm 10, so every install runs with --ignore-scripts.
-# Nothing the image needs has an install script: the allowed ones are the embedded
-# PostgreSQL's binaries and @swc/core (tests); the build compiles with tsc.
+# Every install runs with --ignore-scripts: nothing the image needs has an install
+# script (package.json "allowScripts" lists the ones a development install may run:
+# the embedded PostgreSQL's binaries and @swc/core, for the tests; the build compiles
+# with tsc).
 
 # Build: compile TypeScript with the dev dependencies.
 FROM ${NODE_IMAGE} AS build
@@ -21,8 +22,8 @@ COPY migrations ./migrations
 RUN npx nest build
 
 # Production dependencies only. --omit=optional leaves out @embedded-postgres/<platform>
-# (PostgreSQL binaries, ~60 MB): the image always runs with DATABASE_URL, and the app
-# looks for those binaries only when DATABASE_URL is unset.
+# (PostgreSQL binaries, ~60 MB): the image runs with NODE_ENV=production, which refuses
+# to start without DATABASE_URL, and only without it would the app look for them.
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
