@@ -10,17 +10,15 @@ import { ClientKeyEntity } from './client-key.entity';
 import { ClientEntity } from './client.entity';
 import { ClientsService } from './clients.service';
 import { FailedAuthLimiter } from './failed-auth.limiter';
-import { SlidingWindowThrottlerStorage } from './throttler-storage';
 
 @Module({
   imports: [
     TypeOrmModule.forFeature([ClientEntity, ClientKeyEntity]),
     ThrottlerModule.forRootAsync({
       inject: [APP_CONFIG],
-      // Our storage: the default's answers in O(1) a request (see SlidingWindowThrottlerStorage).
+      // The library's in-memory storage; the throttler's name suffixes its headers (X-RateLimit-Limit-client, ...).
       useFactory: (config: AppConfig) => ({
         throttlers: [{ name: 'client', ttl: 1_000, limit: config.rateLimit.perClientPerSecond }],
-        storage: new SlidingWindowThrottlerStorage(),
       }),
     }),
   ],
