@@ -13,8 +13,6 @@ import { ClientEntity } from './client.entity';
  * revoked key (or a deleted client's) stops working within 5 s on every instance.
  */
 const CACHE_TTL_MS = 5_000;
-/** Keys seen to authenticate are remembered longer, only to let them past an address's failed-auth block (the guard still checks them). */
-const KNOWN_KEY_TTL_MS = 60_000;
 const CACHE_MAX = 10_000;
 /** Unknown keys are remembered this long: a flood of bad keys costs no query each. */
 const NEGATIVE_TTL_MS = 5_000;
@@ -29,7 +27,6 @@ export class ClientsService implements OnModuleInit {
   private readonly logger = new Logger(ClientsService.name);
   private readonly cache = new Map<string, { client: AuthenticatedClient; expires: number }>();
   private readonly unknown = new Map<string, number>();
-  private readonly known = new Map<string, number>();
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -143,12 +140,6 @@ export class ClientsService implements OnModuleInit {
   private forget(hash: Buffer): void {
     const cacheKey = hash.toString('base64');
     this.cache.delete(cacheKey);
-    this.known.delete(cacheKey);
-  }
-
-  /** Whether this key authenticated here recently (the cache only, no query): lets a known client past an address's failed-auth block. */
-  isKnownKey(apiKey: string): boolean {
-    return (this.known.get(hashApiKey(apiKey).toString('base64')) ?? 0) > Date.now();
   }
 
   async authenticate(apiKey: string): Promise<AuthenticatedClient | undefined> {
@@ -174,8 +165,6 @@ export class ClientsService implements OnModuleInit {
     const client = { id: row.id, name: row.name };
     if (this.cache.size >= CACHE_MAX) this.cache.clear();
     this.cache.set(cacheKey, { client, expires: now + CACHE_TTL_MS });
-    if (this.known.size >= CACHE_MAX) this.known.clear();
-    this.known.set(cacheKey, now + KNOWN_KEY_TTL_MS);
     return client;
   }
 }
