@@ -1,4 +1,5 @@
 import { DynamicModule, Module } from '@nestjs/common';
+import { ScheduleModule } from '@nestjs/schedule';
 import { AuthModule } from './auth/auth.module';
 import type { RequestWithClient } from './auth/current-client.decorator';
 import { AppConfig } from './config/config';
@@ -54,6 +55,8 @@ export class AppModule {
           migrate: options.migrate ?? true,
         }),
         MetricsModule,
+        // The scheduler the idempotency module's purge and recovery jobs are added to.
+        ScheduleModule.forRoot(),
         IdempotencyModule.forRootAsync({
           inject: [MetricsService],
           useFactory: (metrics: MetricsService) => ({

@@ -7,6 +7,7 @@ import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { NOW_US } from './postgres-idempotency.store';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 
 /**
  * The purge job: deletes idempotency keys past their retention, and the
@@ -43,6 +44,10 @@ import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.o
  *   messages, so neither backlog starves the other within the time budget. An app
  *   whose database lacks the messages table (it has not run the module's
  *   CreateIdempotencyMessages migration) still has its keys purged, with a warning.
+ * - The schedule. The job is a cron job in the app's SchedulerRegistry (the app
+ *   imports ScheduleModule.forRoot()), under PURGE_JOB_NAME, built from
+ *   `purge.cron` the way the registry takes a job whose time is known only at
+ *   runtime; the registry stops it when the app shuts down.
  * - The advisory lock. Every instance schedules the job; a session-level
  *   pg_try_advisory_lock on one dedicated connection lets one of them work and
  *   the others skip at once (no queue of purgers deleting the same rows). An
@@ -105,7 +110,8 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
-    private readonly schedulerRegistry: SchedulerRegistry,
+    // Defined whenever the purge is enabled: the module refuses to start otherwise.
+    @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
   ) {
     this.purgeBatchSql = PURGE_BATCH_SQL(options.table.sql);
     this.purgeMessagesBatchSql = PURGE_MESSAGES_BATCH_SQL(options.messages.table.sql);
@@ -113,14 +119,9 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
 
   onApplicationBootstrap(): void {
     const { enabled, cron } = this.options.purge;
-    if (!enabled) return;
-    const job = CronJob.from({
-      cronTime: cron,
-      onTick: () => this.runScheduled(),
-      start: false,
-      name: PURGE_JOB_NAME,
-    });
-    this.schedulerRegistry.addCronJob(PURGE_JOB_NAME, job);
+    if (!enabled || !this.scheduler) return;
+    const job = CronJob.from({ cronTime: cron, onTick: () => this.runScheduled(), start: false, name: PURGE_JOB_NAME });
+    this.scheduler.addCronJob(PURGE_JOB_NAME, job);
     job.start();
     this.logger.log(`purge of expired idempotency keys scheduled (${cron})`);
   }
@@ -129,9 +130,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
     // ScheduleModule may already have deleted every registered job.
-    if (this.schedulerRegistry.doesExist('cron', PURGE_JOB_NAME)) {
-      this.schedulerRegistry.deleteCronJob(PURGE_JOB_NAME);
-    }
+    if (this.scheduler?.doesExist('cron', PURGE_JOB_NAME)) this.scheduler.deleteCronJob(PURGE_JOB_NAME);
     await this.inFlight?.catch(() => undefined);
   }
 

@@ -1,12 +1,17 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsService } from 'nestjs-cls';
 import { LeaseLostError } from './idempotency.errors';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, RecoveryPoint } from './idempotency.store';
 import { PhasedOperation } from './phased-operation';
+
+/** The name of the recovery's interval in SchedulerRegistry. */
+export const RECOVERY_JOB_NAME = 'idempotency-recovery';
 
 /** Drives a phased operation on from its recovery point to finish() or release(). */
 export type ResumeFunction = (operation: PhasedOperation) => Promise<unknown>;
@@ -32,12 +37,15 @@ export interface RecoveryRunResult {
  * its record and its stored response (a later retry replays it), one that did
  * not is released. An operation that still cannot end gives its lease up and is
  * tried again by the next attempt.
+ *
+ * The job is an interval in the app's SchedulerRegistry (the app imports
+ * ScheduleModule.forRoot()), under RECOVERY_JOB_NAME, as the purge's cron job
+ * is; the registry clears it when the app shuts down.
  */
 @Injectable()
 export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('IdempotencyRecovery');
   private readonly resumers = new Map<string, ResumeFunction>();
-  private timer?: NodeJS.Timeout;
   private inFlight?: Promise<RecoveryRunResult>;
 
   constructor(
@@ -46,6 +54,8 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_CLS) private readonly cls: ClsService,
     private readonly metrics: IdempotencyMetrics,
+    // Defined whenever recovery is enabled: the module refuses to start otherwise.
+    @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
   ) {}
 
   /** Registers how the operation `name` (the `phased` of its route) is resumed without a request. */
@@ -56,14 +66,15 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
 
   onApplicationBootstrap(): void {
     const { enabled, intervalMs } = this.options.recovery;
-    if (!enabled) return;
-    this.timer = setInterval(() => void this.runScheduled(), intervalMs);
-    this.timer.unref();
+    if (!enabled || !this.scheduler) return;
+    this.scheduler.addInterval(RECOVERY_JOB_NAME, setInterval(() => void this.runScheduled(), intervalMs));
     this.logger.log(`recovery of abandoned phased operations every ${intervalMs} ms`);
   }
 
+  /** Stops the schedule and lets a running recovery end, before the data source closes. */
   async beforeApplicationShutdown(): Promise<void> {
-    clearInterval(this.timer);
+    // ScheduleModule may already have deleted every registered job.
+    if (this.scheduler?.doesExist('interval', RECOVERY_JOB_NAME)) this.scheduler.deleteInterval(RECOVERY_JOB_NAME);
     await this.inFlight?.catch(() => undefined);
   }
 

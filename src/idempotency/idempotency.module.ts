@@ -1,5 +1,5 @@
 import { ConfigurableModuleBuilder, Global, Module } from '@nestjs/common';
-import { ScheduleModule } from '@nestjs/schedule';
+import { SchedulerRegistry } from '@nestjs/schedule';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { ClsService } from 'nestjs-cls';
 import { Registry } from 'prom-client';
@@ -18,6 +18,7 @@ import {
   ResolvedIdempotencyOptions,
   resolveIdempotencyOptions,
 } from './idempotency.options';
+import { IDEMPOTENCY_SCHEDULER, idempotencyScheduler } from './idempotency.scheduler';
 import { IDEMPOTENCY_STORE } from './idempotency.store';
 import { PostgresIdempotencyStore } from './postgres-idempotency.store';
 import { ReplayCache } from './replay-cache';
@@ -43,12 +44,13 @@ function required<T>(dependency: T | undefined): T {
 /**
  * The idempotency module: `@Idempotent()` and everything behind it, for any
  * NestJS + TypeORM + PostgreSQL app (Express or Fastify) that has registered
- * TypeOrmModule and nestjs-cls's transactional plugin. `forRoot(options)` or
+ * TypeOrmModule and nestjs-cls's transactional plugin, and, while its purge or
+ * recovery job is enabled, `ScheduleModule.forRoot()`: the jobs go into the
+ * app's SchedulerRegistry. `forRoot(options)` or
  * `forRootAsync({ useFactory, inject, imports })`; see IdempotencyModuleOptions.
  */
 @Global()
 @Module({
-  imports: [ScheduleModule.forRoot()],
   providers: [
     { provide: IDEMPOTENCY_OPTIONS, useFactory: resolveIdempotencyOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
     {
@@ -58,6 +60,11 @@ function required<T>(dependency: T | undefined): T {
     },
     { provide: IDEMPOTENCY_TX_HOST, useFactory: required, inject: [{ token: TransactionHost, optional: true }] },
     { provide: IDEMPOTENCY_CLS, useFactory: required, inject: [{ token: ClsService, optional: true }] },
+    {
+      provide: IDEMPOTENCY_SCHEDULER,
+      useFactory: idempotencyScheduler,
+      inject: [IDEMPOTENCY_OPTIONS, { token: SchedulerRegistry, optional: true }],
+    },
     IdempotencyMetrics,
     { provide: IDEMPOTENCY_STORE, useClass: PostgresIdempotencyStore },
     { provide: ReplayCache, useFactory: (o: ResolvedIdempotencyOptions) => new ReplayCache(o.replayCacheBytes), inject: [IDEMPOTENCY_OPTIONS] },

@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { ModuleMetadata } from '@nestjs/common';
+import { SchedulerRegistry, ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ClsModule } from 'nestjs-cls';
 import request from 'supertest';
 import { IdempotencyModule, IdempotencyPurgeService, transactionalClsModule } from '../../src/idempotency';
+import { PURGE_JOB_NAME } from '../../src/idempotency/idempotency-purge.service';
+import { RECOVERY_JOB_NAME } from '../../src/idempotency/idempotency-recovery.service';
 import { keyId } from '../../src/idempotency/key-id';
 import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
 import { countRows } from '../support/app';
@@ -163,6 +166,48 @@ describe('the idempotency module at startup (e2e)', () => {
     await expect(boot([ClsModule.forRoot({ global: true }), IdempotencyModule.forRoot({})])).rejects.toThrow(
       'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
     );
+  });
+
+  it("says in one error that the app must import ScheduleModule.forRoot() while a job is enabled", async () => {
+    const both = boot([transactionalClsModule(), IdempotencyModule.forRoot({})]);
+    await expect(both).rejects.toThrow(
+      "IdempotencyModule schedules its purge and recovery through @nestjs/schedule, and the app has not registered it: import ScheduleModule.forRoot() from '@nestjs/schedule' in the app's root module, or set purge: { enabled: false } and recovery: { enabled: false } in the IdempotencyModule options",
+    );
+    const recoveryOnly = boot([transactionalClsModule(), IdempotencyModule.forRoot({ purge: { enabled: false } })]);
+    await expect(recoveryOnly).rejects.toThrow('IdempotencyModule schedules its recovery through @nestjs/schedule');
+  });
+
+  it("adds its purge and recovery jobs to the app's SchedulerRegistry, which stops them on shutdown", async () => {
+    const moduleRef = await boot([ScheduleModule.forRoot(), transactionalClsModule(), IdempotencyModule.forRoot({})]);
+    const app = moduleRef.createNestApplication({ logger: false });
+    await app.init();
+    const registry = app.get(SchedulerRegistry);
+    let closed = false;
+    try {
+      expect(registry.getIntervals()).toEqual([RECOVERY_JOB_NAME]);
+      expect([...registry.getCronJobs().keys()]).toEqual([PURGE_JOB_NAME]);
+      const purge = registry.getCronJob(PURGE_JOB_NAME);
+      expect(purge.isActive).toBe(true);
+      await app.close();
+      closed = true;
+      expect(purge.isActive).toBe(false);
+      expect(registry.getIntervals()).toEqual([]);
+      expect(registry.getCronJobs().size).toBe(0);
+    } finally {
+      if (!closed) await app.close();
+    }
+  });
+
+  it('starts without ScheduleModule when its jobs are off', async () => {
+    const moduleRef = await boot([transactionalClsModule(), IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false } })]);
+    const app = moduleRef.createNestApplication({ logger: false });
+    await app.init();
+    try {
+      // The module brings no scheduler of its own.
+      expect(() => app.get(SchedulerRegistry, { strict: false })).toThrow();
+    } finally {
+      await app.close();
+    }
   });
 
   it('resolves forRootAsync options with the same checks', async () => {

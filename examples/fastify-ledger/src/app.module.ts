@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
 import { accountScope } from './account.guard';
@@ -12,6 +13,8 @@ import { CREDIT_DELAY_MS, LedgerService } from './ledger.service';
     TypeOrmModule.forRootAsync({ useFactory: () => ledgerDataSourceOptions() }),
     // The ambient transaction the module opens around each @Idempotent() handler.
     transactionalClsModule(),
+    // The scheduler the module's purge and recovery jobs (both on by default) are added to.
+    ScheduleModule.forRoot(),
     // Keys belong to the account AccountGuard put on the request (acct_…, not a UUID).
     IdempotencyModule.forRoot({ scope: accountScope }),
   ],
