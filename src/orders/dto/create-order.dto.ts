@@ -48,13 +48,13 @@ export class OrderItemDto {
   @Matches(/^[\x21-\x7e]+$/, { message: 'sku must be printable ASCII without spaces' })
   sku!: string;
 
-  @ApiProperty({ example: 2, minimum: 1, maximum: 1000 })
+  @ApiProperty({ type: 'integer', example: 2, minimum: 1, maximum: 1000 })
   @IsInt()
   @Min(1)
   @Max(1000)
   quantity!: number;
 
-  @ApiProperty({ example: 1999, minimum: 0, maximum: MAX_AMOUNT, description: 'Price of one unit in minor units (cents)' })
+  @ApiProperty({ type: 'integer', example: 1999, minimum: 0, maximum: MAX_AMOUNT, description: 'Price of one unit in minor units (cents)' })
   @IsInt()
   @Min(0)
   @Max(MAX_AMOUNT)

@@ -1,17 +1,25 @@
 import { ApiProperty } from '@nestjs/swagger';
+import type { OrderStatus } from '../order.entity';
 import { OrderItemDto } from './create-order.dto';
+
+/** Every OrderStatus, for the document's enum (the client's OrderStatus is generated from it). */
+const ORDER_STATUSES = ['pending', 'paid', 'canceled'] as const satisfies readonly OrderStatus[];
+// The compiler holds the list to the entity's union both ways: `satisfies` refuses an
+// unknown status, this refuses a missing one.
+type MissingOrderStatus = Exclude<OrderStatus, (typeof ORDER_STATUSES)[number]>;
+const _allOrderStatuses: [MissingOrderStatus] extends [never] ? true : MissingOrderStatus = true;
 
 export class OrderResponse {
   @ApiProperty({ format: 'uuid' })
   id!: string;
 
-  @ApiProperty({ enum: ['pending', 'paid', 'canceled'], example: 'pending' })
-  status!: 'pending' | 'paid' | 'canceled';
+  @ApiProperty({ enum: ORDER_STATUSES, example: 'pending' })
+  status!: OrderStatus;
 
   @ApiProperty({ example: 'usd' })
   currency!: string;
 
-  @ApiProperty({ example: 3998, description: 'Sum of quantity x unit_amount, in minor units' })
+  @ApiProperty({ type: 'integer', example: 3998, description: 'Sum of quantity x unit_amount, in minor units' })
   amount_total!: number;
 
   @ApiProperty({ type: [OrderItemDto] })

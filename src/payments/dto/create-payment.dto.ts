@@ -34,7 +34,7 @@ export function isSimulatorFaultSource(source: string): boolean {
 }
 
 export class CreatePaymentDto {
-  @ApiProperty({ example: 3998, minimum: 1, maximum: MAX_AMOUNT, description: 'Integer minor units (cents)' })
+  @ApiProperty({ type: 'integer', example: 3998, minimum: 1, maximum: MAX_AMOUNT, description: 'Integer minor units (cents)' })
   @IsInt()
   @Min(1)
   @Max(MAX_AMOUNT)
@@ -73,7 +73,7 @@ export class CreatePaymentDto {
 }
 
 export class CreateRefundDto {
-  @ApiPropertyOptional({ minimum: 1, maximum: MAX_AMOUNT, description: 'Minor units; default: what remains unrefunded' })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: MAX_AMOUNT, description: 'Minor units; default: what remains unrefunded' })
   @IsOptional()
   @IsInt()
   @Min(1)

@@ -1,6 +1,15 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { CHARGE_FAILURES } from '../card-network/card-network';
+import type { DeclineReason } from '../payments.errors';
 import { PAYMENT_STATUSES, PaymentStatus } from '../payment.entity';
 import { REFUND_STATUSES, RefundStatus } from '../refund.entity';
+
+// These DTOs are the API's shapes: the OpenAPI document is built from them and the
+// client's types are generated from the document (src/client/api.generated.ts). Enums
+// come from the constants the code itself uses, never a copied list.
+
+/** The failure_code of a failed payment: a decline (a processing_error is never recorded, the payment is released). */
+const FAILURE_CODES = CHARGE_FAILURES.filter((failure): failure is DeclineReason => failure !== 'processing_error');
 
 export class RefundResponse {
   @ApiProperty({ format: 'uuid' })
@@ -9,7 +18,7 @@ export class RefundResponse {
   @ApiProperty({ format: 'uuid' })
   payment_id!: string;
 
-  @ApiProperty({ example: 1000, description: 'Minor units' })
+  @ApiProperty({ type: 'integer', example: 1000, description: 'Minor units' })
   amount!: number;
 
   @ApiProperty({ enum: REFUND_STATUSES, description: 'processing: reserved, the card network has not confirmed it yet' })
@@ -30,7 +39,7 @@ export class PaymentResponse {
   })
   status!: PaymentStatus;
 
-  @ApiProperty({ example: 3998, description: 'Minor units' })
+  @ApiProperty({ type: 'integer', example: 3998, description: 'Minor units' })
   amount!: number;
 
   @ApiProperty({ example: 'usd' })
@@ -42,10 +51,10 @@ export class PaymentResponse {
   @ApiProperty({ type: String, nullable: true })
   description!: string | null;
 
-  @ApiProperty({ example: 0, description: 'Minor units refunded so far, refunds in processing included' })
+  @ApiProperty({ type: 'integer', example: 0, description: 'Minor units refunded so far, refunds in processing included' })
   amount_refunded!: number;
 
-  @ApiProperty({ type: String, nullable: true, enum: ['card_declined', 'insufficient_funds'], description: 'Why a failed payment failed' })
+  @ApiProperty({ type: String, nullable: true, enum: FAILURE_CODES, description: 'Why a failed payment failed' })
   failure_code!: string | null;
 
   @ApiProperty({ format: 'date-time' })
