@@ -7,9 +7,27 @@
  * Money is always an integer amount of the currency's minor unit (cents for EUR,
  * yen for JPY), never a float.
  *
+ * The request and response shapes are not written here: they are the server's
+ * DTOs, as its OpenAPI document (/docs-json) states them, generated into
+ * api.generated.ts by scripts/openapi-client-types.mjs. After changing a DTO, run
+ * `npm run client:types` (it boots the app against a throwaway database, reads
+ * /docs-json and rewrites api.generated.ts; test/e2e/client-types.spec.ts fails
+ * until the committed file matches). Against a running server, the same:
+ * `curl -s localhost:3000/docs-json | node scripts/openapi-client-types.mjs - src/client/api.generated.ts`.
+ * The names below are the client's public ones: a renamed DTO changes only its alias here.
+ *
  * The paths (`/orders`, `/orders/{id}/cancel`, `/payments`, `/payments/{id}/refunds`)
  * are the API of the README; keep them in step with the controllers.
  */
+import type {
+  CreateOrderDto,
+  CreatePaymentDto,
+  CreateRefundDto,
+  OrderItemDto,
+  OrderResponse,
+  PaymentResponse,
+  RefundResponse,
+} from './api.generated';
 import { IdempotentClient, type ClientResponse, type GetOptions, type PostOptions } from './idempotent-client';
 
 /** An integer amount in the currency's minor unit (e.g. 1250 = EUR 12.50). */
@@ -18,67 +36,18 @@ export type MinorUnits = number;
 /** An ISO 4217 currency code, e.g. `usd`: the server accepts any case and answers in lower case. */
 export type CurrencyCode = string;
 
-export interface OrderItem {
-  sku: string;
-  /** A positive integer. */
-  quantity: number;
-  unit_amount: MinorUnits;
-}
+export type OrderItem = OrderItemDto;
+export type Order = OrderResponse;
+export type OrderStatus = Order['status'];
+export type CreateOrderRequest = CreateOrderDto;
 
-export type OrderStatus = 'pending' | 'paid' | 'canceled';
+export type Payment = PaymentResponse;
+export type PaymentStatus = Payment['status'];
+export type CreatePaymentRequest = CreatePaymentDto;
 
-export interface Order {
-  id: string;
-  status: OrderStatus;
-  currency: CurrencyCode;
-  amount_total: MinorUnits;
-  items: OrderItem[];
-  /** ISO 8601 timestamp. */
-  created_at: string;
-}
-
-export interface CreateOrderRequest {
-  currency: CurrencyCode;
-  items: OrderItem[];
-}
-
-export type PaymentStatus = 'succeeded' | 'failed';
-
-export interface Payment {
-  id: string;
-  status: PaymentStatus;
-  amount: MinorUnits;
-  currency: CurrencyCode;
-  order_id: string | null;
-  description: string | null;
-  amount_refunded: MinorUnits;
-  /** ISO 8601 timestamp. */
-  created_at: string;
-  /** Why the card network declined, when `status` is `failed`. */
-  failure_code?: string | null;
-}
-
-export interface CreatePaymentRequest {
-  amount: MinorUnits;
-  currency: CurrencyCode;
-  /** A payment source token, e.g. a card token. */
-  source: string;
-  order_id?: string;
-  description?: string;
-}
-
-export interface Refund {
-  id: string;
-  payment_id: string;
-  amount: MinorUnits;
-  /** ISO 8601 timestamp. */
-  created_at: string;
-}
-
-export interface RefundRequest {
-  /** Defaults (server side) to the amount not yet refunded. */
-  amount?: MinorUnits;
-}
+export type Refund = RefundResponse;
+export type RefundStatus = Refund['status'];
+export type RefundRequest = CreateRefundDto;
 
 /**
  * The payments API client: {@link IdempotentClient} plus one typed method per

@@ -15,6 +15,7 @@ export type {
   PaymentStatus,
   Refund,
   RefundRequest,
+  RefundStatus,
 } from './api';
 export { IdempotentClient } from './idempotent-client';
 export type {

@@ -1,0 +1,110 @@
+// Generated from the OpenAPI document by scripts/openapi-client-types.mjs; do not edit (npm run client:types)
+
+export interface CreateOrderDto {
+  /** ISO 4217 code, any case; stored lower-case */
+  currency: string;
+  /** The total (sum of quantity × unit_amount) must be payable: 1 to 99999999 minor units */
+  items: OrderItemDto[];
+}
+
+export interface CreatePaymentDto {
+  /** Integer minor units (cents) */
+  amount: number;
+  /** ISO 4217 code, any case; stored lower-case */
+  currency: string;
+  /** A card token (tok_…) or PaymentMethod id (pm_…) from the card network, never card details: a value holding a card number is refused (400) and neither stored nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network. */
+  source: string;
+  /**
+   * Pay this pending order: amount and currency must match it
+   * Format: uuid
+   */
+  order_id?: string;
+  description?: string;
+}
+
+export interface CreateRefundDto {
+  /** Minor units; default: what remains unrefunded */
+  amount?: number;
+}
+
+export interface OrderItemDto {
+  sku: string;
+  quantity: number;
+  /** Price of one unit in minor units (cents) */
+  unit_amount: number;
+}
+
+export interface OrderPage {
+  object: 'list';
+  data: OrderResponse[];
+  has_more: boolean;
+  /** Pass as starting_after for the next page */
+  next_cursor: string | null;
+}
+
+export interface OrderResponse {
+  /** Format: uuid */
+  id: string;
+  status: 'pending' | 'paid' | 'canceled';
+  currency: string;
+  /** Sum of quantity x unit_amount, in minor units */
+  amount_total: number;
+  items: OrderItemDto[];
+  /** Format: date-time */
+  created_at: string;
+}
+
+export interface PaymentPage {
+  object: 'list';
+  data: PaymentResponse[];
+  has_more: boolean;
+  next_cursor: string | null;
+}
+
+export interface PaymentResponse {
+  /** Format: uuid */
+  id: string;
+  /** processing: the card network has been (or is being) asked and the outcome is not recorded yet; it ends succeeded or failed */
+  status: 'processing' | 'succeeded' | 'failed';
+  /** Minor units */
+  amount: number;
+  currency: string;
+  /** Format: uuid */
+  order_id: string | null;
+  description: string | null;
+  /** Minor units refunded so far, refunds in processing included */
+  amount_refunded: number;
+  /** Why a failed payment failed */
+  failure_code: 'card_declined' | 'insufficient_funds' | 'authentication_required' | 'canceled' | null;
+  /** Format: date-time */
+  created_at: string;
+  /** GET /payments/{id} only */
+  refunds?: RefundResponse[];
+}
+
+/** RFC 9457 problem details (application/problem+json) */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: string;
+  /** validation_failed only: the failing fields */
+  errors?: {
+    field?: string;
+    messages?: string[];
+  }[];
+}
+
+export interface RefundResponse {
+  /** Format: uuid */
+  id: string;
+  /** Format: uuid */
+  payment_id: string;
+  /** Minor units */
+  amount: number;
+  /** processing: reserved, the card network has not confirmed it yet */
+  status: 'processing' | 'succeeded';
+  /** Format: date-time */
+  created_at: string;
+}
