@@ -1,5 +1,6 @@
 import request from 'supertest';
 import { TestApp, createTestApp, metricsAuth } from '../support/app';
+import { createOrder } from '../support/fixtures';
 
 /** Cross-cutting HTTP behaviour: CORS for browser clients, request ids, problem+json for the framework's own errors. */
 describe('platform (e2e)', () => {
@@ -53,8 +54,18 @@ describe('platform (e2e)', () => {
   });
 
   it('routes a path with a trailing slash like the path', async () => {
-    await http().get('/orders/').set(t.auth()).expect(200);
-    await http().get('/health/').expect(200);
+    const order = await createOrder(t);
+    const list = await http().get('/orders').set(t.auth()).expect(200);
+    const slashed = await http().get('/orders/').set(t.auth()).expect(200);
+    // The same handler answered: the same list, with the order just made in it.
+    expect(slashed.body).toEqual(list.body);
+    expect(slashed.body.data.map((o: { id: string }) => o.id)).toContain(order.id);
+    expect((await http().get(`/orders/${order.id}/`).set(t.auth()).expect(200)).body).toEqual(
+      (await http().get(`/orders/${order.id}`).set(t.auth()).expect(200)).body,
+    );
+    const health = (await http().get('/health').expect(200)).body;
+    expect(health).toMatchObject({ status: 'ok' });
+    expect((await http().get('/health/').expect(200)).body).toEqual(health);
   });
 
   it('serves Prometheus metrics with the HTTP histogram by route and status', async () => {
