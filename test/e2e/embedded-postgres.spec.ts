@@ -1,5 +1,5 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { readFile, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -127,10 +127,43 @@ describe('the embedded PostgreSQL: password and owner (e2e)', () => {
     expect(await health(first)).toBe(200);
   });
 
+  /** The cluster's folder and its postmaster's pid (the first line of its postmaster.pid), asked of the running server. */
+  async function postmasterOf(app: Started): Promise<{ dataDirectory: string; pid: number }> {
+    const client = await connect(app.pgPort, password);
+    try {
+      const [{ data_directory: dataDirectory }] = (await client.query<{ data_directory: string }>('SHOW data_directory')).rows;
+      const pid = Number((await readFile(join(dataDirectory, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+      expect(pid).toBeGreaterThan(0);
+      return { dataDirectory, pid };
+    } finally {
+      await client.end();
+    }
+  }
+
+  /** Whether a process runs: signal 0 reaches it (EPERM: it runs as another user) and it is not a zombie. */
+  function running(pid: number): boolean {
+    try {
+      process.kill(pid, 0);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+    }
+    const stat = `/proc/${pid}/stat`;
+    return !existsSync(stat) || !/^\d+ \(.*\) Z/.test(readFileSync(stat, 'utf8'));
+  }
+
   it('a cluster whose app was killed is taken over (its orphan postmaster stopped)', async () => {
+    const orphan = await postmasterOf(first);
     first.child.kill('SIGKILL');
     await first.exited;
+    // The postmaster outlives its app: an orphan that still holds the folder.
+    expect(running(orphan.pid)).toBe(true);
+
     first = await startApp();
+    expect(running(orphan.pid)).toBe(false);
+    // The same cluster, now under a postmaster of the new app's.
+    const taken = await postmasterOf(first);
+    expect(taken.dataDirectory).toBe(orphan.dataDirectory);
+    expect(taken.pid).not.toBe(orphan.pid);
     expect(await health(first)).toBe(200);
   });
 
