@@ -12,13 +12,25 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, 
  * check-then-insert (SELECT, then an upsert when nothing was found) and an
  * unfenced completion. It passes every sequential test and fails under
  * concurrency, as such code does in production. Never use it outside tests.
+ *
+ * holdClaimWindow(n) makes the failure certain rather than likely: the next n
+ * claims that find no row wait for each other before any of them writes, so
+ * all n are inside the window between the check and the write at once (where
+ * naive code in production lands by chance: a lookup, a log line, an await).
  */
 @Injectable()
 export class NaiveIdempotencyStore implements IdempotencyStore {
+  private window?: ClaimWindow;
+
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
   ) {}
+
+  /** The next `parties` claims that find no row all reach the write only once each of them has found none. */
+  holdClaimWindow(parties: number): void {
+    this.window = new ClaimWindow(parties);
+  }
 
   async claim(r: ClaimRequest): Promise<ClaimResult> {
     const [row] = await this.dataSource.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
@@ -30,11 +42,8 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
       if (row.status === null) return { kind: 'in_progress', retryAfterMs: 1000 };
       return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
     }
-    // The race: between the SELECT above and this write, others found nothing too.
-    // Naive code does work between its check and its write (logging, a lookup, an
-    // await); 5 ms of it keeps the window as wide on a fast idle machine as on a
-    // loaded one, so the suite catches this store every run, not just most runs.
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    // The race: between the SELECT above and this write, others find nothing too.
+    await this.window?.enter();
     await this.dataSource.query(
       `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at)
        VALUES ($1, $2, 0, now() + interval '1 day')
@@ -77,5 +86,20 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
 
   async takeOverAbandoned(): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
     return [];
+  }
+}
+
+/** A rendezvous of `parties` claims: each waits until all have arrived; later ones pass at once. */
+class ClaimWindow {
+  private arrived = 0;
+  private open!: () => void;
+  private readonly opened = new Promise<void>((resolve) => (this.open = resolve));
+
+  constructor(private readonly parties: number) {}
+
+  enter(): Promise<void> {
+    this.arrived += 1;
+    if (this.arrived >= this.parties) this.open();
+    return this.opened;
   }
 }
