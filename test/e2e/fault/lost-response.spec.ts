@@ -49,14 +49,15 @@ describe('fault: the client loses the response', () => {
       res.resume();
     });
     const hungUp = new Promise<Error>((resolve) => req.on('error', resolve));
-    const sentAt = Date.now();
     req.end(payload);
 
-    // Hang up ~150 ms after sending, once the request has been read and claimed
-    // (the body is parsed before the interceptor runs): the handler is then
-    // still waiting on the 500 ms card network.
-    await waitFor('the key to be claimed', async () => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()}`, [key])).rowCount === 1);
-    await new Promise((r) => setTimeout(r, Math.max(0, 150 - (Date.now() - sentAt))));
+    // Hang up once the request has been read and its key claimed (the body is
+    // parsed before the interceptor runs) and while the key is still in
+    // progress: the handler is then waiting on the card network.
+    await waitFor(
+      'the key to be claimed and still in progress',
+      async () => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()} AND status IS NULL`, [key])).rowCount === 1,
+    );
     req.destroy();
     const error = await hungUp;
     expect(responded).toBe(false);
