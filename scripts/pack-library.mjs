@@ -53,6 +53,7 @@ const PACKAGES = {
   'prom-client': 'peer',
   rxjs: 'peer',
   cron: 'dependency',
+  'lru-cache': 'dependency',
 };
 
 function fail(message) {

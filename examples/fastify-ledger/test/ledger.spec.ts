@@ -4,7 +4,6 @@ import { join, sep } from 'node:path';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test as NestTest } from '@nestjs/testing';
 import request, { Test } from 'supertest';
-import { keyId } from 'safe-retries';
 import { DataSource } from 'typeorm';
 import { AppModule } from '../src/app.module';
 import { migrate } from '../src/data-source';
@@ -45,9 +44,20 @@ describe('fastify-ledger: safe-retries from its package, on Fastify, with acct_â
   };
   const rows = async (account: string) =>
     Number((await db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = $1`, [account]))[0].n);
-  /** Stored keys are found by their id, keyId(scope, key): neither is stored in clear. */
+  /**
+   * Stored keys are found by their id: the table keeps neither scope nor key in clear, its
+   * id is the first 16 bytes of SHA-256(scope, NUL, key) as a uuid (docs: "Tables").
+   */
   const keyRows = async (account: string, key: string) =>
-    Number((await db.query(`SELECT count(*)::int AS n FROM idempotency_keys WHERE id = $1`, [keyId(account, key)]))[0].n);
+    Number(
+      (
+        await db.query(
+          `SELECT count(*)::int AS n FROM idempotency_keys
+            WHERE id = encode(substring(sha256(convert_to($1, 'UTF8') || '\\x00'::bytea || convert_to($2, 'UTF8')) FROM 1 FOR 16), 'hex')::uuid`,
+          [account, key],
+        )
+      )[0].n,
+    );
   const allKeyRows = async () => Number((await db.query(`SELECT count(*)::int AS n FROM idempotency_keys`))[0].n);
 
   beforeAll(async () => {
