@@ -87,8 +87,8 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
     contentSecurityPolicy: { useDefaults: true, directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },
     xFrameOptions: { action: 'deny' },
   });
-  // Fastify onRequest hooks, not Nest middleware (which costs several µs a request each
-  // through @fastify/middie): they run before the body is read.
+  // Fastify onRequest hooks, not Nest middleware (which runs through @fastify/middie):
+  // they run before the body is read.
   fastify.addHook('onRequest', (request, reply, done) => {
     reply.raw.setHeader('Cache-Control', 'no-store');
     reply.raw.setHeader('X-Request-Id', request.id);

@@ -265,11 +265,7 @@ const AUTHENTICATION_REQUIRED: PaymentError = {
 
 const FAULTS: readonly SimulatorFault[] = ['drop', 'hang', 'error'];
 
-/**
- * Random bytes for ids, drawn from a pool refilled 4 KiB at a time: one
- * randomBytes() call per id cost more than the rest of the id (about 6 µs, three
- * ids per payment).
- */
+/** Random bytes for ids, drawn from a pool refilled 4 KiB at a time rather than one call per id. */
 const idEntropy = Buffer.alloc(4096);
 let idEntropyUsed = idEntropy.length;
 

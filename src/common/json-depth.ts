@@ -5,7 +5,7 @@ import { ProblemException } from './problem';
  * The deepest JSON body accepted. Our bodies nest three levels (an order's
  * items); the cap keeps every recursive walk of a body (JSON.parse, the
  * fingerprint, class-transformer, class-validator) far from the stack limit:
- * 10 KB of `[[[[…` used to end in a 500.
+ * 10 KB of `[[[[…` would otherwise exhaust the stack (a 500).
  */
 export const MAX_JSON_DEPTH = 32;
 

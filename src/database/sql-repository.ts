@@ -29,8 +29,7 @@ function statementName(sql: string): string {
  *
  * Every statement is prepared (named) on the connection that runs it, the first
  * time it runs there: PostgreSQL then parses it once per connection, and after
- * five runs plans it once too, instead of on every request (planning alone
- * was 30 to 95 µs of the payment statements). Like the idempotency store's
+ * five runs plans it once too, instead of on every request. Like the idempotency store's
  * statements, this needs PgBouncer 1.21+ with max_prepared_statements set when
  * it runs in transaction mode.
  */
@@ -56,11 +55,30 @@ export abstract class SqlRepository {
       if (runner.isReleased) throw new QueryRunnerProviderAlreadyReleasedError();
       return run<T>(runner, statement);
     }
-    const own = manager.connection.createQueryRunner();
+    const own = manager.connection.createQueryRunner('master');
     try {
       return await run<T>(own, statement);
     } finally {
       await own.release();
+    }
+  }
+
+  /**
+   * Like rows(), but outside a transaction on a read replica (one of
+   * DATABASE_REPLICA_URLS; the primary when there is none). A replica answers
+   * as of a moment ago: only for reads whose caller may see the past, the
+   * listings. Never for anything that decides a write, and never for keys of
+   * idempotency (the store has its own pool, on the primary). Inside a
+   * transaction it reads there, so a transaction still sees its own writes.
+   */
+  protected async replicaRows<T>(sql: string, params: unknown[]): Promise<T[]> {
+    if (this.txHost.tx.queryRunner) return this.rows<T>(sql, params);
+    const statement: QueryConfig = { name: statementName(sql), text: sql, values: params };
+    const replica = this.txHost.tx.connection.createQueryRunner('slave');
+    try {
+      return await run<T>(replica, statement);
+    } finally {
+      await replica.release();
     }
   }
 
@@ -70,20 +88,31 @@ export abstract class SqlRepository {
    * inside the statement: created_at has microseconds, which a value read into a
    * JS Date would lose, skipping every row of the cursor's millisecond that is a
    * few microseconds older. The comparison therefore never leaves PostgreSQL.
+   *
+   * `from: 'replica'` reads the page from a read replica (replicaRows). A
+   * cursor the replica has not received yet (it came from the primary, or from
+   * a replica further ahead) reads there as an empty page: that page is then
+   * read from the primary, so a cursor never ends a listing early.
    */
-  protected page<T>(table: string, columns: string, clientId: string, limit: number, afterId?: string): Promise<T[]> {
-    return afterId
-      ? this.rows<T>(
-          `SELECT ${columns} FROM ${table}
+  protected async page<T>(
+    table: string,
+    columns: string,
+    clientId: string,
+    limit: number,
+    afterId?: string,
+    from: 'primary' | 'replica' = 'primary',
+  ): Promise<T[]> {
+    const read = from === 'replica' ? this.replicaRows.bind(this) : this.rows.bind(this);
+    if (!afterId) {
+      return read<T>(`SELECT ${columns} FROM ${table} WHERE client_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [clientId, limit + 1]);
+    }
+    const sql = `SELECT ${columns} FROM ${table}
             WHERE client_id = $1
               AND (created_at, id) < (SELECT created_at, id FROM ${table} WHERE client_id = $1 AND id = $2)
-            ORDER BY created_at DESC, id DESC LIMIT $3`,
-          [clientId, afterId, limit + 1],
-        )
-      : this.rows<T>(`SELECT ${columns} FROM ${table} WHERE client_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [
-          clientId,
-          limit + 1,
-        ]);
+            ORDER BY created_at DESC, id DESC LIMIT $3`;
+    const params = [clientId, afterId, limit + 1];
+    const rows = await read<T>(sql, params);
+    return rows.length === 0 && from === 'replica' ? this.rows<T>(sql, params) : rows;
   }
 }
 

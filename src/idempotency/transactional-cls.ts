@@ -16,16 +16,14 @@ import { ClsModule } from 'nestjs-cls';
  * `resolveProxyProviders: false` skips nestjs-cls's resolution of Proxy
  * Providers (`ClsModule.forFeature…`, `@InjectableProxy()`) on each request,
  * which costs every request a dynamic `require` and an await in the
- * middleware (about 4 µs). The module uses none; an app that uses none may
+ * middleware. The module uses none; an app that uses none may
  * turn it off (a Proxy Provider left unresolved reads as empty, silently).
  *
  * `middleware: false` mounts no nestjs-cls middleware: the app then opens the
  * context of each request itself, before anything that uses it runs (on
  * Fastify, `cls.run(() => done())` in the first onRequest hook; see
  * docs/library.md). With no Nest middleware left, @fastify/middie copies
- * nothing onto the Node request and runs no middleware chain per request,
- * which with nestjs-cls's asynchronous middleware is about a fifth of a
- * replay's CPU.
+ * nothing onto the Node request and runs no middleware chain per request.
  */
 export function transactionalClsModule(
   options: { dataSourceName?: string; resolveProxyProviders?: boolean; middleware?: boolean } = {},
