@@ -125,6 +125,20 @@ const schema = z
     DATABASE_URL: emptyToUndefined.refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), {
       message: 'expected a postgres:// or postgresql:// URL',
     }),
+    // Read replicas of DATABASE_URL's server: only the listings read from them (docs/scale-out.md).
+    DATABASE_REPLICA_URLS: z
+      .string()
+      .default('')
+      .transform((v) => v.split(',').map((u) => u.trim()).filter(Boolean))
+      .refine((urls) => urls.every((u) => /^postgres(ql)?:\/\//.test(u)), {
+        // Never echo the URLs: they may carry passwords.
+        message: 'expected a comma-separated list of postgres:// or postgresql:// URLs',
+      }),
+    // The Redis store of routes whose side effect is not in PostgreSQL (order confirmations).
+    // Unset: those routes are not mounted.
+    REDIS_URL: emptyToUndefined.refine((v) => v === undefined || /^rediss?:\/\//.test(v), {
+      message: 'expected a redis:// or rediss:// URL',
+    }),
     EMBEDDED_PG_DIR: z.string().default('.data/postgres'),
     EMBEDDED_PG_PORT: optionalPort,
     DATABASE_POOL_SIZE: integer(20, 1, 1000),
@@ -181,6 +195,10 @@ const schema = z
     RATE_LIMIT_UNAUTHENTICATED: integer(60, 1, 1_000_000_000),
   })
   .superRefine((env, ctx) => {
+    // A replica of the embedded server cannot exist: replicas follow an external primary.
+    if (env.DATABASE_REPLICA_URLS.length > 0 && env.DATABASE_URL === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['DATABASE_REPLICA_URLS'], message: 'needs DATABASE_URL (the primary they replicate)' });
+    }
     if (env.IDEMPOTENCY_LEASE <= 0) {
       ctx.addIssue({ code: 'custom', path: ['IDEMPOTENCY_LEASE'], message: 'must be longer than 0' });
     }
@@ -241,7 +259,11 @@ export interface AppConfig {
     embeddedDir: string;
     embeddedPort?: number;
     poolSize: number;
+    /** Read replicas of `url`: the listings read from them; keys never do. Empty: none. */
+    replicaUrls: string[];
   };
+  /** The idempotency module's Redis store; without it, POST /orders/{id}/confirmation is not mounted. */
+  redis: { url?: string };
   apiKeys: ApiKeySeed[];
   bodyLimitBytes: number;
   logLevel: Env['LOG_LEVEL'];
@@ -314,7 +336,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       embeddedDir: e.EMBEDDED_PG_DIR,
       embeddedPort: e.EMBEDDED_PG_PORT,
       poolSize: e.DATABASE_POOL_SIZE,
+      replicaUrls: e.DATABASE_REPLICA_URLS,
     },
+    redis: { url: e.REDIS_URL },
     apiKeys: e.API_KEYS,
     bodyLimitBytes: e.BODY_LIMIT,
     logLevel: e.LOG_LEVEL,

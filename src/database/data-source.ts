@@ -6,11 +6,21 @@ import { IdempotencyKeyEntity } from '../idempotency';
 /**
  * One place that says how we talk to PostgreSQL. Migrations are given as classes,
  * not a glob: TypeORM 1.x loads globs with import(), which fails inside jest.
+ *
+ * With read replicas, TypeORM's replication: the master is `url`, and
+ * `defaultMode: 'master'` keeps every read there unless a caller asks for a
+ * replica by name (`createQueryRunner('slave')`, SqlRepository.replicaRows).
+ * TypeORM's own default is 'slave' for every SELECT built by a query builder or
+ * a repository's find(): an API key revoked or created a moment ago, or a key
+ * of idempotency, would then be read from a server seconds behind.
+ * Transactions always run on the master.
  */
-export function dataSourceOptions(url: string, poolSize: number): PostgresDataSourceOptions {
+export function dataSourceOptions(url: string, poolSize: number, replicaUrls: readonly string[] = []): PostgresDataSourceOptions {
   return {
     type: 'postgres',
-    url,
+    ...(replicaUrls.length
+      ? { replication: { master: { url }, slaves: replicaUrls.map((replica) => ({ url: replica })), defaultMode: 'master' as const } }
+      : { url }),
     synchronize: false,
     migrationsRun: false,
     migrations,
@@ -29,6 +39,12 @@ export function dataSourceOptions(url: string, poolSize: number): PostgresDataSo
       application_name: 'safe-retries',
     },
   };
+}
+
+/** The same options on the primary alone (no replica pools): for the migrations. */
+export function primaryOnly(options: PostgresDataSourceOptions): PostgresDataSourceOptions {
+  const { replication, ...rest } = options;
+  return replication ? { ...rest, url: replication.master.url } : options;
 }
 
 // Any constant works; it only has to be the same for every instance.

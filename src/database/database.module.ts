@@ -2,11 +2,14 @@ import { DynamicModule, Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { transactionalClsModule } from '../idempotency';
-import { dataSourceOptions, runMigrationsLocked } from './data-source';
+import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
+import { dataSourceOptions, primaryOnly, runMigrationsLocked } from './data-source';
 
 export interface DatabaseModuleOptions {
   url: string;
   poolSize: number;
+  /** Read replicas of `url` (only SqlRepository.replicaRows reads from them); empty: none. */
+  replicaUrls?: readonly string[];
   /** Apply pending migrations before anything else touches the database. */
   migrate: boolean;
 }
@@ -25,7 +28,7 @@ export class DatabaseModule {
       imports: [
         TypeOrmModule.forRootAsync({
           useFactory: () => ({
-            ...dataSourceOptions(options.url, options.poolSize),
+            ...dataSourceOptions(options.url, options.poolSize, options.replicaUrls),
             autoLoadEntities: true,
             // main.ts has already proven the server answers; fail, don't loop.
             retryAttempts: 0,
@@ -33,7 +36,8 @@ export class DatabaseModule {
           dataSourceFactory: async (dsOptions) => {
             if (options.migrate) {
               // On a connection of their own without the read timeout: a migration may run long.
-              const migrator = await new DataSource({ ...dsOptions!, extra: { max: 2 } } as DataSourceOptions).initialize();
+              // On the primary only: a replica receives the schema through replication.
+              const migrator = await new DataSource({ ...primaryOnly(dsOptions as PostgresDataSourceOptions), extra: { max: 2 } } as DataSourceOptions).initialize();
               try {
                 const applied = await runMigrationsLocked(migrator);
                 if (applied.length) logger.log(`applied migrations: ${applied.join(', ')}`);

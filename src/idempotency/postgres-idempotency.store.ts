@@ -417,17 +417,28 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 }
 
+interface Credentials {
+  url?: string;
+  host?: string;
+  port?: number;
+  username?: string;
+  password?: unknown;
+  database?: string;
+  ssl?: unknown;
+}
+
+/**
+ * The claim pool connects to the primary, always: with TypeORM's replication
+ * options that is `replication.master`, never one of the `slaves`. A claim or
+ * replay lookup answered by a lagging replica would see no key and run the
+ * request a second time.
+ */
 function createClaimPool(dataSource: DataSource, max: number): Pool {
-  const o = dataSource.options as {
-    url?: string;
-    host?: string;
-    port?: number;
-    username?: string;
-    password?: string;
-    database?: string;
-    ssl?: unknown;
+  const options = dataSource.options as Credentials & {
+    replication?: { master: Credentials };
     extra?: { connectionTimeoutMillis?: number };
   };
+  const o: Credentials = options.replication?.master ?? options;
   return new Pool({
     connectionString: o.url,
     host: o.host,
@@ -437,7 +448,7 @@ function createClaimPool(dataSource: DataSource, max: number): Pool {
     database: o.database,
     ssl: o.ssl as never,
     max,
-    connectionTimeoutMillis: o.extra?.connectionTimeoutMillis ?? 3_000,
+    connectionTimeoutMillis: options.extra?.connectionTimeoutMillis ?? 3_000,
     // Claims are single short statements: a frozen server is an outage (503).
     query_timeout: 5_000,
     keepAlive: true,

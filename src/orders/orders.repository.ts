@@ -55,8 +55,12 @@ export class OrdersRepository extends SqlRepository {
     return row;
   }
 
-  /** Newest first, older than the item `afterId` when given (see SqlRepository.page). */
+  /**
+   * Newest first, older than the item `afterId` when given (see SqlRepository.page).
+   * From a read replica when there is one: a listing may lag behind a 201 by the
+   * replica's delay (the README's "Read replicas").
+   */
   listPage(clientId: string, limit: number, afterId?: string): Promise<OrderRow[]> {
-    return this.page<OrderRow>('orders', COLUMNS, clientId, limit, afterId);
+    return this.page<OrderRow>('orders', COLUMNS, clientId, limit, afterId, 'replica');
   }
 }

@@ -141,8 +141,12 @@ export class PaymentsRepository extends SqlRepository {
     );
   }
 
-  /** Newest first, older than the item `afterId` when given (see SqlRepository.page). */
+  /**
+   * Newest first, older than the item `afterId` when given (see SqlRepository.page).
+   * From a read replica when there is one: a listing may lag behind a 201 by the
+   * replica's delay (the README's "Read replicas").
+   */
   listPage(clientId: string, limit: number, afterId?: string): Promise<PaymentRow[]> {
-    return this.page<PaymentRow>('payments', COLUMNS, clientId, limit, afterId);
+    return this.page<PaymentRow>('payments', COLUMNS, clientId, limit, afterId, 'replica');
   }
 }

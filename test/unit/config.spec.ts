@@ -128,6 +128,16 @@ describe('loadConfig defaults', () => {
     expect(loadConfig({ IDEMPOTENCY_REPLAY_CACHE: '0' }).idempotency.replayCacheBytes).toBe(0);
   });
 
+  it('refuses DATABASE_REPLICA_URLS that are not postgres URLs, or without DATABASE_URL, never echoing them', () => {
+    const primary = 'postgres://u:p@db:5432/app';
+    expect(() => loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URLS: 'postgres://u:p@r1/app,mysql://u:secret@r2/app' })).toThrow(
+      /DATABASE_REPLICA_URLS: expected a comma-separated list of postgres/,
+    );
+    expect(() => loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URLS: 'mysql://u:secret@r2/app' })).not.toThrow(/secret/);
+    expect(() => loadConfig({ DATABASE_REPLICA_URLS: 'postgres://u:p@r1/app' })).toThrow(/DATABASE_REPLICA_URLS: needs DATABASE_URL/);
+    expect(loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URLS: ' , ' }).database.replicaUrls).toEqual([]);
+  });
+
   it('refuses a zero BODY_LIMIT and a client name given twice in API_KEYS', () => {
     expect(() => loadConfig({ BODY_LIMIT: '0' })).toThrow(/BODY_LIMIT/);
     expect(() => loadConfig({ API_KEYS: 'a:0123456789abcdef,a:fedcba9876543210' })).toThrow(/API_KEYS: the client name "a" appears twice/);
@@ -137,7 +147,7 @@ describe('loadConfig defaults', () => {
     expect(config()).toEqual({
       production: false,
       port: 3000,
-      database: { url: undefined, embeddedDir: '.data/postgres', embeddedPort: undefined, poolSize: 20 },
+      database: { url: undefined, embeddedDir: '.data/postgres', embeddedPort: undefined, poolSize: 20, replicaUrls: [] },
       apiKeys: [],
       bodyLimitBytes: 102_400,
       logLevel: 'info',
@@ -274,6 +284,7 @@ describe('loadConfig values', () => {
       EMBEDDED_PG_DIR: '/tmp/pg',
       EMBEDDED_PG_PORT: '5433',
       DATABASE_POOL_SIZE: '50',
+      DATABASE_REPLICA_URLS: 'postgres://u:p@replica-1:5432/app, postgresql://u:p@replica-2:5432/app',
       API_KEYS: `alice:${SECRET_A},bob:${SECRET_B}`,
       BODY_LIMIT: '1mb',
       LOG_LEVEL: 'debug',
@@ -304,7 +315,13 @@ describe('loadConfig values', () => {
     expect(config).toEqual({
       production: false,
       port: 8080,
-      database: { url: 'postgres://u:p@db:5432/app', embeddedDir: '/tmp/pg', embeddedPort: 5433, poolSize: 50 },
+      database: {
+        url: 'postgres://u:p@db:5432/app',
+        embeddedDir: '/tmp/pg',
+        embeddedPort: 5433,
+        poolSize: 50,
+        replicaUrls: ['postgres://u:p@replica-1:5432/app', 'postgresql://u:p@replica-2:5432/app'],
+      },
       apiKeys: [
         { name: 'alice', secret: SECRET_A },
         { name: 'bob', secret: SECRET_B },
