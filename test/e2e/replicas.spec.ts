@@ -1,0 +1,169 @@
+import { randomUUID } from 'node:crypto';
+import request from 'supertest';
+import { IDEMPOTENCY_STORE } from '../../src/idempotency/idempotency.store';
+import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
+import { Ledger } from '../support/card-network';
+import { paymentBody } from '../support/fixtures';
+import { histogram, timed } from '../support/race';
+import { ReplicaReadIdempotencyStore } from '../support/replica-read-idempotency.store';
+import { ReplicatedPostgres, createReplicatedPostgres } from '../support/replicated-postgres';
+
+/**
+ * The app on a primary and a real streaming replica that applies each commit
+ * 2 s late (recovery_min_apply_delay), with DATABASE_REPLICA_URLS set: the
+ * listings read from the replica, keys only ever from the primary. A retry
+ * right after a 201 is therefore the replay, never a second charge, while the
+ * listing visibly lags. The control runs the same retry with a store that
+ * looks keys up on the replica, and it charges twice: the lag is real and the
+ * suite would catch the wiring that Airbnb's payments once had.
+ *
+ * The replay cache is off: the retry is answered by the claim in the database,
+ * as on an instance that did not serve the first request.
+ */
+const APPLY_DELAY_MS = 2_000;
+
+async function until<T>(what: string, deadlineMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${deadlineMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('read replicas: keys from the primary, listings from a lagging replica (e2e)', () => {
+  jest.setTimeout(180_000);
+  let cluster: ReplicatedPostgres;
+
+  beforeAll(async () => {
+    cluster = await createReplicatedPostgres({ applyDelay: `${APPLY_DELAY_MS}ms` });
+  });
+  afterAll(() => cluster?.destroy());
+
+  /** A test app on a new database of the cluster, once its schema and clients have reached the replica. */
+  async function boot(overrides: TestAppOptions['overrides'] = []): Promise<TestApp> {
+    const name = `replicas_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+    const url = await cluster.primary.createDatabase(name);
+    await cluster.caughtUp();
+    const t = await createTestApp({
+      listen: true,
+      database: { url, name, drop: async () => undefined },
+      env: {
+        DATABASE_URL: url,
+        DATABASE_REPLICA_URLS: cluster.replicaUrl(name),
+        DATABASE_POOL_SIZE: '20',
+        IDEMPOTENCY_REPLAY_CACHE: '0',
+        CARD_NETWORK_DELAY: '50ms',
+      },
+      overrides,
+    });
+    await cluster.caughtUp();
+    return t;
+  }
+
+  /** A payment, then at once the same request again, the payment by id and the listing. */
+  async function retryRightAfter201(t: TestApp) {
+    const key = randomUUID();
+    const description = `replica ${key}`;
+    const body = paymentBody({ amount: 4321, description });
+    const post = () => request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', key).send(body);
+    const first = await post().expect(201);
+    const created = Date.now();
+    const retry = await post();
+    const byId = await request(t.url!).get(`/payments/${first.body.id}`).set(t.auth());
+    const listing = await request(t.url!).get('/payments?limit=100').set(t.auth()).expect(200);
+    const listedAtFirst = (listing.body.data as { id: string }[]).some((p) => p.id === first.body.id);
+    const probesDoneMs = Date.now() - created;
+    return { key, description, first, retry, byId, listedAtFirst, created, probesDoneMs };
+  }
+
+  describe('keys read from the primary (the app as configured)', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await boot();
+    });
+    afterAll(() => t?.close());
+
+    it('the replica really is a hot standby of the primary: read-only, behind by the apply delay', async () => {
+      const [{ recovery }] = await t.dataSource.query<{ recovery: boolean }[]>('SELECT pg_is_in_recovery() AS recovery');
+      expect(recovery).toBe(false); // the data source's default mode is the primary
+      const replica = t.dataSource.createQueryRunner('slave');
+      try {
+        const [row] = await replica.query('SELECT pg_is_in_recovery() AS recovery, current_setting($1) AS delay', ['recovery_min_apply_delay']);
+        expect(row).toEqual({ recovery: true, delay: '2s' });
+      } finally {
+        await replica.release();
+      }
+    });
+
+    it('100 identical payments at once: one charge at the card network, one payment', async () => {
+      const key = randomUUID();
+      const description = `replica race ${key}`;
+      const body = paymentBody({ amount: 777, description });
+      const responses = await Promise.all(
+        Array.from({ length: 100 }, () => timed(request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', key).send(body))),
+      );
+      console.log(`replicas: 100 identical payments: ${JSON.stringify(histogram(responses))}`);
+      expect(await countRows(t.dataSource, 'payments', 'description = $1', [description])).toBe(1);
+      expect(await Ledger.of(t).chargesDescribed(description)).toHaveLength(1);
+      const originals = responses.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined);
+      expect(originals).toHaveLength(1);
+      for (const r of responses) expect([201, 409]).toContain(r.status);
+    });
+
+    it('a retry right after the 201 is the replay; GET by id answers 200; the listing lags, then catches up', async () => {
+      const { first, retry, byId, listedAtFirst, created, probesDoneMs, description } = await retryRightAfter201(t);
+      // The probes ran well inside the replica's delay.
+      expect(probesDoneMs).toBeLessThan(APPLY_DELAY_MS / 2);
+
+      expect(retry.status).toBe(201);
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(retry.body.id).toBe(first.body.id);
+      expect(byId.status).toBe(200);
+      expect(byId.body.id).toBe(first.body.id);
+      // The proof that the listing reads a replica that really lags.
+      expect(listedAtFirst).toBe(false);
+
+      await until('the listing shows the payment', 15_000, async () => {
+        const res = await request(t.url!).get('/payments?limit=100').set(t.auth()).expect(200);
+        return (res.body.data as { id: string }[]).some((p) => p.id === first.body.id) ? true : undefined;
+      });
+      const caughtUpMs = Date.now() - created;
+      console.log(`replicas: the listing showed the payment ${caughtUpMs} ms after its 201 (apply delay ${APPLY_DELAY_MS} ms; retry, GET by id and first listing done at ${probesDoneMs} ms)`);
+      expect(caughtUpMs).toBeGreaterThanOrEqual(APPLY_DELAY_MS / 2);
+
+      expect(await Ledger.of(t).chargesDescribed(description)).toHaveLength(1);
+      expect(await countRows(t.dataSource, 'payments', 'description = $1', [description])).toBe(1);
+    });
+
+    it('a listing page after a cursor the replica has not received yet is read from the primary', async () => {
+      const pay = () => request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', randomUUID()).send(paymentBody());
+      const older = await pay().expect(201);
+      await cluster.caughtUp();
+      const cursor = await pay().expect(201);
+      const page = await request(t.url!).get(`/payments?limit=100&starting_after=${cursor.body.id}`).set(t.auth()).expect(200);
+      expect((page.body.data as { id: string }[]).map((p) => p.id)).toContain(older.body.id);
+    });
+  });
+
+  describe('control: keys read from the replica (the wiring this must never have)', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await boot([{ provide: IDEMPOTENCY_STORE, useClass: ReplicaReadIdempotencyStore }]);
+    });
+    afterAll(() => t?.close());
+
+    it('a retry right after the 201 runs the payment again: two charges for one key', async () => {
+      const { first, retry, description, listedAtFirst } = await retryRightAfter201(t);
+      expect(listedAtFirst).toBe(false);
+      expect(retry.status).toBe(201);
+      expect(retry.headers['idempotent-replayed']).toBeUndefined();
+      expect(retry.body.id).not.toBe(first.body.id);
+      const charges = (await Ledger.of(t).chargesDescribed(description)).length;
+      console.log(`replicas control (keys read from the replica): one key, ${charges} charges`);
+      expect(charges).toBe(2);
+      expect(await countRows(t.dataSource, 'payments', 'description = $1', [description])).toBe(2);
+    });
+  });
+});

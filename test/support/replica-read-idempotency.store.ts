@@ -1,0 +1,58 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../../src/idempotency/idempotency.options';
+import { ClaimRequest, ClaimResult } from '../../src/idempotency/idempotency.store';
+import { keyId } from '../../src/idempotency/key-id';
+import { NOW_US, PostgresIdempotencyStore, decodeResponse } from '../../src/idempotency/postgres-idempotency.store';
+
+/**
+ * A DELIBERATELY WRONG store, for the replica suite to prove it has teeth: the
+ * real store, except that claim-or-get looks the key up on a read replica (the
+ * data source's `createQueryRunner('slave')`) and believes the answer. When
+ * the replica has not applied the first request's key yet, it answers "no such
+ * key" and the key is written as new on the primary (an upsert: "nobody has
+ * it"), so a retry right after the first response runs the payment again: the
+ * double charge of a key read from a replica. Everything else (the fenced
+ * completion, phases, release) is the real store's. Never use it outside tests.
+ */
+@Injectable()
+export class ReplicaReadIdempotencyStore extends PostgresIdempotencyStore {
+  private readonly table: string;
+
+  constructor(
+    @InjectDataSource() private readonly data: DataSource,
+    @Inject(IDEMPOTENCY_TX_HOST) txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
+  ) {
+    super(data, txHost, options);
+    this.table = options.table.sql;
+  }
+
+  override async claim(r: ClaimRequest): Promise<ClaimResult> {
+    const id = keyId(r.scope, r.key);
+    const replica = this.data.createQueryRunner('slave');
+    let found: { same: boolean; status: number | null; body: string | null; headers: string | null } | undefined;
+    try {
+      [found] = await replica.query(`SELECT fingerprint = $2::bytea AS same, status, body, headers FROM ${this.table} WHERE id = $1::uuid`, [id, r.fingerprint]);
+    } finally {
+      await replica.release();
+    }
+    if (found) {
+      if (!found.same) return { kind: 'mismatch' };
+      if (found.status === null) return { kind: 'in_progress', retryAfterMs: 1_000 };
+      return { kind: 'completed', response: decodeResponse(found.status, found.body ?? '', found.headers) };
+    }
+    const [{ lease }] = await this.data.query<{ lease: string }[]>(
+      `INSERT INTO ${this.table} (id, lease, expires_at, fingerprint)
+       VALUES ($1::uuid, ${NOW_US} + $3::int8 * 1000, now() + $4::int8 * interval '1 millisecond', $2::bytea)
+       ON CONFLICT (id) DO UPDATE SET lease = EXCLUDED.lease, fingerprint = EXCLUDED.fingerprint,
+                                      status = NULL, body = NULL, headers = NULL, recovery = NULL
+       RETURNING lease::text AS lease`,
+      [id, r.fingerprint, r.leaseMs, r.retentionMs],
+    );
+    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: lease }, takenOver: false, recovery: null };
+  }
+}
