@@ -10,7 +10,7 @@
 //   .pack/safe-retries-<version>.tgz   what `npm install` takes
 //
 // Its dependencies are derived from what the compiled module actually loads:
-// every bare specifier in a require() of its .js files and in an import of its
+// every bare specifier in a require() or import() of its .js files and in an import of its
 // .d.ts files must be listed in PACKAGES below (as a peer or as a dependency),
 // with its version range taken from the root package.json; anything else that
 // is not a node: builtin stops the script. So the list cannot drift from the code.
@@ -35,6 +35,9 @@ const STAGE = join(OUT, 'safe-retries');
  * - peer: the app shares the one copy (Nest's singletons and decorators, the DataSource,
  *   the CLS and its transactional plugin, the prom-client Registry an app may pass in).
  *   None is optional: each is imported at the top of a file that index.js loads.
+ * - optional-peer: loaded only by a feature the app opts into; the app installs it then.
+ *   ioredis: only the Redis store loads it (import() when the module has a `redis` option),
+ *   and an app that passes its own client must share the one copy it built that client with.
  * - dependency: an implementation detail the app does not otherwise declare.
  * The CLS packages are peers even though transactionalClsModule() builds the registration: an
  * app's own services use the same TransactionHost, which only one copy of each can give.
@@ -52,6 +55,7 @@ const PACKAGES = {
   pg: 'peer',
   'prom-client': 'peer',
   rxjs: 'peer',
+  ioredis: 'optional-peer',
   cron: 'dependency',
   'lru-cache': 'dependency',
 };
@@ -81,7 +85,8 @@ for (const file of files) {
   const text = readFileSync(file, 'utf8');
   const specifiers = file.endsWith('.d.ts')
     ? [...text.matchAll(/(?:from\s+|import\s*\(\s*)['"]([^'"]+)['"]/g)].map((m) => m[1])
-    : [...text.matchAll(/\brequire\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1]);
+    : // require() and a dynamic import() (tsc keeps `await import('x')` as is: ioredis is loaded so)
+      [...text.matchAll(/\b(?:require|import)\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1]);
   for (const specifier of specifiers) {
     if (specifier.startsWith('.')) {
       // A relative import must stay inside the module: the package ships nothing else.
@@ -130,7 +135,8 @@ const manifest = {
   files: ['dist', 'sql', 'README.md', 'LICENSE'],
   engines: root.engines,
   dependencies: pick('dependency'),
-  peerDependencies: pick('peer'),
+  peerDependencies: { ...pick('peer'), ...pick('optional-peer') },
+  peerDependenciesMeta: Object.fromEntries(Object.keys(pick('optional-peer')).map((n) => [n, { optional: true }])),
 };
 writeFileSync(join(STAGE, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
 

@@ -10,6 +10,7 @@ import { IdempotencyModule } from './idempotency';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
+import { NotificationsModule } from './notifications/notifications.module';
 import { OrdersModule } from './orders/orders.module';
 import { CardNetworkModule } from './payments/card-network/card-network.module';
 import { PaymentsModule } from './payments/payments.module';
@@ -36,6 +37,8 @@ function forCommandLine(config: AppConfig): AppConfig {
     idempotency: { ...config.idempotency, purge: { ...config.idempotency.purge, enabled: false } },
     recovery: { ...config.recovery, enabled: false },
     metrics: { ...config.metrics, port: undefined },
+    // No routes are served: no Redis connection.
+    redis: { url: undefined },
   };
 }
 
@@ -65,6 +68,8 @@ export class AppModule {
             retention: config.idempotency.retentionMs,
             claimPoolSize: config.idempotency.claimPoolSize,
             scope: (req) => (req as Pick<RequestWithClient, 'client'>).client?.id,
+            // The store of the routes whose side effect is not in PostgreSQL (order confirmations).
+            ...(config.redis.url ? { redis: { url: config.redis.url } } : {}),
             registry: metrics.registry,
             purge: {
               enabled: config.idempotency.purge.enabled,
@@ -82,6 +87,8 @@ export class AppModule {
         HealthModule,
         OrdersModule,
         PaymentsModule,
+        // Its route's keys live in Redis: mounted only with REDIS_URL (docs/library.md, "A Redis store").
+        ...(config.redis.url ? [NotificationsModule] : []),
         ...(cli ? [CardNetworkModule.closed()] : []),
       ],
     };

@@ -134,6 +134,11 @@ const schema = z
         // Never echo the URLs: they may carry passwords.
         message: 'expected a comma-separated list of postgres:// or postgresql:// URLs',
       }),
+    // The Redis store of routes whose side effect is not in PostgreSQL (order confirmations).
+    // Unset: those routes are not mounted.
+    REDIS_URL: emptyToUndefined.refine((v) => v === undefined || /^rediss?:\/\//.test(v), {
+      message: 'expected a redis:// or rediss:// URL',
+    }),
     EMBEDDED_PG_DIR: z.string().default('.data/postgres'),
     EMBEDDED_PG_PORT: optionalPort,
     DATABASE_POOL_SIZE: integer(20, 1, 1000),
@@ -257,6 +262,8 @@ export interface AppConfig {
     /** Read replicas of `url`: the listings read from them; keys never do. Empty: none. */
     replicaUrls: string[];
   };
+  /** The idempotency module's Redis store; without it, POST /orders/{id}/confirmation is not mounted. */
+  redis: { url?: string };
   apiKeys: ApiKeySeed[];
   bodyLimitBytes: number;
   logLevel: Env['LOG_LEVEL'];
@@ -331,6 +338,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       poolSize: e.DATABASE_POOL_SIZE,
       replicaUrls: e.DATABASE_REPLICA_URLS,
     },
+    redis: { url: e.REDIS_URL },
     apiKeys: e.API_KEYS,
     bodyLimitBytes: e.BODY_LIMIT,
     logLevel: e.LOG_LEVEL,

@@ -16,7 +16,9 @@ import {
   ResolvedIdempotencyOptions,
   resolveTiming,
 } from './idempotency.options';
-import { ClaimRequest, ClaimResult, IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
+import { ClaimRequest, ClaimResult, IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
+import { routeProblem } from './idempotency-routes.check';
+import type { RedisIdempotencyStore } from './redis-idempotency.store';
 import { parseDuration } from './duration';
 import { parseIdempotencyKey } from './idempotency-key';
 import { fingerprint } from './fingerprint';
@@ -33,6 +35,9 @@ interface RouteSettings {
   leaseMs: number;
   retentionMs: number;
   fingerprint?: IdempotentOptions['fingerprint'];
+  /** Where its keys are kept; `transactional`: the PostgreSQL store, whose completion commits with the handler's writes. */
+  store: IdempotencyKeyStore;
+  transactional: boolean;
 }
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
@@ -64,6 +69,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   constructor(
     private readonly reflector: Reflector,
     @Inject(IDEMPOTENCY_STORE) private readonly store: IdempotencyStore,
+    @Inject(IDEMPOTENCY_REDIS_STORE) private readonly redisStore: RedisIdempotencyStore | null,
     @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
@@ -119,8 +125,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     // Before the claim is sent: the retention it reports is counted from here.
     const sentAt = performance.now();
-    let claim = await this.claim(request);
-    if (claim.kind === 'in_progress' && route.waitMs > 0) claim = await this.waitForOwner(request, route.waitMs);
+    let claim = await this.claim(route.store, request);
+    if (claim.kind === 'in_progress' && route.waitMs > 0) claim = await this.waitForOwner(route.store, request, route.waitMs);
 
     switch (claim.kind) {
       case 'completed':
@@ -144,7 +150,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
           return this.send(res, response, false);
         };
         let run: Promise<string>;
-        if (!route.phased) {
+        if (!route.transactional) {
+          run = this.executeWithoutTransaction(res, next, route.store, owner, committed);
+        } else if (!route.phased) {
           run = this.execute(res, next, owner, committed);
         } else {
           // Nest has set the route's status already: a success answers with it.
@@ -153,7 +161,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           run = this.executePhased(next, operation, owner, committed);
         }
         // Duplicates may be waiting for this key: wake them once it has settled.
-        if (route.waitMs > 0) run = run.finally(() => this.announceSettled(owner));
+        if (route.waitMs > 0) run = run.finally(() => this.announceSettled(route.store, owner));
         return from(run);
       }
     }
@@ -181,8 +189,50 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.metrics.count('lease_lost');
         throw idempotencyErrors.leaseLost(this.options.policyUrl);
       }
-      await this.release(owner);
+      await this.release(this.store, owner);
       throw error;
+    }
+    return committed(response);
+  }
+
+  /**
+   * A route on the Redis store: the handler runs without a database transaction
+   * (its side effect is not in this database), then the response is stored,
+   * fenced. An error other than a business outcome releases the key (fenced), so
+   * a retry runs again. A completion refused (the lease was taken over) answers
+   * 409 lease lost and leaves the newer owner's claim and response standing;
+   * the side effect of this attempt has happened all the same, which is what
+   * Redis cannot prevent (docs/library.md, "A Redis store").
+   */
+  private async executeWithoutTransaction(
+    res: HttpResponse,
+    next: CallHandler,
+    store: IdempotencyKeyStore,
+    owner: Ownership,
+    committed: (response: StoredResponse) => string,
+  ): Promise<string> {
+    let response: StoredResponse;
+    try {
+      response = this.serialize(res, await lastValueFrom(next.handle(), { defaultValue: undefined }));
+    } catch (error) {
+      if (!isIdempotentOutcome(error)) {
+        await this.release(store, owner);
+        throw error;
+      }
+      const { status, body, contentType } = error[IDEMPOTENT_OUTCOME]();
+      response = { status, body, contentType };
+    }
+    try {
+      await store.complete(owner, response);
+    } catch (error) {
+      if (error instanceof LeaseLostError) {
+        this.metrics.count('lease_lost');
+        throw idempotencyErrors.leaseLost(this.options.policyUrl);
+      }
+      // The side effect happened: answer it rather than invite a retry that repeats it.
+      // The key stays in progress; a retry after the lease runs the route again.
+      this.logger.error(`could not store a response in Redis after the handler ran: ${(error as Error).message}`);
+      return this.send(res, response, false);
     }
     return committed(response);
   }
@@ -220,7 +270,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     if (operation.outcome?.kind === 'released') return;
     if (operation.recoveryPoint === null) {
-      await this.release(owner);
+      await this.release(this.store, owner);
       return;
     }
     // Something committed and the rest is unknown: keep the key and its recovery
@@ -233,9 +283,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
-  private async claim(request: ClaimRequest): Promise<ClaimResult> {
+  private async claim(store: IdempotencyKeyStore, request: ClaimRequest): Promise<ClaimResult> {
     const started = process.hrtime.bigint();
-    const claim = await this.store.claim(request);
+    const claim = await store.claim(request);
     this.metrics.claimDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     return claim;
   }
@@ -245,34 +295,34 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * settle (LISTEN/NOTIFY, see the store), then ask again, until it is no longer
    * in progress or the time is up (then the last answer, 409, stands).
    */
-  private async waitForOwner(request: ClaimRequest, waitMs: number): Promise<ClaimResult> {
-    const { awaitSettled } = this.store;
+  private async waitForOwner(store: IdempotencyKeyStore, request: ClaimRequest, waitMs: number): Promise<ClaimResult> {
+    const { awaitSettled } = store;
     if (!awaitSettled) return { kind: 'in_progress', retryAfterMs: waitMs };
     const deadline = performance.now() + waitMs;
     let claim: ClaimResult = { kind: 'in_progress', retryAfterMs: waitMs };
     while (claim.kind === 'in_progress' && performance.now() < deadline) {
       // Registered before asking again: a settlement in between is not missed.
-      const waiting = awaitSettled.call(this.store, request.scope, request.key, deadline - performance.now());
-      claim = await this.claim(request);
+      const waiting = awaitSettled.call(store, request.scope, request.key, deadline - performance.now());
+      claim = await this.claim(store, request);
       if (claim.kind !== 'in_progress') {
         waiting.cancel();
         break;
       }
       await waiting.settled;
-      claim = await this.claim(request);
+      claim = await this.claim(store, request);
     }
     return claim;
   }
 
-  private announceSettled(owner: Ownership): void {
-    this.store.announceSettled?.(owner.scope, owner.key).catch((error: unknown) => {
+  private announceSettled(store: IdempotencyKeyStore, owner: Ownership): void {
+    store.announceSettled?.(owner.scope, owner.key).catch((error: unknown) => {
       this.logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
     });
   }
 
-  private async release(owner: Ownership): Promise<void> {
+  private async release(store: IdempotencyKeyStore, owner: Ownership): Promise<void> {
     try {
-      await this.store.release(owner);
+      await store.release(owner);
       this.metrics.count('released');
     } catch (error) {
       // The lease still frees the key; a retry after it takes the key over.
@@ -323,12 +373,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
     let settings = this.routes.get(handler);
     if (!settings) {
       const o = this.reflector.getAllAndOverride(IdempotentMetadata, [handler, context.getClass()]) ?? {};
+      const where = `@Idempotent() on ${context.getClass().name}.${handler.name}`;
+      // IdempotencyRoutesCheck refused such a route at startup; this covers one it could not see.
+      const problem = routeProblem(o, this.options);
+      if (problem) throw new Error(`${where}: ${problem}`);
+      const redis = (o.store ?? this.options.store) === 'redis';
       settings = {
         required: o.required ?? true,
         phased: o.phased,
         waitMs: o.wait === undefined ? 0 : parseDuration(o.wait),
-        ...resolveTiming(o, this.options, `@Idempotent() on ${context.getClass().name}.${handler.name}`),
+        ...resolveTiming(o, this.options, where),
         fingerprint: o.fingerprint,
+        store: redis ? this.redisStore! : this.store,
+        transactional: !redis,
       };
       this.routes.set(handler, settings);
     }

@@ -1,4 +1,5 @@
 import { ConfigurableModuleBuilder, Global, Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { ClsService } from 'nestjs-cls';
@@ -8,6 +9,7 @@ import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IdempotencyPurgeService } from './idempotency-purge.service';
 import { IdempotencyRecovery } from './idempotency-recovery.service';
+import { IdempotencyRoutesCheck } from './idempotency-routes.check';
 import { IdempotentConsumer } from './idempotent-consumer';
 import {
   IDEMPOTENCY_CLS,
@@ -19,8 +21,9 @@ import {
   resolveIdempotencyOptions,
 } from './idempotency.options';
 import { IDEMPOTENCY_SCHEDULER, idempotencyScheduler } from './idempotency.scheduler';
-import { IDEMPOTENCY_STORE } from './idempotency.store';
+import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE } from './idempotency.store';
 import { PostgresIdempotencyStore } from './postgres-idempotency.store';
+import { RedisIdempotencyStore } from './redis-idempotency.store';
 import { ReplayCache } from './replay-cache';
 
 export const {
@@ -51,6 +54,7 @@ function required<T>(dependency: T | undefined): T {
  */
 @Global()
 @Module({
+  imports: [DiscoveryModule],
   providers: [
     { provide: IDEMPOTENCY_OPTIONS, useFactory: resolveIdempotencyOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
     {
@@ -67,6 +71,12 @@ function required<T>(dependency: T | undefined): T {
     },
     IdempotencyMetrics,
     { provide: IDEMPOTENCY_STORE, useClass: PostgresIdempotencyStore },
+    {
+      provide: IDEMPOTENCY_REDIS_STORE,
+      useFactory: (o: ResolvedIdempotencyOptions) => (o.redis ? RedisIdempotencyStore.create(o.redis) : null),
+      inject: [IDEMPOTENCY_OPTIONS],
+    },
+    IdempotencyRoutesCheck,
     { provide: ReplayCache, useFactory: (o: ResolvedIdempotencyOptions) => new ReplayCache(o.replayCacheBytes), inject: [IDEMPOTENCY_OPTIONS] },
     IdempotencyInterceptor,
     IdempotencyContext,
@@ -80,6 +90,7 @@ function required<T>(dependency: T | undefined): T {
     IDEMPOTENCY_CLS,
     IDEMPOTENCY_OPTIONS,
     IDEMPOTENCY_STORE,
+    IDEMPOTENCY_REDIS_STORE,
     IdempotencyMetrics,
     ReplayCache,
     IdempotencyInterceptor,

@@ -19,8 +19,40 @@ export interface IdempotencyRequest {
   body?: unknown;
 }
 
+/** Where a route's keys are kept (see docs/library.md, "A Redis store"). */
+export const IDEMPOTENCY_STORE_KINDS = ['postgres', 'redis'] as const;
+export type IdempotencyStoreKind = (typeof IDEMPOTENCY_STORE_KINDS)[number];
+
+/**
+ * What the Redis store uses of an ioredis client (an ioredis `Redis` is one).
+ * Structural, so that the package's types do not need ioredis installed.
+ */
+export interface IdempotencyRedisClient {
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
+  quit(): Promise<unknown>;
+}
+
+/** The Redis store's connection: a URL (the module owns the client) or the app's own ioredis client. */
+export interface IdempotencyRedisOptions {
+  /** `redis://[user:password@]host:port[/db]` or `rediss://...`; the module connects at startup and quits at shutdown. */
+  url?: string;
+  /** An ioredis client of the app's (it stays the app's: the module never closes it). */
+  client?: IdempotencyRedisClient;
+  /** Prefix of the Redis keys, each followed by the key's id (keyId). Default `idempotency:`. */
+  keyPrefix?: string;
+}
+
 /** Options of `IdempotencyModule.forRoot/forRootAsync`. */
 export interface IdempotencyModuleOptions {
+  /**
+   * The store of routes that do not name one (`@Idempotent({ store })`).
+   * Default `postgres`: the key commits with the handler's writes. `redis` needs
+   * the `redis` option and suits only routes whose side effect is not in this
+   * database (docs/library.md, "A Redis store").
+   */
+  store?: IdempotencyStoreKind;
+  /** The Redis store, for `store: 'redis'` or routes with `@Idempotent({ store: 'redis' })`. Requires the `ioredis` package. */
+  redis?: IdempotencyRedisOptions;
   /**
    * The table of the keys, `table` or `schema.table`. Default `idempotency_keys`.
    * Create it with `createIdempotencyMigrations(tableName)` (or the module's SQL).
@@ -126,10 +158,21 @@ export interface IdempotentOptions {
    * Woken by PostgreSQL LISTEN/NOTIFY when the key settles, not by polling.
    */
   wait?: Duration;
+  /**
+   * This route's store, overriding the module's. `redis`: the handler runs
+   * without a database transaction and its response is stored after it, fenced
+   * (docs/library.md, "A Redis store"); not with `phased` or `wait` (the app
+   * stops at startup with the reason).
+   */
+  store?: IdempotencyStoreKind;
 }
 
 export interface ResolvedIdempotencyOptions {
   table: IdempotencyTable;
+  /** The store of routes that name none. */
+  store: IdempotencyStoreKind;
+  /** The Redis store's connection, when there is one. */
+  redis?: { url?: string; client?: IdempotencyRedisClient; keyPrefix: string };
   leaseMs: number;
   retentionMs: number;
   scope(request: IdempotencyRequest): string | undefined;
@@ -192,6 +235,7 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
   const d = IDEMPOTENCY_DEFAULTS;
   return {
     table: idempotencyTable(o.tableName),
+    ...resolveStore(o),
     ...resolveTiming(o, DEFAULT_TIMING, 'IdempotencyModule'),
     scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),
     claimPoolSize: o.claimPoolSize ?? d.claimPoolSize,
@@ -210,6 +254,14 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
     },
     messages: resolveMessages(o.messages),
   };
+}
+
+function resolveStore(o: IdempotencyModuleOptions): Pick<ResolvedIdempotencyOptions, 'store' | 'redis'> {
+  const store = o.store ?? 'postgres';
+  if (!IDEMPOTENCY_STORE_KINDS.includes(store)) throw new RangeError(`IdempotencyModule: store must be ${IDEMPOTENCY_STORE_KINDS.join(' or ')}, not ${String(store)}`);
+  if (o.redis && !o.redis.url === !o.redis.client) throw new RangeError('IdempotencyModule: redis needs exactly one of url and client');
+  if (store === 'redis' && !o.redis) throw new RangeError("IdempotencyModule: store 'redis' needs the redis option ({ url } or { client })");
+  return { store, redis: o.redis && { url: o.redis.url, client: o.redis.client, keyPrefix: o.redis.keyPrefix ?? 'idempotency:' } };
 }
 
 function resolveMessages(given: IdempotencyModuleOptions['messages']): ResolvedIdempotencyOptions['messages'] {

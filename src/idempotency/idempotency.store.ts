@@ -51,12 +51,18 @@ export type ClaimResult =
   | { kind: 'in_progress'; retryAfterMs: number }
   | { kind: 'mismatch' };
 
-export interface IdempotencyStore {
+/**
+ * What every store offers: claim, fenced completion, fenced release. The
+ * PostgreSQL store (IdempotencyStore) completes inside the business transaction;
+ * the Redis store (RedisIdempotencyStore) after the handler, with no transaction.
+ */
+export interface IdempotencyKeyStore {
   /** Claims the key or reports its state. Commits on its own, outside any transaction. */
   claim(request: ClaimRequest): Promise<ClaimResult>;
   /**
-   * Stores the response, fenced on the owner's token, inside the ambient
-   * business transaction. Throws LeaseLostError when the key is no longer ours.
+   * Stores the response, fenced on the owner's token (in PostgreSQL: inside the
+   * ambient business transaction). Throws LeaseLostError when the key is no
+   * longer ours.
    */
   complete(owner: Ownership, response: StoredResponse): Promise<void>;
   /**
@@ -64,6 +70,19 @@ export interface IdempotencyStore {
    * it holds a committed recovery point: that key is kept and its lease ends now.
    */
   release(owner: Ownership): Promise<void>;
+  /**
+   * For `@Idempotent({ wait })`: resolves when the key is announced settled
+   * (completed or released, see `announceSettled`) or after `timeoutMs`, whichever
+   * comes first. Registers at once, so a settlement right after the call is not
+   * missed. A store without it cannot wait: duplicates get 409 at once.
+   */
+  awaitSettled?(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
+  /** Wakes whoever awaits this key (after its completion or release committed). */
+  announceSettled?(scope: string, key: string): Promise<void>;
+}
+
+/** The PostgreSQL store: the key store plus what phased operations need (recovery points). */
+export interface IdempotencyStore extends IdempotencyKeyStore {
   /**
    * Records a recovery point, fenced on the owner's token, inside the ambient
    * transaction of the phase it concludes. Throws LeaseLostError when the key is
@@ -94,15 +113,9 @@ export interface IdempotencyStore {
    * its owner still holds the lease).
    */
   takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
-  /**
-   * For `@Idempotent({ wait })`: resolves when the key is announced settled
-   * (completed or released, see `announceSettled`) or after `timeoutMs`, whichever
-   * comes first. Registers at once, so a settlement right after the call is not
-   * missed. A store without it cannot wait: duplicates get 409 at once.
-   */
-  awaitSettled?(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
-  /** Wakes whoever awaits this key (after its completion or release committed). */
-  announceSettled?(scope: string, key: string): Promise<void>;
 }
 
+/** The PostgreSQL store (IdempotencyStore). */
 export const IDEMPOTENCY_STORE = Symbol('IDEMPOTENCY_STORE');
+/** The Redis store (RedisIdempotencyStore), or null when the module has no `redis` option. */
+export const IDEMPOTENCY_REDIS_STORE = Symbol('IDEMPOTENCY_REDIS_STORE');

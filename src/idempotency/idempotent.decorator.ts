@@ -46,6 +46,8 @@ export function Idempotent(options: IdempotentOptions = {}): MethodDecorator & C
       scope: 'client',
       // How long (ms) a duplicate of a request in progress waits for its replay before 409.
       ...(waitMs > 0 ? { wait_ms: waitMs } : {}),
+      // Where the key is kept, when the route names it (redis: not atomic with the database).
+      ...(options.store ? { store: options.store } : {}),
     }),
   );
 }

@@ -5,7 +5,17 @@
  */
 export { IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_OPTIONS_TYPE, IdempotencyModule } from './idempotency.module';
 export { transactionalClsModule } from './transactional-cls';
-export { IDEMPOTENCY_DEFAULTS, IDEMPOTENCY_OPTIONS, IdempotencyModuleOptions, IdempotencyRequest, IdempotentOptions, ResolvedIdempotencyOptions } from './idempotency.options';
+export {
+  IDEMPOTENCY_DEFAULTS,
+  IDEMPOTENCY_OPTIONS,
+  IdempotencyModuleOptions,
+  IdempotencyRedisClient,
+  IdempotencyRedisOptions,
+  IdempotencyRequest,
+  IdempotencyStoreKind,
+  IdempotentOptions,
+  ResolvedIdempotencyOptions,
+} from './idempotency.options';
 export { Duration, formatDuration, parseDuration } from './duration';
 export { Idempotent } from './idempotent.decorator';
 export { Operation, PhasedOperation } from './phased-operation';

@@ -64,14 +64,21 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
   const app = moduleRef.createNestApplication<NestFastifyApplication>(createHttpAdapter(config), { bodyParser: false, bufferLogs: true });
   configureApp(app, config);
   let url: string | undefined;
-  if (options.listen) {
-    await app.listen(0, '127.0.0.1');
-    url = await app.getUrl();
-    url = url.replace('[::1]', '127.0.0.1');
-  } else {
-    await app.init();
-    // Supertest sends to the Node server: Fastify must have loaded its plugins and routes first.
-    await app.getHttpAdapter().getInstance().ready();
+  try {
+    if (options.listen) {
+      await app.listen(0, '127.0.0.1');
+      url = await app.getUrl();
+      url = url.replace('[::1]', '127.0.0.1');
+    } else {
+      await app.init();
+      // Supertest sends to the Node server: Fastify must have loaded its plugins and routes first.
+      await app.getHttpAdapter().getInstance().ready();
+    }
+  } catch (error) {
+    // A startup refused (what some suites assert): close what did start (pools, Redis), then report.
+    await app.close().catch(() => undefined);
+    if (!options.database) await db.drop().catch(() => undefined);
+    throw error;
   }
   const dataSource = app.get(DataSource);
   return {

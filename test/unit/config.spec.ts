@@ -138,6 +138,13 @@ describe('loadConfig defaults', () => {
     expect(loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URLS: ' , ' }).database.replicaUrls).toEqual([]);
   });
 
+  it('takes REDIS_URL as a redis:// or rediss:// URL, refusing others without echoing them', () => {
+    expect(loadConfig({ REDIS_URL: 'redis://u:p@cache:6379/2' }).redis.url).toBe('redis://u:p@cache:6379/2');
+    expect(loadConfig({ REDIS_URL: '' }).redis.url).toBeUndefined();
+    expect(() => loadConfig({ REDIS_URL: 'http://u:secret@cache' })).toThrow(/REDIS_URL: expected a redis:\/\/ or rediss:\/\/ URL/);
+    expect(() => loadConfig({ REDIS_URL: 'http://u:secret@cache' })).not.toThrow(/secret/);
+  });
+
   it('refuses a zero BODY_LIMIT and a client name given twice in API_KEYS', () => {
     expect(() => loadConfig({ BODY_LIMIT: '0' })).toThrow(/BODY_LIMIT/);
     expect(() => loadConfig({ API_KEYS: 'a:0123456789abcdef,a:fedcba9876543210' })).toThrow(/API_KEYS: the client name "a" appears twice/);
@@ -169,6 +176,7 @@ describe('loadConfig defaults', () => {
         webhookEventRetentionMs: 604_800_000,
       },
       recovery: { enabled: true, intervalMs: 60_000 },
+      redis: { url: undefined },
       payments: { concurrency: 90, queueLimit: 1000, perClient: 30 },
       http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
       metrics: { token: undefined, port: undefined, host: '127.0.0.1' },
@@ -346,6 +354,7 @@ describe('loadConfig values', () => {
         webhookEventRetentionMs: 259_200_000,
       },
       recovery: { enabled: false, intervalMs: 5000 },
+      redis: { url: undefined },
       payments: { concurrency: 90, queueLimit: 1000, perClient: 30 },
       http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
       metrics: { token: 'metrics-token-0123456789', port: 9464, host: '0.0.0.0' },

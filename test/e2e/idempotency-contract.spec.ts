@@ -1,0 +1,196 @@
+import { randomUUID } from 'node:crypto';
+import request from 'supertest';
+import type { IdempotencyStoreKind } from '../../src/idempotency/idempotency.options';
+import { CLIENT_B, TestApp, createTestApp } from '../support/app';
+import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';
+import { TimedResponse, histogram, peakConcurrency, timed } from '../support/race';
+import { redisUrl } from '../support/redis-server';
+
+/**
+ * The contract of @Idempotent() that every store keeps, run against each on a
+ * real server: PostgreSQL (the run's database) and Redis (the run's
+ * redis-server, test/support/redis-server.ts). The route's side effect is a
+ * counter of executions outside any database (SideEffects), so what is
+ * counted is what a store let run, whatever it stored. The replay cache is off:
+ * every replay is the store's.
+ */
+const RUNS = Number(process.env.RACE_RUNS ?? 3);
+const STORES: IdempotencyStoreKind[] = ['postgres', 'redis'];
+
+describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
+  jest.setTimeout(120_000);
+  let t: TestApp;
+  let effects: SideEffects;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      listen: true,
+      imports: [ContractModule.on(store)],
+      env: { IDEMPOTENCY_REPLAY_CACHE: '0', ...(store === 'redis' ? { REDIS_URL: redisUrl() } : {}) },
+    });
+    effects = t.app.get(SideEffects);
+  });
+  afterAll(() => t?.close());
+
+  type Body = { name: string; hold?: boolean; pace_ms?: number; fail?: 'boom' | 'declined' };
+  const post = (path: 'sends' | 'short-lease', key: string, body: Body, client?: { key: string }) =>
+    request(t.url!).post(`/contract/${store}/${path}`).set(t.auth(client)).set('Idempotency-Key', key).send(body);
+  const send = (path: 'sends' | 'short-lease', key: string, body: Body) => post(path, key, body).then((r) => r);
+  const name = (what: string) => `${what}-${randomUUID()}`;
+
+  /**
+   * Sends the same request until one takes the key over from an owner whose
+   * lease ran out (judged by the store's clock) and starts execution number
+   * `execution`; returns that request, still running (wrapped: awaiting a
+   * returned promise would wait for its answer). Each earlier one got 409.
+   */
+  async function takeOver(key: string, body: Body, execution: number) {
+    const started = effects.executionStarted(body.name, execution).then(() => 'started' as const);
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const attempt = send('short-lease', key, body);
+      const first = await Promise.race([attempt, started]);
+      if (first === 'started') return { response: attempt };
+      expect(first.status).toBe(409);
+      expect(first.body.code).toBe('idempotency_request_in_progress');
+      if (Date.now() > deadline) throw new Error('no takeover within 10 s of a 300 ms lease');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  it('runs the first request once and replays status, body bytes, content type and Location', async () => {
+    const key = randomUUID();
+    const body = { name: name('fidelity') };
+    const first = await post('sends', key, body).expect(202);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    expect(first.headers['content-type']).toBe(SEND_CONTENT_TYPE);
+    expect(first.headers['location']).toMatch(new RegExp(`^/contract/${store}/sends/`));
+
+    const replay = await post('sends', key, body).expect(202);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(Buffer.from(replay.text)).toEqual(Buffer.from(first.text));
+    expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+    expect(replay.headers['location']).toBe(first.headers['location']);
+    expect(effects.executions(body.name)).toBe(1);
+  });
+
+  it('answers 422 idempotency_key_reused for the same key with another body', async () => {
+    const key = randomUUID();
+    const body = { name: name('mismatch') };
+    await post('sends', key, body).expect(202);
+    const other = await post('sends', key, { name: name('other') }).expect(422);
+    expect(other.body.code).toBe('idempotency_key_reused');
+    expect(effects.executions(body.name)).toBe(1);
+  });
+
+  it('scopes keys per client: the same key from two clients is two operations', async () => {
+    const key = randomUUID();
+    const body = { name: name('scope') };
+    const a = await post('sends', key, body).expect(202);
+    const b = await post('sends', key, body, CLIENT_B).expect(202);
+    expect(b.headers['idempotent-replayed']).toBeUndefined();
+    expect(b.text).not.toBe(a.text);
+    expect(effects.executions(body.name)).toBe(2);
+  });
+
+  it('answers 409 with Retry-After while the first request runs, then replays it', async () => {
+    const key = randomUUID();
+    const body = { name: name('in-progress'), hold: true };
+    const first = send('sends', key, body);
+    await effects.executionStarted(body.name, 1);
+    const dup = await post('sends', key, body).expect(409);
+    expect(dup.body.code).toBe('idempotency_request_in_progress');
+    expect(Number(dup.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    effects.release(body.name, 1);
+    const done = await first;
+    expect(done.status).toBe(202);
+    const replay = await post('sends', key, body).expect(202);
+    expect(replay.text).toBe(done.text);
+    expect(effects.executions(body.name)).toBe(1);
+  });
+
+  it('stores a business outcome (402) and replays it', async () => {
+    const key = randomUUID();
+    const body = { name: name('declined'), fail: 'declined' as const };
+    const first = await post('sends', key, body).expect(402);
+    const replay = await post('sends', key, body).expect(402);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+    expect(effects.executions(body.name)).toBe(1);
+  });
+
+  it('releases the key on an unexpected error, so a retry runs again', async () => {
+    const key = randomUUID();
+    const body = { name: name('released'), hold: true };
+    const first = send('sends', key, body);
+    await effects.executionStarted(body.name, 1);
+    effects.release(body.name, 1, 'fail');
+    expect((await first).status).toBe(500);
+    const retry = send('sends', key, body);
+    await effects.executionStarted(body.name, 2);
+    effects.release(body.name, 2);
+    expect((await retry).status).toBe(202);
+    expect(effects.executions(body.name)).toBe(2);
+  });
+
+  it("lets a retry take over after the lease; the stale owner's completion fails and the newer response stands", async () => {
+    const key = randomUUID();
+    const body = { name: name('stale-complete'), hold: true };
+    const original = send('short-lease', key, body);
+    await effects.executionStarted(body.name, 1);
+    const takeover = (await takeOver(key, body, 2)).response;
+
+    effects.release(body.name, 2);
+    const newer = await takeover;
+    expect(newer.status).toBe(202);
+    expect(JSON.parse(newer.text)).toMatchObject({ execution: 2 });
+
+    effects.release(body.name, 1);
+    const stale = await original;
+    expect(stale.status).toBe(409);
+    expect(stale.body.code).toBe('idempotency_lease_lost');
+
+    const replay = await post('short-lease', key, body).expect(202);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(newer.text);
+  });
+
+  it("a stale owner's release after a failure leaves the newer claim in place", async () => {
+    const key = randomUUID();
+    const body = { name: name('stale-release'), hold: true };
+    const original = send('short-lease', key, body);
+    await effects.executionStarted(body.name, 1);
+    const takeover = (await takeOver(key, body, 2)).response;
+
+    effects.release(body.name, 1, 'fail');
+    expect((await original).status).toBe(500);
+
+    // Had the stale owner's release deleted the key, the newer owner's fenced
+    // completion would find no claim of its own and answer 409 lease lost.
+    effects.release(body.name, 2);
+    const newer = await takeover;
+    expect(newer.status).toBe(202);
+    const replay = await post('short-lease', key, body).expect(202);
+    expect(replay.text).toBe(newer.text);
+    expect(effects.executions(body.name)).toBe(2);
+  });
+
+  it.each([100])('race: %i identical concurrent requests execute once, every run', async (n) => {
+    for (let run = 1; run <= RUNS; run++) {
+      const key = randomUUID();
+      const body = { name: name('race'), pace_ms: 50 };
+      const responses: TimedResponse[] = await Promise.all(
+        Array.from({ length: n }, () => timed(request(t.url!).post(`/contract/${store}/sends`).set(t.auth()).set('Idempotency-Key', key).send(body))),
+      );
+      console.log(`${store} race N=${n} run ${run}/${RUNS}: ${JSON.stringify(histogram(responses))} peak in flight ${peakConcurrency(responses)}`);
+      expect(effects.executions(body.name)).toBe(1);
+      const originals = responses.filter((r) => r.status === 202 && r.headers['idempotent-replayed'] === undefined);
+      expect(originals).toHaveLength(1);
+      for (const r of responses) {
+        expect([202, 409]).toContain(r.status);
+        if (r.status === 202) expect(r.text).toBe(originals[0].text);
+      }
+      expect(peakConcurrency(responses)).toBeGreaterThanOrEqual(n / 2);
+    }
+  });
+});
