@@ -72,6 +72,7 @@ async function startRedis(): Promise<{ url: string; stop(): void }> {
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     const c = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    c.on('error', () => undefined); // not listening yet: connect() rejects, the loop tries again
     try {
       await c.connect();
       await c.ping();
@@ -179,7 +180,7 @@ async function main() {
 
     // 3. HTTP req/s: the two routes in one app, alternating rounds.
     log(`HTTP: ${HTTP_ROUNDS} alternating rounds of ${HTTP_SECONDS} s per route and scenario`);
-    const config = benchConfig(db.url, { REDIS_URL: redisServer.url, IDEMPOTENCY_REPLAY_CACHE: '0', LOG_LEVEL: 'error' });
+    const config = benchConfig(db.url, { REDIS_URL: redisServer.url, IDEMPOTENCY_REPLAY_CACHE: '0', LOG_LEVEL: 'fatal' });
     // AppModule and the two routes, as the e2e suites build the app.
     const moduleRef = await Test.createTestingModule({ imports: [AppModule.register({ config, databaseUrl: db.url }), StoreRoutesModule] }).compile();
     const server = moduleRef.createNestApplication<NestFastifyApplication>(createHttpAdapter(config), { bodyParser: false, logger: ['error'] });
