@@ -1,4 +1,3 @@
-import { RouteConfig } from '@nestjs/platform-fastify';
 import type { onRequestHookHandler } from 'fastify';
 import { sendProblem } from '../common/http';
 import { problems } from '../common/problem';
@@ -21,9 +20,6 @@ declare module 'fastify' {
 
 /** The route config of a route authenticated before its body is read (ChargeRoute adds it with its own). */
 export const AUTHENTICATE_ON_REQUEST = { authenticateOnRequest: true } as const;
-
-/** Marks a route whose API key is checked before its body is read (authenticateOnRequest). */
-export const AuthenticateOnRequest = () => RouteConfig(AUTHENTICATE_ON_REQUEST);
 
 /**
  * The request's client from `Authorization: Bearer <key>` (ClientsService's

@@ -8,6 +8,7 @@ import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
 import { isMetricsTokenValid } from '../metrics/metrics-access';
 import { bearerToken } from './api-key';
+import { AuthenticatedClient } from './authenticated-client';
 import { ClientsService } from './clients.service';
 
 /** The window of an address's budget, and the interval of the summary line. */
@@ -113,7 +114,7 @@ export class FailedAuthLimiter implements OnApplicationShutdown {
       const authorization = request.headers.authorization;
       const key = bearerToken(authorization);
       if (key === undefined) return this.refuse(reply, seconds);
-      this.isValidCredential(key, authorization).then(
+      this.isValidCredential(request, key, authorization).then(
         (valid) => (valid ? done() : this.refuse(reply, seconds)),
         (error: Error) => done(error),
       );
@@ -143,11 +144,16 @@ export class FailedAuthLimiter implements OnApplicationShutdown {
     this.summaryTimer = undefined;
   }
 
-  /** Whether the key is a client's active key or, where /metrics is served on this port, the metrics token. */
-  private async isValidCredential(key: string, authorization: string | undefined): Promise<boolean> {
+  /**
+   * Whether the key is a client's active key or, where /metrics is served on
+   * this port, the metrics token. A client found is kept on the request, so the
+   * later authentication of the request does not look it up again.
+   */
+  private async isValidCredential(request: { client?: AuthenticatedClient }, key: string, authorization: string | undefined): Promise<boolean> {
     const { token, port } = this.config.metrics;
     if (token !== undefined && port === undefined && isMetricsTokenValid(authorization, token)) return true;
-    return (await this.clients.authenticate(key)) !== undefined;
+    request.client = await this.clients.authenticate(key);
+    return request.client !== undefined;
   }
 
   private refuse(reply: FastifyReply, seconds: number): void {

@@ -118,6 +118,16 @@ const boolean = (fallback: boolean) =>
     })
     .transform((v) => ['true', '1'].includes(v.trim().toLowerCase()));
 
+/** Durations a zero would break (a lease, a timeout, an interval, a retention). */
+const POSITIVE_DURATIONS = [
+  'IDEMPOTENCY_LEASE',
+  'CARD_NETWORK_TIMEOUT',
+  'WEBHOOK_EVENT_RETENTION',
+  'HTTP_REQUEST_TIMEOUT',
+  'HTTP_KEEP_ALIVE_TIMEOUT',
+  'RECOVERY_INTERVAL',
+] as const;
+
 const schema = z
   .object({
     NODE_ENV: z.string().default('development').transform((v) => v.trim().toLowerCase()),
@@ -195,12 +205,12 @@ const schema = z
     RATE_LIMIT_UNAUTHENTICATED: integer(60, 1, 1_000_000_000),
   })
   .superRefine((env, ctx) => {
+    for (const name of POSITIVE_DURATIONS) {
+      if (env[name] <= 0) ctx.addIssue({ code: 'custom', path: [name], message: 'must be longer than 0' });
+    }
     // A replica of the embedded server cannot exist: replicas follow an external primary.
     if (env.DATABASE_REPLICA_URLS.length > 0 && env.DATABASE_URL === undefined) {
       ctx.addIssue({ code: 'custom', path: ['DATABASE_REPLICA_URLS'], message: 'needs DATABASE_URL (the primary they replicate)' });
-    }
-    if (env.IDEMPOTENCY_LEASE <= 0) {
-      ctx.addIssue({ code: 'custom', path: ['IDEMPOTENCY_LEASE'], message: 'must be longer than 0' });
     }
     if (env.IDEMPOTENCY_LEASE >= env.IDEMPOTENCY_RETENTION) {
       ctx.addIssue({
@@ -208,9 +218,6 @@ const schema = z
         path: ['IDEMPOTENCY_LEASE'],
         message: 'must be shorter than IDEMPOTENCY_RETENTION',
       });
-    }
-    if (env.CARD_NETWORK_TIMEOUT <= 0) {
-      ctx.addIssue({ code: 'custom', path: ['CARD_NETWORK_TIMEOUT'], message: 'must be longer than 0' });
     }
     // One network call with its resends must end within the lease that covers it:
     // otherwise a retry or the recovery job could take the operation over while
@@ -222,20 +229,8 @@ const schema = z
         message: 'CARD_NETWORK_TIMEOUT × (CARD_NETWORK_MAX_RETRIES + 1) must be shorter than IDEMPOTENCY_LEASE',
       });
     }
-    if (env.WEBHOOK_EVENT_RETENTION <= 0) {
-      ctx.addIssue({ code: 'custom', path: ['WEBHOOK_EVENT_RETENTION'], message: 'must be longer than 0' });
-    }
     if (env.PAYMENTS_CONCURRENCY > 0 && env.PAYMENTS_CONCURRENCY_PER_CLIENT > env.PAYMENTS_CONCURRENCY) {
       ctx.addIssue({ code: 'custom', path: ['PAYMENTS_CONCURRENCY_PER_CLIENT'], message: 'must not exceed PAYMENTS_CONCURRENCY' });
-    }
-    if (env.HTTP_REQUEST_TIMEOUT <= 0) {
-      ctx.addIssue({ code: 'custom', path: ['HTTP_REQUEST_TIMEOUT'], message: 'must be longer than 0' });
-    }
-    if (env.HTTP_KEEP_ALIVE_TIMEOUT <= 0) {
-      ctx.addIssue({ code: 'custom', path: ['HTTP_KEEP_ALIVE_TIMEOUT'], message: 'must be longer than 0' });
-    }
-    if (env.RECOVERY_INTERVAL <= 0) {
-      ctx.addIssue({ code: 'custom', path: ['RECOVERY_INTERVAL'], message: 'must be longer than 0' });
     }
   });
 

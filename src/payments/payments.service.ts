@@ -408,7 +408,5 @@ function settledByAnother(): LeaseLostError {
 
 /** An answer that does not settle the operation: 503, key and recovery point kept. */
 function unknownOutcome(error: unknown): unknown {
-  return error instanceof CardNetworkUnavailableError || error instanceof CardNetworkRefusedError || error instanceof InvalidSourceError
-    ? new CardNetworkUnavailableException()
-    : error;
+  return error instanceof CardNetworkUnavailableError || error instanceof CardNetworkRefusedError ? new CardNetworkUnavailableException() : error;
 }

@@ -37,25 +37,22 @@ export class CardNetworkWebhooks {
 
   async receive(payload: Buffer | undefined, signature: string | undefined): Promise<WebhookReceipt> {
     const event = this.verify(payload, signature);
+    if (event.object === 'other') return { received: true, effect: 'nothing_to_do' };
     const target = await this.targetOf(event);
     if (!target) return { received: true, effect: 'nothing_to_do' };
 
-    let settled = false;
     const outcome = await this.consumer.process(CARD_NETWORK_EVENTS, event.id, async () => {
       const taken = await this.recovery.takeOver(target.scope, target.key, (op) =>
         event.object === 'payment_intent'
           ? this.payments.settleFromNetwork(op as PaymentOperation, target.id, event.intentId, event.state)
-          : event.object === 'refund'
-            ? this.payments.settleRefundFromNetwork(op as RefundOperation, target.id, event.state)
-            : Promise.resolve(),
+          : this.payments.settleRefundFromNetwork(op as RefundOperation, target.id, event.state),
       );
       // The client's request (or the recovery job) is at work on it: deliver again later.
       if (!taken.taken) throw inProgress();
-      settled = true;
     });
     if (!outcome.processed) return { received: true, effect: 'duplicate' };
-    this.logger.log(`${event.type} ${event.id}: ${settled ? 'settled' : 'nothing to do'}`);
-    return { received: true, effect: settled ? 'settled' : 'nothing_to_do' };
+    this.logger.log(`${event.type} ${event.id}: settled`);
+    return { received: true, effect: 'settled' };
   }
 
   private verify(payload: Buffer | undefined, signature: string | undefined): NetworkEvent {
