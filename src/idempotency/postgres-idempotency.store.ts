@@ -52,15 +52,26 @@ const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 // would wait for that transaction to end). When the row committed after this
 // statement's snapshot, neither branch returns its position: the caller
 // answers 409, retry.
-const CLAIM_SQL = (t: string) => `
+//
+// Each key is read by a LATERAL subquery with LIMIT 1, which the planner keeps
+// as one primary-key lookup per key whatever the table's statistics: a plain
+// join is planned from them, and a plan cached while the table was nearly
+// empty (a hash join over a sequential scan) would go on scanning it whole as
+// it grows.
+export const CLAIM_SQL = (t: string) => `
 WITH req AS (
   SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::int8[], $4::int8[]) WITH ORDINALITY
          AS r(id, fingerprint, lease_ms, retention_ms, n)
 ), cur AS (
-  SELECT r.n, k.lease, k.fingerprint = r.fingerprint AS same, k.status, k.body, k.headers,
-         k.expires_at <= now() AS expired, k.lease - ${NOW_US} AS remaining_us,
-         floor(extract(epoch FROM k.expires_at - now()) * 1000)::int8 AS retained_ms
-    FROM req r JOIN ${t} k ON k.id = r.id
+  SELECT r.n, k.*
+    FROM req r CROSS JOIN LATERAL (
+      SELECT k.lease, k.fingerprint = r.fingerprint AS same, k.status, k.body, k.headers,
+             k.expires_at <= now() AS expired, k.lease - ${NOW_US} AS remaining_us,
+             floor(extract(epoch FROM k.expires_at - now()) * 1000)::int8 AS retained_ms
+        FROM ${t} k
+       WHERE k.id = r.id
+       LIMIT 1
+    ) k
 ), ins AS (
   INSERT INTO ${t} (id, lease, expires_at, fingerprint)
   SELECT r.id, ${NOW_US} + r.lease_ms * 1000, now() + r.retention_ms * interval '1 millisecond', r.fingerprint

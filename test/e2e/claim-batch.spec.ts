@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_STORE, ClaimRequest, ClaimResult, IdempotencyStore } from '../../src/idempotency/idempotency.store';
 import { fingerprint } from '../../src/idempotency/fingerprint';
 import { keyId } from '../../src/idempotency/key-id';
+import { CLAIM_SQL } from '../../src/idempotency/postgres-idempotency.store';
 import { TestApp, createTestApp } from '../support/app';
 
 /**
@@ -108,5 +109,32 @@ describe('claims sent together (e2e, real PostgreSQL)', () => {
     const settled = await Promise.allSettled([store.claim(claimOf(keys[0])), store.claim(bad)]);
     expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected']);
     expect((await store.claim(claimOf(keys[0]))).kind).toBe('claimed');
+  });
+
+  it('reads each key by its primary key even in a plan made while the table was empty', async () => {
+    // A generic plan (as a prepared statement gets after five runs) of the claim on an
+    // empty copy of the table, then the table grows: the plan must still look keys up.
+    const runner = db.createQueryRunner();
+    await runner.connect();
+    try {
+      await runner.startTransaction();
+      await runner.query('CREATE TEMP TABLE claim_plan (LIKE idempotency_keys INCLUDING ALL) ON COMMIT DROP');
+      await runner.query('SET LOCAL plan_cache_mode = force_generic_plan');
+      await runner.query(`PREPARE claim_plan_test(uuid[], bytea[], int8[], int8[]) AS ${CLAIM_SQL('claim_plan')}`);
+      // The first execution plans it, on the empty table, and the plan is kept.
+      await runner.query(`EXECUTE claim_plan_test('{}', '{}', '{}', '{}')`);
+      await runner.query(
+        `INSERT INTO claim_plan (id, lease, expires_at, fingerprint)
+         SELECT gen_random_uuid(), 1, now(), '\\x00000000000000000000000000000000'::bytea FROM generate_series(1, 20000)`,
+      );
+      const plan = (await runner.query(`EXPLAIN EXECUTE claim_plan_test('{${randomUUID()}}', '{}', '{}', '{}')`)) as { 'QUERY PLAN': string }[];
+      const text = plan.map((row) => row['QUERY PLAN']).join('\n');
+      expect(text).toMatch(/Index Scan using \S+ on claim_plan/);
+      expect(text).not.toMatch(/Seq Scan on claim_plan/);
+    } finally {
+      await runner.query('DEALLOCATE ALL').catch(() => undefined);
+      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      await runner.release();
+    }
   });
 });
