@@ -48,7 +48,7 @@ const IN_PROGRESS_RETRY_AFTER_S = 1;
  * The request path of an @Idempotent() route (see docs/idempotency.md):
  *
  *   parse key -> fingerprint -> in the replay cache? replay it (no database)
- *   -> claim-or-get (one autocommit statement, shared with the claims of the same event-loop turn)
+ *   -> claim-or-get (one autocommit statement)
  *     completed      -> replay stored status, headers, body + Idempotent-Replayed
  *     other request  -> 422          in progress -> 409 + Retry-After
  *     claimed        -> transaction T { pipes + handler; fenced completion } -> respond

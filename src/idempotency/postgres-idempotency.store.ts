@@ -8,19 +8,17 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
 import { keyId } from './key-id';
-import { ClaimBatch } from './claim-batch';
 import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 
 /**
  * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
  *
- * - Claim-or-get is ONE autocommit statement (prepared) for all the claims
- *   asked for in one turn of the event loop (ClaimBatch): per key, a read of the
- *   existing row, and INSERT ... ON CONFLICT DO NOTHING only when there is
- *   none. Nothing locks an existing row, so a duplicate never queues behind the
- *   request that owns the key (ON CONFLICT DO UPDATE would lock it even when
- *   its WHERE is false). Replay, conflict and mismatch are answered by that one
- *   round trip and write nothing.
+ * - Claim-or-get is ONE autocommit statement (prepared): a read of the existing
+ *   row, and INSERT ... ON CONFLICT DO NOTHING only when there is none. Nothing
+ *   locks an existing row, so a duplicate never queues behind the request that
+ *   owns the key (ON CONFLICT DO UPDATE would lock it even when its WHERE is
+ *   false). Replay, conflict and mismatch are answered by that one round trip
+ *   and write nothing.
  * - The fencing token (`lease`) is the lease deadline in microseconds since the
  *   epoch, from the database clock. It is an int8 and round-trips exactly (a
  *   timestamptz read back into JS loses microseconds), and every new claim or
@@ -45,47 +43,31 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, 
 export const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
 const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 
-// The claims of one batch (see ClaimBatch: distinct ids), each answered by its
-// position `n`. The existing row is read first, in the same statement: when it
-// is there the INSERT is not even attempted, so a duplicate never waits on the
-// owner's uncommitted completion (an INSERT that meets a row being updated
-// would wait for that transaction to end). When the row committed after this
-// statement's snapshot, neither branch returns its position: the caller
-// answers 409, retry.
-//
-// Each key is read by a LATERAL subquery with LIMIT 1, which the planner keeps
-// as one primary-key lookup per key whatever the table's statistics: a plain
-// join is planned from them, and a plan cached while the table was nearly
-// empty (a hash join over a sequential scan) would go on scanning it whole as
-// it grows.
-export const CLAIM_SQL = (t: string) => `
-WITH req AS (
-  SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::int8[], $4::int8[]) WITH ORDINALITY
-         AS r(id, fingerprint, lease_ms, retention_ms, n)
-), cur AS (
-  SELECT r.n, k.*
-    FROM req r CROSS JOIN LATERAL (
-      SELECT k.lease, k.fingerprint = r.fingerprint AS same, k.status, k.body, k.headers,
-             k.expires_at <= now() AS expired, k.lease - ${NOW_US} AS remaining_us,
-             floor(extract(epoch FROM k.expires_at - now()) * 1000)::int8 AS retained_ms
-        FROM ${t} k
-       WHERE k.id = r.id
-       LIMIT 1
-    ) k
+// The existing row is read first, in the same statement: when it is there the
+// INSERT is not even attempted, so a duplicate never waits on the owner's
+// uncommitted completion (an INSERT that meets a row being updated would wait
+// for that transaction to end). When the row committed after this statement's
+// snapshot, neither branch returns a row: the caller answers 409, retry.
+const CLAIM_SQL = (t: string) => `
+WITH cur AS (
+  SELECT lease, fingerprint = $2::bytea AS same, status, body, headers,
+         expires_at <= now() AS expired, lease - ${NOW_US} AS remaining_us,
+         floor(extract(epoch FROM expires_at - now()) * 1000)::int8 AS retained_ms
+    FROM ${t}
+   WHERE id = $1::uuid
 ), ins AS (
   INSERT INTO ${t} (id, lease, expires_at, fingerprint)
-  SELECT r.id, ${NOW_US} + r.lease_ms * 1000, now() + r.retention_ms * interval '1 millisecond', r.fingerprint
-    FROM req r
-   WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.n = r.n)
+  SELECT $1::uuid, ${NOW_US} + $3::int8 * 1000, now() + $4::int8 * interval '1 millisecond', $2::bytea
+   WHERE NOT EXISTS (SELECT 1 FROM cur)
   ON CONFLICT (id) DO NOTHING
-  RETURNING id, lease
+  RETURNING lease
 )
-SELECT r.n::int4 AS n, ins.lease::text AS lease, true AS claimed, NULL::bool AS same, NULL::int2 AS status,
+SELECT lease::text AS lease, true AS claimed, NULL::bool AS same, NULL::int2 AS status,
        NULL::text AS body, NULL::text AS headers, NULL::bool AS expired, NULL::int8 AS remaining_us,
        NULL::int8 AS retained_ms
-  FROM ins JOIN req r ON r.id = ins.id
+  FROM ins
 UNION ALL
-SELECT n::int4, lease::text, false, same, status, CASE WHEN same THEN body END, CASE WHEN same THEN headers END,
+SELECT lease::text, false, same, status, CASE WHEN same THEN body END, CASE WHEN same THEN headers END,
        expired, remaining_us, retained_ms
   FROM cur`;
 
@@ -180,8 +162,6 @@ function statements(table: string) {
 }
 
 interface ClaimRow {
-  /** The claim's position in its batch, from 1. */
-  n: number;
   lease: string;
   claimed: boolean;
   same: boolean | null;
@@ -193,9 +173,6 @@ interface ClaimRow {
   /** What is left of the retention at the statement's now(), in whole milliseconds. */
   retained_ms: string | null;
 }
-
-/** The most claims in one statement. */
-const MAX_CLAIM_BATCH = 100;
 
 /** When the row committed after our statement's snapshot: answer "retry". */
 const UNSEEN_RETRY_MS = 1_000;
@@ -234,12 +211,6 @@ function splitRecovery(stored: StoredRecoveryPoint): { scope: string; key: strin
 export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestroy {
   private readonly logger = new Logger('Idempotency');
   private readonly claimPool: Pool;
-  private readonly claims = new ClaimBatch<ClaimRequest, ClaimResult>({
-    send: (claims) => this.sendClaims(claims),
-    // Claimed by the first: a claim right after it finds the key in progress for the new lease.
-    duplicateOf: (first, duplicate) => (first.kind === 'claimed' ? { kind: 'in_progress', retryAfterMs: duplicate.leaseMs } : first),
-    maxSize: MAX_CLAIM_BATCH,
-  });
   /** Every statement, on the configured table. */
   private readonly sql: ReturnType<typeof statements>;
   private readonly tableName: string;
@@ -328,28 +299,15 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     void listener?.then((c) => c.end()).catch(() => undefined);
   }
 
-  claim(request: ClaimRequest): Promise<ClaimResult> {
-    return this.claims.claim(keyId(request.scope, request.key), request.fingerprint, request);
-  }
-
-  /** One statement for a batch of claims (distinct ids); each row then settles its own claim. */
-  private async sendClaims(claims: { id: string; request: ClaimRequest }[]): Promise<Promise<ClaimResult>[]> {
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const { scope, key, fingerprint, leaseMs, retentionMs } = request;
+    const id = keyId(scope, key);
     const { rows } = await this.claimPool.query<ClaimRow>({
       name: 'idempotency_claim',
       text: this.sql.claim,
-      values: [
-        claims.map((c) => c.id),
-        claims.map((c) => c.request.fingerprint),
-        claims.map((c) => c.request.leaseMs),
-        claims.map((c) => c.request.retentionMs),
-      ],
+      values: [id, fingerprint, leaseMs, retentionMs],
     });
-    const byPosition = new Map(rows.map((row) => [row.n, row]));
-    return claims.map(({ id, request }, i) => this.settleClaim(request, id, byPosition.get(i + 1)));
-  }
-
-  private async settleClaim(request: ClaimRequest, id: string, row: ClaimRow | undefined): Promise<ClaimResult> {
-    const { scope, key, fingerprint, leaseMs, retentionMs } = request;
+    const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     // A new or replaced key is kept for retentionMs from the statement's now().
     if (row.claimed) return { kind: 'claimed', owner: { scope, key, token: row.lease }, takenOver: false, recovery: null, retainedForMs: retentionMs };
