@@ -52,7 +52,6 @@ import {
   WEBHOOK_FAULTS,
   WebhookChannel,
   WebhookDispatcher,
-  WebhookFault,
   WebhookOptions,
   WebhookTarget,
 } from './webhooks';
@@ -430,6 +429,14 @@ function controlInput(req: IncomingMessage, raw: string): Record<string, unknown
   }
 }
 
+function controlChoice<T extends string>(input: Record<string, unknown>, name: string, choices: readonly T[]): T {
+  const value = input[name];
+  if (typeof value !== 'string' || !choices.includes(value as T)) {
+    throw invalid(`${name} must be one of ${choices.join(', ')}`, 'parameter_invalid', name);
+  }
+  return value as T;
+}
+
 function controlInteger(input: Record<string, unknown>, name: string, fallback: number, min: number, max: number): number {
   const value = input[name] === undefined ? fallback : Number(input[name]);
   if (!Number.isSafeInteger(value) || value < min || value > max) {
@@ -800,12 +807,9 @@ export function startCardNetworkSimulator(
     switch (route) {
       case 'POST /_simulator/faults': {
         const input = controlInput(req, raw);
-        const fault = input.fault;
-        if (typeof fault !== 'string' || !FAULTS.includes(fault as SimulatorFault)) {
-          throw invalid(`fault must be one of ${FAULTS.join(', ')}`, 'parameter_invalid', 'fault');
-        }
+        const fault = controlChoice(input, 'fault', FAULTS);
         const times = controlInteger(input, 'times', 1, 1, 10_000);
-        for (let i = 0; i < times; i++) account.faults.push(fault as SimulatorFault);
+        for (let i = 0; i < times; i++) account.faults.push(fault);
         return sendJson(res, 200, { pending: account.faults, ...stats() });
       }
       case 'POST /_simulator/refusals': {
@@ -834,13 +838,10 @@ export function startCardNetworkSimulator(
       }
       case 'POST /_simulator/webhook-faults': {
         const input = controlInput(req, raw);
-        const fault = input.fault;
-        if (typeof fault !== 'string' || !WEBHOOK_FAULTS.includes(fault as WebhookFault)) {
-          throw invalid(`fault must be one of ${WEBHOOK_FAULTS.join(', ')}`, 'parameter_invalid', 'fault');
-        }
+        const fault = controlChoice(input, 'fault', WEBHOOK_FAULTS);
         const times = controlInteger(input, 'times', 1, 1, 10_000);
         let pending: PendingWebhookFault;
-        switch (fault as WebhookFault) {
+        switch (fault) {
           case 'duplicate':
             pending = { fault: 'duplicate', copies: controlInteger(input, 'copies', 2, 1, 100) };
             break;

@@ -39,22 +39,38 @@ export interface PostgresServer {
 
 const USER = 'postgres';
 
-const running = new Map<string, { pgCtl: string; dataDir: string; dir: string; ids?: { uid: number; gid: number } }>();
+/** A server's folder as the exit hook needs it: stopped (immediate) and removed when the process exits. */
+export interface ServerFolder {
+  pgCtl: string;
+  dataDir: string;
+  dir: string;
+  ids?: { uid: number; gid: number };
+}
+
+const running = new Map<string, ServerFolder>();
 let exitHookInstalled = false;
 
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.once('exit', () => {
-    for (const { pgCtl, dataDir, dir, ids } of running.values()) {
-      try {
-        execFileSync(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop'], { ...ids, stdio: 'ignore', cwd: dir, timeout: 10_000 });
-      } catch {
-        // not running
+/** Stops and removes this server's folder if the process exits while it is registered. */
+export function stopOnExit(folder: ServerFolder): void {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => {
+      for (const { pgCtl, dataDir, dir, ids } of running.values()) {
+        try {
+          execFileSync(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop'], { ...ids, stdio: 'ignore', cwd: dir, timeout: 10_000 });
+        } catch {
+          // not running
+        }
+        rmSync(dir, { recursive: true, force: true });
       }
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    });
+  }
+  running.set(folder.dir, folder);
+}
+
+/** The folder is gone (destroyed): nothing left to do at exit. */
+export function forgetOnExit(dir: string): void {
+  running.delete(dir);
 }
 
 export async function createPostgresServer(options: { port?: number } = {}): Promise<PostgresServer> {
@@ -117,8 +133,7 @@ export async function createPostgresServer(options: { port?: number } = {}): Pro
     isRunning: () => started,
     start: async () => {
       if (started) return;
-      installExitHook();
-      running.set(dir, { pgCtl: join(bin, 'pg_ctl'), dataDir, dir, ids });
+      stopOnExit({ pgCtl: join(bin, 'pg_ctl'), dataDir, dir, ids });
       await run('pg_ctl', ['-D', dataDir, '-l', logFile, '-w', '-t', '30', 'start']);
       started = true;
     },
@@ -131,7 +146,7 @@ export async function createPostgresServer(options: { port?: number } = {}): Pro
       try {
         if (started) await server.stop();
       } finally {
-        running.delete(dir);
+        forgetOnExit(dir);
         await rm(dir, { recursive: true, force: true });
       }
     },

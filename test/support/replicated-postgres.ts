@@ -1,13 +1,12 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import { appendFile, chmod, chown, copyFile, lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { freePort } from '../../src/database/embedded-postgres';
 import { postgresBinDir, postgresOsUser } from '../../src/database/postgres-binaries';
-import { PostgresServer, createPostgresServer } from './postgres-server';
+import { PostgresServer, createPostgresServer, forgetOnExit, stopOnExit } from './postgres-server';
 
 /**
  * A primary and a real streaming replica of it that applies every commit
@@ -97,24 +96,6 @@ async function withClient<T>(url: string, use: (client: Client) => Promise<T>): 
   }
 }
 
-const replicas = new Map<string, { pgCtl: string; dataDir: string; dir: string; ids: Ids }>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.once('exit', () => {
-    for (const { pgCtl, dataDir, dir, ids } of replicas.values()) {
-      try {
-        execFileSync(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop'], { ...ids, stdio: 'ignore', cwd: dir, timeout: 10_000 });
-      } catch {
-        // not running
-      }
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-}
-
 export async function createReplicatedPostgres(options: { applyDelay: string; databases?: string[] }): Promise<ReplicatedPostgres> {
   const ids = postgresOsUser();
   const bin = postgresBinDir(ids);
@@ -139,7 +120,7 @@ export async function createReplicatedPostgres(options: { applyDelay: string; da
       if (replicaStarted) await pgCtl(['-D', dataDir, '-m', 'fast', '-w', '-t', '30', 'stop']);
     } finally {
       replicaStarted = false;
-      replicas.delete(dir);
+      forgetOnExit(dir);
       await rm(dir, { recursive: true, force: true });
       await primary.destroy();
     }
@@ -193,8 +174,7 @@ export async function createReplicatedPostgres(options: { applyDelay: string; da
     if (ids) {
       for (const file of ['backup_label', 'tablespace_map', 'standby.signal']) await chown(join(dataDir, file), ids.uid, ids.gid).catch(() => undefined);
     }
-    installExitHook();
-    replicas.set(dir, { pgCtl: join(bin, 'pg_ctl'), dataDir, dir, ids });
+    stopOnExit({ pgCtl: join(bin, 'pg_ctl'), dataDir, dir, ids });
     // -w: returns once the standby is consistent and accepts read-only connections.
     await pgCtl(['-D', dataDir, '-l', logFile, '-w', '-t', '60', 'start']);
     replicaStarted = true;
