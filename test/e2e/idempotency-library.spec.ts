@@ -158,22 +158,28 @@ describe('the idempotency module at startup (e2e)', () => {
 
   const boot = (imports: ModuleMetadata['imports']) =>
     Test.createTestingModule({ imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url }), ...(imports ?? [])] }).compile();
+  // A boot that is meant to fail: its data source is never connected, so nothing
+  // of it (a pool, TypeORM's connection retries) outlives the rejected compile.
+  const refused = (imports: ModuleMetadata['imports']) =>
+    Test.createTestingModule({
+      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url, manualInitialization: true }), ...(imports ?? [])],
+    }).compile();
 
   it('says in one error what is missing without nestjs-cls and its transactional plugin', async () => {
-    await expect(boot([IdempotencyModule.forRoot({})])).rejects.toThrow(
+    await expect(refused([IdempotencyModule.forRoot({})])).rejects.toThrow(
       'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
     );
-    await expect(boot([ClsModule.forRoot({ global: true }), IdempotencyModule.forRoot({})])).rejects.toThrow(
+    await expect(refused([ClsModule.forRoot({ global: true }), IdempotencyModule.forRoot({})])).rejects.toThrow(
       'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
     );
   });
 
   it("says in one error that the app must import ScheduleModule.forRoot() while a job is enabled", async () => {
-    const both = boot([transactionalClsModule(), IdempotencyModule.forRoot({})]);
+    const both = refused([transactionalClsModule(), IdempotencyModule.forRoot({})]);
     await expect(both).rejects.toThrow(
       "IdempotencyModule schedules its purge and recovery through @nestjs/schedule, and the app has not registered it: import ScheduleModule.forRoot() from '@nestjs/schedule' in the app's root module, or set purge: { enabled: false } and recovery: { enabled: false } in the IdempotencyModule options",
     );
-    const recoveryOnly = boot([transactionalClsModule(), IdempotencyModule.forRoot({ purge: { enabled: false } })]);
+    const recoveryOnly = refused([transactionalClsModule(), IdempotencyModule.forRoot({ purge: { enabled: false } })]);
     await expect(recoveryOnly).rejects.toThrow('IdempotencyModule schedules its recovery through @nestjs/schedule');
   });
 
@@ -212,6 +218,6 @@ describe('the idempotency module at startup (e2e)', () => {
 
   it('resolves forRootAsync options with the same checks', async () => {
     const module = IdempotencyModule.forRootAsync({ useFactory: async () => ({ lease: '1m', retention: '30s' }) });
-    await expect(boot([transactionalClsModule(), module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
+    await expect(refused([transactionalClsModule(), module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
   });
 });
