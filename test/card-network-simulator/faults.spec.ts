@@ -98,6 +98,8 @@ describe('card network simulator: faults', () => {
 
       const bad = await call(sim.url, { path: '/_simulator/faults', json: { fault: 'explode' } });
       expect(bad.status).toBe(400);
+      expect(bad.json()).toMatchObject({ error: { code: 'parameter_invalid', param: 'fault', message: 'fault must be one of drop, hang, error' } });
+      expect((await stats(sim.url)).pending_faults).toBe(0);
       expect((await call(sim.url, { path: '/_simulator/faults', secret: null, json: { fault: 'drop' } })).status).toBe(401);
     });
   });

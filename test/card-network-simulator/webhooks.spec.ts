@@ -151,6 +151,15 @@ describe('card network simulator: events and webhooks', () => {
       expect(new Set(endpoint.deliveries.filter((d) => d.event.data.object.id === first.id).map((d) => d.event.id)).size).toBe(1);
     });
 
+    it('an unknown fault is refused with its parameter, and nothing is queued', async () => {
+      const endpoint = await receiver();
+      const sim = await start({ webhook: { url: endpoint.url, ...FAST } });
+      const bad = await call(sim.url, { path: '/_simulator/webhook-faults', json: { fault: 'explode', times: 2 } });
+      expect(bad.status).toBe(400);
+      expect(bad.json()).toMatchObject({ error: { code: 'parameter_invalid', param: 'fault', message: 'fault must be one of duplicate, out_of_order, late' } });
+      expect((await stats(sim)).pending_faults).toBe(0);
+    });
+
     it('out_of_order: the next event goes out right after the one that follows it', async () => {
       const endpoint = await receiver();
       const sim = await start({ webhook: { url: endpoint.url, ...FAST } });

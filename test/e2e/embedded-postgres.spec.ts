@@ -119,12 +119,8 @@ describe('the embedded PostgreSQL: password and owner (e2e)', () => {
 
   it('a second app on the same data folder exits 1 with one line; the first stays healthy', async () => {
     const second = spawnApp();
-    // Bounded: a second app that took the folder over would run until killed.
-    let bound: NodeJS.Timeout | undefined;
-    const stillRunning = new Promise<string>((r) => (bound = setTimeout(() => r('still running after 30 s'), 30_000)));
-    const code = await Promise.race([second.exited, stillRunning]);
-    clearTimeout(bound);
-    if (second.child.exitCode === null) second.child.kill('SIGTERM');
+    // Bounded: a second app that took the folder over would run on (afterAll stops it).
+    const code = await waitFor('the second app to exit', () => second.child.exitCode ?? undefined, { timeoutMs: 30_000, intervalMs: 100 });
     expect(code).toBe(1);
     expect(second.output().trim()).toBe(`another instance is running on this data folder (pid ${first.child.pid}); stop it or set EMBEDDED_PG_DIR`);
     expect(await health(first)).toBe(200);

@@ -156,14 +156,14 @@ describe('the idempotency module at startup (e2e)', () => {
   });
   afterAll(() => db.drop());
 
-  const boot = (imports: ModuleMetadata['imports']) =>
-    Test.createTestingModule({ imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url }), ...(imports ?? [])] }).compile();
+  const compile = (imports: ModuleMetadata['imports'], connect: boolean) =>
+    Test.createTestingModule({
+      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url, manualInitialization: !connect }), ...(imports ?? [])],
+    }).compile();
+  const boot = (imports: ModuleMetadata['imports']) => compile(imports, true);
   // A boot that is meant to fail: its data source is never connected, so nothing
   // of it (a pool, TypeORM's connection retries) outlives the rejected compile.
-  const refused = (imports: ModuleMetadata['imports']) =>
-    Test.createTestingModule({
-      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url, manualInitialization: true }), ...(imports ?? [])],
-    }).compile();
+  const refused = (imports: ModuleMetadata['imports']) => compile(imports, false);
 
   it('says in one error what is missing without nestjs-cls and its transactional plugin', async () => {
     await expect(refused([IdempotencyModule.forRoot({})])).rejects.toThrow(
