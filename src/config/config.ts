@@ -219,16 +219,6 @@ const schema = z
         message: 'must be shorter than IDEMPOTENCY_RETENTION',
       });
     }
-    // One network call with its resends must end within the lease that covers it:
-    // otherwise a retry or the recovery job could take the operation over while
-    // this call may still be charging.
-    if (env.CARD_NETWORK_TIMEOUT * (env.CARD_NETWORK_MAX_RETRIES + 1) >= env.IDEMPOTENCY_LEASE) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['CARD_NETWORK_TIMEOUT'],
-        message: 'CARD_NETWORK_TIMEOUT × (CARD_NETWORK_MAX_RETRIES + 1) must be shorter than IDEMPOTENCY_LEASE',
-      });
-    }
     if (env.PAYMENTS_CONCURRENCY > 0 && env.PAYMENTS_CONCURRENCY_PER_CLIENT > env.PAYMENTS_CONCURRENCY) {
       ctx.addIssue({ code: 'custom', path: ['PAYMENTS_CONCURRENCY_PER_CLIENT'], message: 'must not exceed PAYMENTS_CONCURRENCY' });
     }

@@ -5,7 +5,7 @@ import { CronJob } from 'cron';
 import type { Client } from 'pg';
 import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
-import { NOW_US } from './postgres-idempotency.store';
+import { REPLACEABLE } from './postgres-idempotency.store';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 
@@ -13,8 +13,8 @@ import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
  * The purge job: deletes idempotency keys past their retention, and the
  * processed messages of IdempotentConsumer past theirs.
  *
- * Purging is housekeeping, never correctness: a key past `expires_at` already
- * behaves as new in the claim (the store's compare-and-set replace), whether or
+ * Purging is housekeeping, never correctness: a finished key past `expires_at`
+ * already behaves as new in the claim (the store's compare-and-set replace), whether or
  * not this job ever runs. So the job may be late, skipped or killed halfway; what
  * it must never do is hurt the request path or a request in flight.
  *
@@ -28,14 +28,16 @@ import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
  *   over right now is skipped, never waited for, and the claim never waits for
  *   the purge either (it meets a row that is either still there or already gone;
  *   both are answered correctly). Skipped rows go in a later run.
- * - The lease condition. A row past `expires_at` can still be in progress: a
- *   request claimed it just before its retention ran out (or with a retention
- *   shorter than its lease, per route). While its lease is valid the owner may
- *   still complete, and deleting the row would let a retry claim the key and run
- *   the effect a second time alongside it. So only completed rows, and in-progress
- *   rows whose lease has expired (a crashed owner: its completion is fenced on its
- *   token and fails with LeaseLost once the row is gone), are deleted. The lease is
- *   judged on the database clock, as everywhere else.
+ * - Only what nothing can resume (the store's REPLACEABLE, the claim's own
+ *   rule). A completed row's `expires_at` is its completion + retention. A row
+ *   still in progress is past `expires_at` when its work outlived the retention:
+ *   while its owner holds (or renews) the lease it may still complete, and a row
+ *   with a recovery point is an operation whose outside effect may have happened
+ *   (a charge): deleting either would let a retry run the effect a second time.
+ *   So only completed rows, and in-progress rows with no recovery point whose
+ *   lease has expired (a crashed owner: its completion is fenced on its token and
+ *   fails with LeaseLost once the row is gone), are deleted. The lease is judged
+ *   on the database clock, as everywhere else.
  * - Processed messages. A message row past `expires_at` only makes a redelivery
  *   count as already processed; gone, the redelivery is processed again, which
  *   is what its retention promises. A row is committed with its message's effect,
@@ -68,11 +70,11 @@ const PURGE_BATCH_SQL = (t: string) => `
 DELETE FROM ${t}
  WHERE ctid = ANY(ARRAY(
          SELECT ctid FROM ${t}
-          WHERE expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
+          WHERE ${REPLACEABLE}
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))
-   AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))`;
+   AND ${REPLACEABLE}`;
 
 // Processed messages: committed with their effect, so past expires_at is all it takes.
 const PURGE_MESSAGES_BATCH_SQL = (t: string) => `

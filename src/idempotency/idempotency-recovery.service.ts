@@ -7,7 +7,8 @@ import { LeaseLostError } from './idempotency.errors';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
-import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, RecoveryPoint } from './idempotency.store';
+import { IDEMPOTENCY_STORE, IdempotencyStore, RecoveryPoint } from './idempotency.store';
+import { LeaseKeeper } from './lease-keeper';
 import { PhasedOperation } from './phased-operation';
 
 /** The name of the recovery's interval in SchedulerRegistry. */
@@ -106,16 +107,18 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     // An operation that could not end gives its lease up at once: the next run, not this one, tries it again.
     const tried = new Set<string>();
     while (result.taken < this.options.recovery.batchSize) {
+      const takenAt = performance.now();
       const [next] = await this.store.takeOverAbandoned(1, this.options.leaseMs);
       if (!next) break;
+      const lease = new LeaseKeeper(next.owner, this.store, this.options.leaseMs, takenAt);
       const id = JSON.stringify([next.owner.scope, next.owner.key]);
       if (tried.has(id)) {
-        await this.giveUp(next.owner);
+        await this.giveUp(lease);
         break;
       }
       tried.add(id);
       result.taken++;
-      const ending = await this.resume(next.owner, next.recovery);
+      const ending = await this.resume(lease, next.recovery);
       if (ending === 'finished') result.finished++;
       else if (ending === 'released') result.released++;
       else result.failed++;
@@ -133,26 +136,37 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
    * operation is finished, gone, or its owner is still at work.
    */
   async takeOver<T>(scope: string, key: string, work: (operation: PhasedOperation) => Promise<T>): Promise<{ taken: false } | { taken: true; result: T }> {
+    const takenAt = performance.now();
     const taken = await this.store.takeOverOperation(scope, key, this.options.leaseMs);
     if (!taken) return { taken: false };
     const { owner, recovery } = taken;
-    const operation = new PhasedOperation(owner, recovery.operation, recovery.status, recovery, this.store, this.txHost);
+    const lease = new LeaseKeeper(owner, this.store, this.options.leaseMs, takenAt);
+    const operation = new PhasedOperation(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
     try {
       return { taken: true, result: await work(operation) };
     } finally {
-      if (!operation.outcome) await this.giveUp(owner);
+      if (!operation.outcome) await this.giveUp(lease);
+      await lease.stop();
     }
   }
 
-  private async resume(owner: Ownership, recovery: RecoveryPoint): Promise<'finished' | 'released' | 'failed'> {
+  private async resume(lease: LeaseKeeper, recovery: RecoveryPoint): Promise<'finished' | 'released' | 'failed'> {
+    try {
+      return await this.resumeUnderLease(lease, recovery);
+    } finally {
+      await lease.stop();
+    }
+  }
+
+  private async resumeUnderLease(lease: LeaseKeeper, recovery: RecoveryPoint): Promise<'finished' | 'released' | 'failed'> {
     const resume = this.resumers.get(recovery.operation);
     if (!resume) {
       this.metrics.recoveries.inc({ result: 'unknown_operation' });
       this.logger.warn(`no resume function registered for ${recovery.operation}; key left for a later attempt`);
-      await this.giveUp(owner);
+      await this.giveUp(lease);
       return 'failed';
     }
-    const operation = new PhasedOperation(owner, recovery.operation, recovery.status, recovery, this.store, this.txHost);
+    const operation = new PhasedOperation(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
     try {
       // The job has no request: the ambient transaction needs a CLS context of its own.
       await this.cls.run(() => resume(operation));
@@ -164,7 +178,7 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
       }
       this.metrics.recoveries.inc({ result: 'failed' });
       this.logger.warn(`could not recover ${recovery.operation} at ${recovery.point}: ${(error as Error).message}`);
-      if (!(error instanceof LeaseLostError)) await this.giveUp(owner);
+      if (!(error instanceof LeaseLostError)) await this.giveUp(lease);
       return 'failed';
     }
     const ending = operation.outcome?.kind;
@@ -174,12 +188,12 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     }
     this.metrics.recoveries.inc({ result: 'failed' });
     this.logger.warn(`the resume function of ${recovery.operation} returned without finish() or release()`);
-    await this.giveUp(owner);
+    await this.giveUp(lease);
     return 'failed';
   }
 
-  private async giveUp(owner: Ownership): Promise<void> {
-    await this.store.yieldLease(owner).catch((error: unknown) => {
+  private async giveUp(lease: LeaseKeeper): Promise<void> {
+    await lease.end((owner) => this.store.yieldLease(owner)).catch((error: unknown) => {
       this.logger.warn(`could not give up the lease of a recovered operation: ${(error as Error).message}`);
     });
   }

@@ -16,13 +16,14 @@ import {
   ResolvedIdempotencyOptions,
   resolveTiming,
 } from './idempotency.options';
-import { ClaimRequest, ClaimResult, IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore, IdempotencyStore, Ownership, StoredResponse } from './idempotency.store';
+import { ClaimRequest, ClaimResult, IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore, IdempotencyStore, StoredResponse } from './idempotency.store';
 import { routeProblem } from './idempotency-routes.check';
 import type { RedisIdempotencyStore } from './redis-idempotency.store';
 import { parseDuration } from './duration';
 import { parseIdempotencyKey } from './idempotency-key';
 import { fingerprint } from './fingerprint';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
+import { LeaseKeeper } from './lease-keeper';
 import { PHASED_OPERATION, PhasedOperation } from './phased-operation';
 import { ReplayCache } from './replay-cache';
 
@@ -52,6 +53,7 @@ const IN_PROGRESS_RETRY_AFTER_S = 1;
  *     completed      -> replay stored status, headers, body + Idempotent-Replayed
  *     other request  -> 422          in progress -> 409 + Retry-After
  *     claimed        -> transaction T { pipes + handler; fenced completion } -> respond
+ *                       (the lease renewed while it runs: LeaseKeeper)
  *   error in T: business outcome -> stored in T, committed, answered like a result
  *               anything else    -> rolled back, key released if still ours, rethrown
  *
@@ -144,6 +146,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
         this.context.enter(parsed.key);
         const owner = claim.owner;
+        const lease = new LeaseKeeper(owner, route.store, route.leaseMs, sentAt);
         const { retainedForMs } = claim;
         const committed = (response: StoredResponse) => {
           this.remember(request, response, retainedForMs, sentAt);
@@ -151,15 +154,16 @@ export class IdempotencyInterceptor implements NestInterceptor {
         };
         let run: Promise<string>;
         if (!route.transactional) {
-          run = this.executeWithoutTransaction(res, next, route.store, owner, committed);
+          run = this.executeWithoutTransaction(res, next, route.store, lease, committed);
         } else if (!route.phased) {
-          run = this.execute(res, next, owner, committed);
+          run = this.execute(res, next, lease, committed);
         } else {
           // Nest has set the route's status already: a success answers with it.
-          const operation = new PhasedOperation(owner, route.phased, res.status, claim.recovery, this.store, this.txHost);
+          const operation = new PhasedOperation(lease, route.phased, res.status, claim.recovery, this.store, this.txHost);
           (req as unknown as Record<symbol, unknown>)[PHASED_OPERATION] = operation;
-          run = this.executePhased(next, operation, owner, committed);
+          run = this.executePhased(next, operation, lease, committed);
         }
+        run = run.finally(() => lease.stop());
         // Duplicates may be waiting for this key: wake them once it has settled.
         if (route.waitMs > 0) run = run.finally(() => this.announceSettled(route.store, owner));
         return from(run);
@@ -168,7 +172,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** `committed`: answers with the response once it is stored (the transaction committed). */
-  private async execute(res: HttpResponse, next: CallHandler, owner: Ownership, committed: (response: StoredResponse) => string): Promise<string> {
+  private async execute(res: HttpResponse, next: CallHandler, lease: LeaseKeeper, committed: (response: StoredResponse) => string): Promise<string> {
     let response: StoredResponse;
     try {
       response = await this.txHost.withTransaction(async () => {
@@ -180,7 +184,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           const { status, body, contentType } = error[IDEMPOTENT_OUTCOME]();
           result = { status, body, contentType };
         }
-        await this.store.complete(owner, result);
+        await lease.end((owner) => this.store.complete(owner, result));
         return result;
       });
     } catch (error) {
@@ -189,7 +193,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.metrics.count('lease_lost');
         throw idempotencyErrors.leaseLost(this.options.policyUrl);
       }
-      await this.release(this.store, owner);
+      await this.release(this.store, lease);
       throw error;
     }
     return committed(response);
@@ -208,7 +212,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     res: HttpResponse,
     next: CallHandler,
     store: IdempotencyKeyStore,
-    owner: Ownership,
+    lease: LeaseKeeper,
     committed: (response: StoredResponse) => string,
   ): Promise<string> {
     let response: StoredResponse;
@@ -216,14 +220,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
       response = this.serialize(res, await lastValueFrom(next.handle(), { defaultValue: undefined }));
     } catch (error) {
       if (!isIdempotentOutcome(error)) {
-        await this.release(store, owner);
+        await this.release(store, lease);
         throw error;
       }
       const { status, body, contentType } = error[IDEMPOTENT_OUTCOME]();
       response = { status, body, contentType };
     }
     try {
-      await store.complete(owner, response);
+      const stored = response;
+      await lease.end((owner) => store.complete(owner, stored));
     } catch (error) {
       if (error instanceof LeaseLostError) {
         this.metrics.count('lease_lost');
@@ -244,7 +249,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private async executePhased(
     next: CallHandler,
     operation: PhasedOperation,
-    owner: Ownership,
+    lease: LeaseKeeper,
     committed: (response: StoredResponse) => string,
   ): Promise<string> {
     try {
@@ -252,31 +257,31 @@ export class IdempotencyInterceptor implements NestInterceptor {
     } catch (error) {
       const ending = operation.outcome;
       if (ending?.kind === 'finished') return committed(ending.response);
-      await this.settleFailure(operation, owner, error);
+      await this.settleFailure(operation, lease, error);
       throw error;
     }
     const ending = operation.outcome;
     if (ending?.kind === 'finished') return committed(ending.response);
     const error = new Error(`the phased handler of ${operation.name} returned without finish() or release()`);
-    await this.settleFailure(operation, owner, error);
+    await this.settleFailure(operation, lease, error);
     throw error;
   }
 
   /** After a phased handler failed: what becomes of the key (see PhasedOperation). */
-  private async settleFailure(operation: PhasedOperation, owner: Ownership, error: unknown): Promise<void> {
+  private async settleFailure(operation: PhasedOperation, lease: LeaseKeeper, error: unknown): Promise<void> {
     if (error instanceof LeaseLostError) {
       this.metrics.count('lease_lost');
       throw idempotencyErrors.leaseLost(this.options.policyUrl);
     }
     if (operation.outcome?.kind === 'released') return;
     if (operation.recoveryPoint === null) {
-      await this.release(this.store, owner);
+      await this.release(this.store, lease);
       return;
     }
     // Something committed and the rest is unknown: keep the key and its recovery
     // point, and let the next attempt take over now rather than after the lease.
     try {
-      await this.store.yieldLease(owner);
+      await lease.end((owner) => this.store.yieldLease(owner));
       this.metrics.count('yielded');
     } catch (yieldError) {
       this.logger.warn(`could not give up the lease after a failure: ${(yieldError as Error).message}`);
@@ -314,15 +319,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return claim;
   }
 
-  private announceSettled(store: IdempotencyKeyStore, owner: Ownership): void {
+  private announceSettled(store: IdempotencyKeyStore, owner: { scope: string; key: string }): void {
     store.announceSettled?.(owner.scope, owner.key).catch((error: unknown) => {
       this.logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
     });
   }
 
-  private async release(store: IdempotencyKeyStore, owner: Ownership): Promise<void> {
+  private async release(store: IdempotencyKeyStore, lease: LeaseKeeper): Promise<void> {
     try {
-      await store.release(owner);
+      await lease.end((owner) => store.release(owner));
       this.metrics.count('released');
     } catch (error) {
       // The lease still frees the key; a retry after it takes the key over.

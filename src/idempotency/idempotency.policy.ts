@@ -11,16 +11,16 @@ export function policySummary(o: ResolvedIdempotencyOptions): string {
   const lease = formatDuration(o.leaseMs);
   const retention = formatDuration(o.retentionMs);
   return [
-    `**Idempotency.** Every state-changing endpoint accepts an \`Idempotency-Key\` header (1-255 printable ASCII characters, bare or as an RFC 8941 quoted string; both forms are the same key). Keys are scoped to your API client and kept for **${retention}** from their first use (database clock); after that a key is new again.`,
+    `**Idempotency.** Every state-changing endpoint accepts an \`Idempotency-Key\` header (1-255 printable ASCII characters, bare or as an RFC 8941 quoted string; both forms are the same key). Keys are scoped to your API client. A key's stored response is kept for **${retention}** from the moment the operation ended (its response was stored; database clock); after that the key is new again. An operation that has not ended (a payment whose outcome at the card network is still unknown) is never forgotten: a retry with its key at any age resumes it.`,
     `The first request with a key runs once; its status, body, Content-Type and Location are stored in the same database transaction as its effect. Every retry with the same key and the same request (method, path, query and JSON body, key order ignored) gets the stored response back, byte for byte, with \`Idempotent-Replayed: true\`, and runs nothing.`,
     `A business outcome (a declined card answered 402, a business rule answered 422) is stored and replayed like a success. Any other failure (validation error 400, server error 5xx, database unavailable 503) rolls back and releases the key: retry with the same key. Routes that reach an outside system (a card network) run in phases: an unknown outcome there (503 with Retry-After) keeps the key, and your next retry resumes the same operation at once; it never runs twice.`,
-    `Status codes: 400 \`${IdempotencyErrorCode.KeyMissing}\` / \`${IdempotencyErrorCode.KeyInvalid}\`; 409 \`${IdempotencyErrorCode.InProgress}\` while the first request runs (honour Retry-After) or \`${IdempotencyErrorCode.LeaseLost}\` when an attempt outlived its ${lease} lease and another took over; 422 \`${IdempotencyErrorCode.KeyReused}\` when the key comes with a different request.`,
+    `Status codes: 400 \`${IdempotencyErrorCode.KeyMissing}\` / \`${IdempotencyErrorCode.KeyInvalid}\`; 409 \`${IdempotencyErrorCode.InProgress}\` while the first request runs (honour Retry-After) or \`${IdempotencyErrorCode.LeaseLost}\` when an attempt stalled past its ${lease} lease (a working attempt renews it) and another took over; 422 \`${IdempotencyErrorCode.KeyReused}\` when the key comes with a different request.`,
     `Retry network errors, timeouts, 409, 429, 502, 503 and 504 with the same key and body, with exponential backoff and jitter; never retry 400, 401, 402, 404 or 422 unchanged. Full policy: ${o.policyUrl}`,
   ].join('\n\n');
 }
 
 export function policyMarkdown(o: ResolvedIdempotencyOptions): string {
-  return `# Idempotency policy\n\n${policySummary(o)}\n\nA claim is honoured for ${formatDuration(o.leaseMs)} (the lease); a retry after it takes over an abandoned request (for example after a crash), and the slow original can then never commit.\n`;
+  return `# Idempotency policy\n\n${policySummary(o)}\n\nA claim is honoured for ${formatDuration(o.leaseMs)} (the lease), renewed every third of it while the request works; a retry after it has run out takes over an abandoned request (for example after a crash), and the stalled original can then never commit.\n`;
 }
 
 type OpenApiDoc = {
@@ -68,11 +68,11 @@ export function applyIdempotencyPolicy<T extends object>(document: T, o: Resolve
       ext.retention = formatDuration(retentionMs);
       const header = op.parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key');
       if (header) {
-        header.description = `One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (\`8e03978e-...\`) or an RFC 8941 quoted string (\`"8e03978e-..."\`): both are the same key. 1-255 printable ASCII characters. Lease ${ext.lease}; kept ${ext.retention} from first use; scoped to your client.`;
+        header.description = `One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (\`8e03978e-...\`) or an RFC 8941 quoted string (\`"8e03978e-..."\`): both are the same key. 1-255 printable ASCII characters. Lease ${ext.lease} (renewed while the request works); its response kept ${ext.retention} from the end of the operation; scoped to your client.`;
       }
       op.description = [
         op.description,
-        `Idempotent: safe to retry with the same \`Idempotency-Key\`${ext.required ? ' (required)' : ''}. Retries replay the stored response with \`Idempotent-Replayed: true\`; keys are kept ${ext.retention}; lease ${ext.lease}. See ${o.policyUrl}.`,
+        `Idempotent: safe to retry with the same \`Idempotency-Key\`${ext.required ? ' (required)' : ''}. Retries replay the stored response with \`Idempotent-Replayed: true\`; responses are kept ${ext.retention} from the end of the operation; lease ${ext.lease}. See ${o.policyUrl}.`,
       ]
         .filter(Boolean)
         .join('\n\n');

@@ -11,11 +11,16 @@ export interface ClaimRequest {
   retentionMs: number;
 }
 
-/** The right to run a request: the fencing token set by the claim. */
+/**
+ * The right to run a request: the fencing token set by the claim (a renewal
+ * replaces it, see LeaseKeeper), and the retention its outcome is kept for,
+ * counted from the completion.
+ */
 export interface Ownership {
   scope: string;
   key: string;
   token: string;
+  retentionMs: number;
 }
 
 export interface StoredResponse {
@@ -61,10 +66,17 @@ export interface IdempotencyKeyStore {
   claim(request: ClaimRequest): Promise<ClaimResult>;
   /**
    * Stores the response, fenced on the owner's token (in PostgreSQL: inside the
-   * ambient business transaction). Throws LeaseLostError when the key is no
-   * longer ours.
+   * ambient business transaction), and starts the key's retention: it is kept
+   * for `owner.retentionMs` from now, on the store's clock. Throws
+   * LeaseLostError when the key is no longer ours.
    */
   complete(owner: Ownership, response: StoredResponse): Promise<void>;
+  /**
+   * Extends the owner's lease to `leaseMs` from now (the store's clock), fenced
+   * on its token: the new token, or null when the key is no longer the owner's
+   * (taken over, finished or gone). Commits on its own, outside any transaction.
+   */
+  renew(owner: Ownership, leaseMs: number): Promise<string | null>;
   /**
    * Deletes the key if it is still ours and unfinished (after a rollback), unless
    * it holds a committed recovery point: that key is kept and its lease ends now.

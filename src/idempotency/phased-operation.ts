@@ -1,8 +1,9 @@
 import { ExecutionContext, createParamDecorator } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
+import { IdempotencyStore, RecoveryPoint, StoredResponse } from './idempotency.store';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
+import { LeaseKeeper } from './lease-keeper';
 
 /**
  * A request whose work reaches outside the database (a card network, a
@@ -17,6 +18,9 @@ import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
  *
  * Every phase is fenced on the owner's lease token, like the completion: an
  * attempt whose key was taken over cannot commit any phase (LeaseLostError).
+ * The lease is renewed while the operation runs (LeaseKeeper), so it covers
+ * calls of any length; `call` refuses to reach the outside world once it may
+ * have been lost.
  * An attempt that takes the key over after the lease (a retry, or the recovery
  * job when no one retries) gets the last recovery point and its saved state, and
  * resumes from there. Three endings:
@@ -39,7 +43,7 @@ export class PhasedOperation<S = unknown> {
 
   /** @internal Created by the interceptor (a request) or the recovery job. */
   constructor(
-    private readonly owner: Ownership,
+    private readonly lease: LeaseKeeper,
     /** The name under which the recovery job finds this operation's resume function. */
     readonly name: string,
     /** The status a success answers with (the route's). */
@@ -54,12 +58,12 @@ export class PhasedOperation<S = unknown> {
 
   /** The scope (principal id) that owns the key. */
   get scope(): string {
-    return this.owner.scope;
+    return this.lease.owner.scope;
   }
 
   /** The Idempotency-Key, as the client sent it (normalised). */
   get key(): string {
-    return this.owner.key;
+    return this.lease.owner.key;
   }
 
   /** The last recovery point that committed (null: nothing committed yet, start from the beginning). */
@@ -78,6 +82,18 @@ export class PhasedOperation<S = unknown> {
   }
 
   /**
+   * A call to the outside world (the card network): made only while this
+   * attempt still holds the key's lease, else LeaseLostError and nothing is
+   * sent (the attempt that took the key over carries on). The lease is renewed
+   * while the call runs.
+   */
+  async call<T>(outside: () => Promise<T>): Promise<T> {
+    this.assertOpen();
+    this.lease.assertHeld();
+    return outside();
+  }
+
+  /**
    * Runs `work` in one transaction that also records the recovery point `point`
    * with `state(result)`. From then on, any attempt at this key resumes there.
    */
@@ -87,7 +103,8 @@ export class PhasedOperation<S = unknown> {
     const result = await this.atomic(async () => {
       const value = await work();
       saved = state(value);
-      await this.store.checkpoint(this.owner, { operation: this.name, point, state: saved, status: this.successStatus });
+      const recovery = { operation: this.name, point, state: saved, status: this.successStatus };
+      await this.lease.fenced((owner) => this.store.checkpoint(owner, recovery));
       return value;
     });
     // Committed: from now on this is where the operation stands.
@@ -112,7 +129,8 @@ export class PhasedOperation<S = unknown> {
         contentType: 'application/json; charset=utf-8',
         location: options.location?.(value),
       };
-      await this.store.complete(this.owner, response);
+      const stored = response;
+      await this.lease.end((owner) => this.store.complete(owner, stored));
       return value;
     });
     this.ending = { kind: 'finished', response: response! };
@@ -127,7 +145,7 @@ export class PhasedOperation<S = unknown> {
     this.assertOpen();
     await this.txHost.withTransaction(async () => {
       await undo();
-      await this.store.releaseInTransaction(this.owner);
+      await this.lease.end((owner) => this.store.releaseInTransaction(owner));
     });
     this.ending = { kind: 'released' };
   }
@@ -145,7 +163,7 @@ export class PhasedOperation<S = unknown> {
       } catch (error) {
         if (!isIdempotentOutcome(error)) throw error;
         const response = error[IDEMPOTENT_OUTCOME]();
-        await this.store.complete(this.owner, response);
+        await this.lease.end((owner) => this.store.complete(owner, response));
         outcome = { error, response };
         return undefined;
       }

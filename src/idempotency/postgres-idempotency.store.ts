@@ -25,9 +25,15 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, 
  *   takeover makes a strictly larger one, so a stale owner can never match.
  * - Takeover (lease expired) and replace (retention expired) are compare-and-set
  *   UPDATEs on the token read by the claim: exactly one winner.
+ * - A renewal is the same compare-and-set by the owner itself: a later lease
+ *   and a larger token (LeaseKeeper runs it while the work runs).
  * - The completion is an UPDATE fenced on the token inside the business
  *   transaction: when it matches no row, another attempt owns the key, and
  *   LeaseLostError rolls the whole transaction back (business writes included).
+ * - Retention counts from the outcome: the completion sets `expires_at` to
+ *   now() + the route's retention. Until then `expires_at` only lets a key that
+ *   nothing can resume be replaced: a key with a recovery point, or whose owner
+ *   still holds the lease, is never replaced and never purged, whatever its age.
  *
  * Every statement is prepared (named): behind PgBouncer in transaction mode
  * that needs PgBouncer 1.21+ with max_prepared_statements set.
@@ -43,6 +49,13 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, 
 export const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
 const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 
+/**
+ * A key past its expiry that nothing can resume: finished (its retention ran out
+ * from its completion), or abandoned before any recovery point. Such a key is
+ * new again (replace) and may be purged. The purge's condition is this one.
+ */
+export const REPLACEABLE = `(expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL)))`;
+
 // The existing row is read first, in the same statement: when it is there the
 // INSERT is not even attempted, so a duplicate never waits on the owner's
 // uncommitted completion (an INSERT that meets a row being updated would wait
@@ -51,7 +64,7 @@ const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 const CLAIM_SQL = (t: string) => `
 WITH cur AS (
   SELECT lease, fingerprint = $2::bytea AS same, status, body, headers,
-         expires_at <= now() AS expired, lease - ${NOW_US} AS remaining_us,
+         ${REPLACEABLE} AS expired, lease - ${NOW_US} AS remaining_us,
          floor(extract(epoch FROM expires_at - now()) * 1000)::int8 AS retained_ms
     FROM ${t}
    WHERE id = $1::uuid
@@ -81,8 +94,7 @@ const REPLACE_SQL = (t: string) => `
 UPDATE ${t}
    SET fingerprint = $4::bytea, lease = ${NOW_US} + $3::int8 * 1000,
        expires_at = now() + $5::int8 * interval '1 millisecond', status = NULL, body = NULL, headers = NULL
- WHERE id = $1::uuid AND lease = $2::int8
-   AND expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL))
+ WHERE id = $1::uuid AND lease = $2::int8 AND ${REPLACEABLE}
 RETURNING lease::text AS lease`;
 
 // The statements fenced on the owner's token run inside a business transaction:
@@ -90,10 +102,19 @@ RETURNING lease::text AS lease`;
 // rolls that transaction back. A lost lease can never commit.
 
 // Clears the recovery point (NULL stays NULL on other routes, so their completion
-// stays a HOT update; see the migration of the recovery index).
+// stays a HOT update; see the migration of the recovery index). The retention
+// starts here, at the outcome.
 const COMPLETE_SQL = (t: string) => `
-UPDATE ${t} SET status = $3::int2, body = $4::text, headers = $5::text, recovery = NULL
+UPDATE ${t} SET status = $3::int2, body = $4::text, headers = $5::text, recovery = NULL,
+       expires_at = now() + $6::int8 * interval '1 millisecond'
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
+
+// The owner's own compare-and-set: a later lease, and a token larger than any
+// before it (GREATEST: even a lease that was extended further stays ordered).
+const RENEW_SQL = (t: string) => `
+UPDATE ${t} SET lease = GREATEST(${NOW_US} + $3::int8 * 1000, lease + 1)
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL
+RETURNING lease::text AS lease`;
 
 // A phase's recovery point, fenced like the completion, in the phase's transaction.
 const CHECKPOINT_SQL = (t: string) => `
@@ -149,6 +170,7 @@ function statements(table: string) {
   return {
     claim: CLAIM_SQL(table),
     takeover: TAKEOVER_SQL(table),
+    renew: RENEW_SQL(table),
     replace: REPLACE_SQL(table),
     complete: COMPLETE_SQL(table),
     checkpoint: CHECKPOINT_SQL(table),
@@ -193,18 +215,14 @@ const MAX_WAIT_SLICE_MS = 1_000;
 
 /**
  * A recovery point as stored: with the scope and key it belongs to, which the
- * row itself does not keep (see keyId), so that the recovery job can hand the
- * operation its scope again. Cleared with the rest by the completion.
+ * row itself does not keep (see keyId), and the route's retention, so that the
+ * recovery job can hand the operation its owner again. Cleared with the rest by
+ * the completion.
  */
 interface StoredRecoveryPoint extends RecoveryPoint {
   scope: string;
   key: string;
-}
-
-/** A stored recovery point parted into the owner it belongs to and the point itself. */
-function splitRecovery(stored: StoredRecoveryPoint): { scope: string; key: string; recovery: RecoveryPoint } {
-  const { scope, key, ...recovery } = stored;
-  return { scope, key, recovery };
+  retentionMs?: number;
 }
 
 @Injectable()
@@ -214,6 +232,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   /** Every statement, on the configured table. */
   private readonly sql: ReturnType<typeof statements>;
   private readonly tableName: string;
+  /** The retention of an operation whose recovery point does not name one. */
+  private readonly defaultRetentionMs: number;
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
@@ -221,6 +241,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
   ) {
     this.sql = statements(options.table.sql);
+    this.defaultRetentionMs = options.retentionMs;
     this.tableName = options.table.name;
     this.claimPool = createClaimPool(dataSource, options.claimPoolSize);
     this.claimPool.on('error', (error) => this.logger.warn(`idle claim connection failed: ${error.message}`));
@@ -301,6 +322,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
     const { scope, key, fingerprint, leaseMs, retentionMs } = request;
+    const owned = (token: string) => ({ scope, key, token, retentionMs });
     const id = keyId(scope, key);
     const { rows } = await this.claimPool.query<ClaimRow>({
       name: 'idempotency_claim',
@@ -310,28 +332,29 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     // A new or replaced key is kept for retentionMs from the statement's now().
-    if (row.claimed) return { kind: 'claimed', owner: { scope, key, token: row.lease }, takenOver: false, recovery: null, retainedForMs: retentionMs };
+    // Its retention starts at the completion: at least retentionMs from the claim.
+    if (row.claimed) return { kind: 'claimed', owner: owned(row.lease), takenOver: false, recovery: null, retainedForMs: retentionMs };
 
     if (row.expired) {
-      // Past retention: the key is new again, whatever it stored.
+      // Finished past its retention, or abandoned with nothing to resume: the key is new again.
       const replaced = await this.claimPool.query<{ lease: string }>({
         name: 'idempotency_replace',
         text: this.sql.replace,
         values: [id, row.lease, leaseMs, fingerprint, retentionMs],
       });
       return replaced.rows[0]
-        ? { kind: 'claimed', owner: { scope, key, token: replaced.rows[0].lease }, takenOver: false, recovery: null, retainedForMs: retentionMs }
+        ? { kind: 'claimed', owner: owned(replaced.rows[0].lease), takenOver: false, recovery: null, retainedForMs: retentionMs }
         : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     }
     if (!row.same) return { kind: 'mismatch' };
-    const retainedForMs = Number(row.retained_ms);
     if (row.status !== null) {
-      return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers), retainedForMs };
+      return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers), retainedForMs: Number(row.retained_ms) };
     }
     const remainingMs = Number(row.remaining_us) / 1000;
     if (remainingMs > 0) return { kind: 'in_progress', retryAfterMs: remainingMs };
 
-    // In progress, lease expired: the owner crashed or is too slow. One winner.
+    // In progress, lease expired: the owner crashed or is too slow (at any age:
+    // an operation with a recovery point never expires for its client). One winner.
     const taken = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint | null }>({
       name: 'idempotency_takeover',
       text: this.sql.takeover,
@@ -341,11 +364,10 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     return won
       ? {
           kind: 'claimed',
-          owner: { scope, key, token: won.lease },
+          owner: owned(won.lease),
           takenOver: true,
-          recovery: won.recovery && splitRecovery(won.recovery).recovery,
-          // A takeover keeps the key's expires_at: what the claim statement read.
-          retainedForMs,
+          recovery: won.recovery && this.ownerOf(won.lease, won.recovery).recovery,
+          retainedForMs: retentionMs,
         }
       : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
   }
@@ -357,11 +379,21 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       response.status,
       response.body,
       encodeHeaders(response),
+      owner.retentionMs,
     ]);
   }
 
+  async renew(owner: Ownership, leaseMs: number): Promise<string | null> {
+    const { rows } = await this.claimPool.query<{ lease: string }>({
+      name: 'idempotency_renew',
+      text: this.sql.renew,
+      values: [keyId(owner.scope, owner.key), owner.token, leaseMs],
+    });
+    return rows[0]?.lease ?? null;
+  }
+
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
-    const stored: StoredRecoveryPoint = { ...recovery, scope: owner.scope, key: owner.key };
+    const stored: StoredRecoveryPoint = { ...recovery, scope: owner.scope, key: owner.key, retentionMs: owner.retentionMs };
     await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.scope, owner.key), owner.token, JSON.stringify(stored)]);
   }
 
@@ -383,10 +415,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       text: this.sql.takeOverAbandoned,
       values: [limit, leaseMs],
     });
-    return rows.map((r) => {
-      const { scope, key, recovery } = splitRecovery(r.recovery);
-      return { owner: { scope, key, token: r.lease }, recovery };
-    });
+    return rows.map((r) => this.ownerOf(r.lease, r.recovery));
   }
 
   async takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
@@ -396,7 +425,13 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       values: [keyId(scope, key), leaseMs],
     });
     const row = rows[0];
-    return row ? { owner: { scope, key, token: row.lease }, recovery: splitRecovery(row.recovery).recovery } : null;
+    return row ? this.ownerOf(row.lease, row.recovery) : null;
+  }
+
+  /** A stored recovery point parted into the owner it belongs to (with the new token) and the point itself. */
+  private ownerOf(token: string, stored: StoredRecoveryPoint): { owner: Ownership; recovery: RecoveryPoint } {
+    const { scope, key, retentionMs, ...recovery } = stored;
+    return { owner: { scope, key, token, retentionMs: retentionMs ?? this.defaultRetentionMs }, recovery };
   }
 
   /**

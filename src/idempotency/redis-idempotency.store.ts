@@ -25,9 +25,12 @@ import { keyId } from './key-id';
  * - The token is the server's clock in µs at the claim, and a takeover makes
  *   max(now, old + 1): strictly increasing per key while the key exists.
  * - A completed key keeps only f, s, b (c, o): its token and lease are dropped.
- * - Retention is the key's TTL, set by the claim and kept by the completion
- *   (counted from the claim, as in PostgreSQL); a takeover extends it to at
- *   least the new lease, so a key never vanishes under its working owner.
+ * - Retention is the key's TTL, counted from the outcome as in PostgreSQL: the
+ *   completion sets it to the route's retention. The claim sets it too (a key
+ *   whose owner vanished is forgotten after that), and a takeover or a renewal
+ *   extends it to at least the new lease, so a key never vanishes under its
+ *   working owner.
+ * - renew: the owner's own compare-and-set, a later lease and a larger token.
  *
  * What Redis cannot give: the response is not stored atomically with the
  * side effect (a crash between the two lets a retry run it again after the
@@ -61,16 +64,28 @@ if ttl < tonumber(ARGV[2]) then
 end
 return {'taken_over', token, ttl}`;
 
-/** The response, only on the owner's unfinished key. 1 stored, 0 no longer ours. */
+/** The response, only on the owner's unfinished key; its retention starts now. 1 stored, 0 no longer ours. */
 const COMPLETE_LUA = `
 local cur = redis.call('HMGET', KEYS[1], 't', 's')
 if cur[1] ~= ARGV[1] or cur[2] then return 0 end
 redis.call('HSET', KEYS[1], 's', ARGV[2], 'b', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
 -- A finished key needs no token or lease: nothing may complete or release it again.
 redis.call('HDEL', KEYS[1], 't', 'l')
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'c', ARGV[4]) end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'o', ARGV[5]) end
 return 1`;
+
+/** A later lease on the owner's unfinished key: the new token, or false when it is no longer ours. */
+const RENEW_LUA = `
+local cur = redis.call('HMGET', KEYS[1], 't', 's')
+if cur[1] ~= ARGV[1] or cur[2] then return false end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local token = string.format('%.0f', math.max(now, tonumber(cur[1]) + 1))
+redis.call('HSET', KEYS[1], 't', token, 'l', string.format('%.0f', now + tonumber(ARGV[2]) * 1000))
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return token`;
 
 /** Deletes the owner's unfinished key. 1 deleted, 0 no longer ours. */
 const RELEASE_LUA = `
@@ -89,7 +104,16 @@ type ClaimReply =
 /** The scripts, as ioredis's defineCommand adds them to the client (EVALSHA, EVAL on NOSCRIPT). */
 interface IdempotencyCommands {
   idempotencyClaim(key: string, fingerprint: Buffer, leaseMs: number, retentionMs: number): Promise<ClaimReply>;
-  idempotencyComplete(key: string, token: string, status: number, body: string, contentType: string, location: string): Promise<number>;
+  idempotencyComplete(
+    key: string,
+    token: string,
+    status: number,
+    body: string,
+    contentType: string,
+    location: string,
+    retentionMs: number,
+  ): Promise<number>;
+  idempotencyRenew(key: string, token: string, leaseMs: number): Promise<string | null>;
   idempotencyRelease(key: string, token: string): Promise<number>;
 }
 
@@ -114,6 +138,7 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
     client.defineCommand('idempotencyClaim', { numberOfKeys: 1, lua: CLAIM_LUA });
     client.defineCommand('idempotencyComplete', { numberOfKeys: 1, lua: COMPLETE_LUA });
     client.defineCommand('idempotencyRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+    client.defineCommand('idempotencyRenew', { numberOfKeys: 1, lua: RENEW_LUA });
     this.redis = client as IdempotencyRedisClient & IdempotencyCommands;
   }
 
@@ -160,9 +185,9 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
     const reply = await this.redis.idempotencyClaim(this.redisKey(scope, key), fingerprint, leaseMs, retentionMs);
     switch (reply[0]) {
       case 'claimed':
-        return { kind: 'claimed', owner: { scope, key, token: reply[1] }, takenOver: false, recovery: null, retainedForMs: reply[2] };
       case 'taken_over':
-        return { kind: 'claimed', owner: { scope, key, token: reply[1] }, takenOver: true, recovery: null, retainedForMs: reply[2] };
+        // Its retention starts at the completion: at least retentionMs from the claim.
+        return { kind: 'claimed', owner: { scope, key, token: reply[1], retentionMs }, takenOver: reply[0] === 'taken_over', recovery: null, retainedForMs: retentionMs };
       case 'mismatch':
         return { kind: 'mismatch' };
       case 'in_progress':
@@ -187,8 +212,13 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
       response.body,
       response.contentType === DEFAULT_CONTENT_TYPE ? '' : response.contentType,
       response.location ?? '',
+      owner.retentionMs,
     );
     if (stored !== 1) throw new LeaseLostError();
+  }
+
+  async renew(owner: Ownership, leaseMs: number): Promise<string | null> {
+    return this.redis.idempotencyRenew(this.redisKey(owner.scope, owner.key), owner.token, leaseMs);
   }
 
   async release(owner: Ownership): Promise<void> {

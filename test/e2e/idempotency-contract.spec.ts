@@ -5,6 +5,8 @@ import { CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';
 import { TimedResponse, histogram, peakConcurrency, timed } from '../support/race';
 import { redisUrl } from '../support/redis-server';
+import { StalledRenewals } from '../support/stalled-renewals';
+import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore } from '../../src/idempotency/idempotency.store';
 
 /**
  * The contract of @Idempotent() that every store keeps, run against each on a
@@ -21,6 +23,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
   jest.setTimeout(120_000);
   let t: TestApp;
   let effects: SideEffects;
+  let renewals: StalledRenewals;
 
   beforeAll(async () => {
     t = await createTestApp({
@@ -29,6 +32,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
       env: { IDEMPOTENCY_REPLAY_CACHE: '0', ...(store === 'redis' ? { REDIS_URL: redisUrl() } : {}) },
     });
     effects = t.app.get(SideEffects);
+    renewals = new StalledRenewals(t.app.get<symbol, IdempotencyKeyStore>(store === 'redis' ? IDEMPOTENCY_REDIS_STORE : IDEMPOTENCY_STORE));
   });
   afterAll(() => t?.close());
 
@@ -133,9 +137,31 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
     expect(effects.executions(body.name)).toBe(2);
   });
 
-  it("lets a retry take over after the lease; the stale owner's completion fails and the newer response stands", async () => {
+  it('renews the lease of an owner at work: retries long past the first lease get 409, then the one response', async () => {
+    const key = randomUUID();
+    const body = { name: name('renewed'), hold: true };
+    const original = send('short-lease', key, body);
+    await effects.executionStarted(body.name, 1);
+    // Ten leases of 300 ms: a lease that was not renewed would have been taken over by now.
+    const until = Date.now() + 3_000;
+    while (Date.now() < until) {
+      const retry = await send('short-lease', key, body);
+      expect(retry.status).toBe(409);
+      expect(retry.body.code).toBe('idempotency_request_in_progress');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    effects.release(body.name, 1);
+    const done = await original;
+    expect(done.status).toBe(202);
+    expect(effects.executions(body.name)).toBe(1);
+    const replay = await post('short-lease', key, body).expect(202);
+    expect(replay.text).toBe(done.text);
+  });
+
+  it("lets a retry take over from a stalled owner after the lease; the stale owner's completion fails and the newer response stands", async () => {
     const key = randomUUID();
     const body = { name: name('stale-complete'), hold: true };
+    renewals.stall(key);
     const original = send('short-lease', key, body);
     await effects.executionStarted(body.name, 1);
     const takeover = (await takeOver(key, body, 2)).response;
@@ -155,9 +181,10 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
     expect(replay.text).toBe(newer.text);
   });
 
-  it("a stale owner's release after a failure leaves the newer claim in place", async () => {
+  it("a stalled owner's release after a failure leaves the newer claim in place", async () => {
     const key = randomUUID();
     const body = { name: name('stale-release'), hold: true };
+    renewals.stall(key);
     const original = send('short-lease', key, body);
     await effects.executionStarted(body.name, 1);
     const takeover = (await takeOver(key, body, 2)).response;

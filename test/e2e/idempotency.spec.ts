@@ -6,6 +6,8 @@ import { DemoModule } from '../support/demo/demo.module';
 import { waitFor } from '../support/http-client';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
 import { keyIs } from '../support/keys';
+import { StalledRenewals } from '../support/stalled-renewals';
+import { IDEMPOTENCY_STORE } from '../../src/idempotency/idempotency.store';
 
 /**
  * Every path of the @Idempotent() request flow, through HTTP, on a real
@@ -28,8 +30,10 @@ describe('@Idempotent() (e2e)', () => {
   const leaseExpired = (key: string) =>
     waitFor('the lease to expire', async () => (await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND lease <= ${NOW_US}`, [key])) === 1);
 
+  let renewals: StalledRenewals;
   beforeAll(async () => {
     t = await createTestApp({ imports: [DemoModule] });
+    renewals = new StalledRenewals(t.app.get(IDEMPOTENCY_STORE));
   });
   afterAll(() => t.close());
 
@@ -123,9 +127,29 @@ describe('@Idempotent() (e2e)', () => {
     expect(await widgets('name = $1', ['slow'])).toBe(1);
   });
 
-  it('lets a retry take over after the lease; the slow original loses its lease and rolls back', async () => {
+  it('renews the lease of a handler slower than it: a retry meanwhile gets 409, the handler commits once', async () => {
+    const key = randomUUID();
+    const body = { name: 'renewed', delay_ms: 1200 };
+    const original = post('/demo/short-lease', key, body).then((r) => r);
+    await claimed(key);
+    const [{ lease: first }] = await t.dataSource.query<{ lease: string }[]>(`SELECT lease::text AS lease FROM idempotency_keys WHERE ${keyIs()}`, [key]);
+    // Past the lease the claim set (300 ms), by the database's clock: the renewed lease still runs.
+    await waitFor('the first lease to pass', async () => (await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND $2::int8 < ${NOW_US}`, [key, first])) === 1);
+    expect(await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status IS NULL AND lease > ${NOW_US} AND lease > $2::int8`, [key, first])).toBe(1);
+    const retry = await post('/demo/short-lease', key, body).expect(409);
+    expect(retry.body.code).toBe('idempotency_request_in_progress');
+    const done = await original;
+    expect(done.status).toBe(201);
+    expect(await widgets('name = $1', ['renewed'])).toBe(1);
+    const replay = await post('/demo/short-lease', key, body).expect(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.id).toBe(done.body.id);
+  });
+
+  it('lets a retry take over from a stalled owner after the lease; the stalled original loses its lease and rolls back', async () => {
     const key = randomUUID();
     const body = { name: 'lease', delay_ms: 1200 };
+    renewals.stall(key);
     const original = post('/demo/short-lease', key, body).then((r) => r);
     await claimed(key);
     await leaseExpired(key); // lease is 300ms, the handler takes 1.2 s
@@ -219,6 +243,7 @@ describe('@Idempotent() (e2e)', () => {
     await post('/demo/widgets', key, { name: 'm2' }).expect(422); // mismatch
     await post('/demo/widgets', randomUUID(), { name: 'm4', fail: 'boom' }).expect(500); // claimed, then released
     const slowKey = randomUUID();
+    renewals.stall(slowKey);
     const original = post('/demo/short-lease', slowKey, { name: 'm3', delay_ms: 1200 }).then((r) => r);
     await claimed(slowKey);
     await post('/demo/short-lease', slowKey, { name: 'm3', delay_ms: 1200 }).expect(409); // in_progress

@@ -41,13 +41,13 @@ describe('purge of expired idempotency keys (e2e)', () => {
       return rows[0]?.expired === true;
     });
   /** A key row written directly, its lease and expiry relative to the database clock. */
-  const insertKey = (key: string, o: { leaseInMs: number; expiresInMs: number; status: number | null }) =>
+  const insertKey = (key: string, o: { leaseInMs: number; expiresInMs: number; status: number | null; recovery?: object }) =>
     t.dataSource.query(
-      `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at, status, body)
+      `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at, status, body, recovery)
        VALUES (${keyIdSql(DIRECT, '$1::text')}, substring(sha256(convert_to($1::text, 'UTF8')) FROM 1 FOR 16),
                ${NOW_US} + $2::int8 * 1000,
-               now() + $3::int8 * interval '1 millisecond', $4::int2, CASE WHEN $4::int2 IS NULL THEN NULL ELSE '{}' END)`,
-      [key, o.leaseInMs, o.expiresInMs, o.status],
+               now() + $3::int8 * interval '1 millisecond', $4::int2, CASE WHEN $4::int2 IS NULL THEN NULL ELSE '{}' END, $5::jsonb)`,
+      [key, o.leaseInMs, o.expiresInMs, o.status, o.recovery ? JSON.stringify(o.recovery) : null],
     );
   const counterValue = async (metric: { get(): Promise<{ values: { value: number; metricName?: string }[] }> }, name?: string) => {
     const { values } = await metric.get();
@@ -105,13 +105,14 @@ describe('purge of expired idempotency keys (e2e)', () => {
     expect(await widgets('kept')).toBe(1);
   });
 
-  it('deletes completed and abandoned keys past retention, never an in-progress key whose lease is valid', async () => {
+  it('deletes completed and abandoned keys past retention, never an in-progress key whose lease is valid nor an operation at a recovery point', async () => {
     const k = {
       completedExpired: `m-completed-expired-${randomUUID()}`,
       completedKept: `m-completed-kept-${randomUUID()}`,
       abandonedExpired: `m-abandoned-expired-${randomUUID()}`,
       inProgressExpired: `m-in-progress-expired-${randomUUID()}`,
       inProgressKept: `m-in-progress-kept-${randomUUID()}`,
+      operationExpired: `m-operation-expired-${randomUUID()}`,
     };
     await insertKey(k.completedExpired, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
     await insertKey(k.completedKept, { leaseInMs: -60_000, expiresInMs: 60_000, status: 201 });
@@ -120,6 +121,9 @@ describe('purge of expired idempotency keys (e2e)', () => {
     // Owner still working (valid lease) although the key is past its retention.
     await insertKey(k.inProgressExpired, { leaseInMs: 60_000, expiresInMs: -1_000, status: null });
     await insertKey(k.inProgressKept, { leaseInMs: 60_000, expiresInMs: 60_000, status: null });
+    // An operation whose outside effect may have happened (a charge): lease over, past retention, to be resumed.
+    const recovery = { operation: 'purge.unregistered', point: 'intent', state: {}, status: 201, scope: 'x', key: k.operationExpired };
+    await insertKey(k.operationExpired, { leaseInMs: -60_000, expiresInMs: -60_000, status: null, recovery });
 
     const result = await purger().purgeOnce();
     expect(result.skipped).toBe(false);
@@ -130,10 +134,11 @@ describe('purge of expired idempotency keys (e2e)', () => {
       abandonedExpired: await keyRows(k.abandonedExpired),
       inProgressExpired: await keyRows(k.inProgressExpired),
       inProgressKept: await keyRows(k.inProgressKept),
-    }).toEqual({ completedExpired: 0, completedKept: 1, abandonedExpired: 0, inProgressExpired: 1, inProgressKept: 1 });
+      operationExpired: await keyRows(k.operationExpired),
+    }).toEqual({ completedExpired: 0, completedKept: 1, abandonedExpired: 0, inProgressExpired: 1, inProgressKept: 1, operationExpired: 1 });
   });
 
-  it('keeps the key of a request in flight even when its retention has passed, and the request completes', async () => {
+  it('keeps the key of a request in flight even when its retention has passed; the completion starts the retention anew', async () => {
     // A second instance with a long lease, so the lease is surely valid during the purge.
     const slow = await createTestApp({
       database: t.db,
@@ -155,7 +160,16 @@ describe('purge of expired idempotency keys (e2e)', () => {
       expect(await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status = 201`, [key])).toBe(1);
       expect(await widgets('in-flight')).toBe(1);
 
-      // Completed and past retention: now it goes.
+      // Its retention starts at the completion: kept for the route's minute from now...
+      await purger().purgeOnce();
+      expect(await keyRows(key)).toBe(1);
+      expect(
+        await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND expires_at > now() + interval '50 seconds' AND expires_at <= now() + interval '1 minute'`, [
+          key,
+        ]),
+      ).toBe(1);
+      // ...and purged once that has passed.
+      await t.dataSource.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE ${keyIs()}`, [key]);
       await purger().purgeOnce();
       expect(await keyRows(key)).toBe(0);
     } finally {

@@ -50,7 +50,7 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
        ON CONFLICT (id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`,
       [keyId(r.scope, r.key), r.fingerprint],
     );
-    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: '0' }, takenOver: false, recovery: null };
+    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: '0', retentionMs: r.retentionMs }, takenOver: false, recovery: null };
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
@@ -79,6 +79,11 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   }
 
   async yieldLease(): Promise<void> {}
+
+  // An unfenced lease never needs renewing: the token is always '0'.
+  async renew(owner: Ownership): Promise<string> {
+    return owner.token;
+  }
 
   async takeOverOperation(): Promise<null> {
     return null;

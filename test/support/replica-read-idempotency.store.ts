@@ -53,6 +53,6 @@ export class ReplicaReadIdempotencyStore extends PostgresIdempotencyStore {
        RETURNING lease::text AS lease`,
       [id, r.fingerprint, r.leaseMs, r.retentionMs],
     );
-    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: lease }, takenOver: false, recovery: null };
+    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: lease, retentionMs: r.retentionMs }, takenOver: false, recovery: null };
   }
 }

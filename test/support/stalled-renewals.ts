@@ -1,0 +1,27 @@
+import type { IdempotencyKeyStore, Ownership } from '../../src/idempotency/idempotency.store';
+
+/**
+ * A worker whose lease renewals never reach the store: the in-process stand-in
+ * for an owner that is paused (a GC pause, a frozen VM) or cut off from the
+ * database while its handler runs. A live owner renews its lease every third
+ * of it (LeaseKeeper), so only such an owner can lose it to a retry; the
+ * suites that prove fencing (a stale owner can never commit, its release
+ * leaves the newer claim) make one this way. Renewals of the keys named by
+ * `stall` fail as a dropped connection would; every other statement, and
+ * every other key's renewals, reach the real store. fault/slow-worker shows
+ * the same with a real process frozen by SIGSTOP.
+ */
+export class StalledRenewals {
+  private readonly keys = new Set<string>();
+
+  constructor(store: IdempotencyKeyStore) {
+    const renew = store.renew.bind(store);
+    store.renew = (owner: Ownership, leaseMs: number) =>
+      this.keys.has(owner.key) ? Promise.reject(new Error('the renewal never reached the store (a stalled worker)')) : renew(owner, leaseMs);
+  }
+
+  /** From now on, the owner of `key` cannot renew its lease. */
+  stall(key: string): void {
+    this.keys.add(key);
+  }
+}
