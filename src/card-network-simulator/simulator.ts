@@ -21,11 +21,20 @@
  *          their answer is lost: `drop` destroys the socket, `hang` never
  *          answers (the socket stays open until the client gives up or close()),
  *          `error` answers 500 api_error without a `code`.
- *   POST   /_simulator/refusals {"status": 400 | 401 | 429, "times": n, "after": k}
+ *   POST   /_simulator/faults   {"fault": "saved_error", "times": n}
+ *          The next n POSTs to /v1/* with an Idempotency-Key that would execute
+ *          (not replays, not validation errors) are NOT executed (no effect, no
+ *          event): a 500 api_error is saved under the key instead, as Stripe saves
+ *          a 500 of a request it began, and every retry with that key and the same
+ *          parameters replays it (Idempotent-Replayed: true) until the key window
+ *          (idempotencyTtlMs) ends; after it the key is free and the request runs.
+ *   POST   /_simulator/refusals {"status": 400 | 401 | 429, "times": n, "after": k, "param": p}
  *          The next n requests to /v1/* (any method), after k that pass, are
  *          refused before anything is done: 400 invalid_request_error, 401 (a
  *          rotated key), 429 (a rate limit), with Stripe-Should-Retry: false.
- *          Such an answer speaks only for its own request.
+ *          A 400 with `param` names that parameter, as Stripe's refusal of a
+ *          value does (`amount`, `currency`). Such an answer speaks only for its
+ *          own request.
  *   DELETE /_simulator/faults   clears the pending faults and refusals.
  *   POST   /_simulator/hold     incoming POSTs to /v1/* are accepted but not
  *          executed. A held request whose client disconnects is discarded
@@ -40,10 +49,24 @@
  * pm_card_chargeThenHang and pm_card_chargeThenError charge like pm_card_visa and
  * save the success under the Idempotency-Key, but the first answer is lost the
  * same way; a replay then answers normally.
+ *
+ * Test payment methods whose refunds settle later, `processingMs` after the
+ * refund (they charge like pm_card_visa): pm_card_refundPending (pending, then
+ * succeeded: refund.updated), pm_card_refundPendingFail (pending, then failed:
+ * refund.updated, refund.failed, the amount refundable again) and
+ * pm_card_refundFail (succeeded, then failed the same way, as Stripe's
+ * asynchronous failure card). Every other method's refund succeeds at once.
+ *
+ * Card tokens (POST /v1/tokens, tokens.ts) pay through PaymentIntent create's
+ * `payment_method_data[type]=card&payment_method_data[card][token]=tok_...`: the
+ * intent gets a new pm_... that behaves as the token's card number says.
  */
-import { randomFillSync } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
+import { ApiError, ErrorBody, invalid, noSuch, randomId, stripeId, unixSeconds } from './api';
+import { checkCurrency, checkMinimum } from './money';
+import { prepareToken, redeemToken, TOKEN_PARAM, TOKEN_PARAMS, TokenRecord } from './tokens';
 import {
   EVENT_API_VERSION,
   PendingWebhookFault,
@@ -63,7 +86,7 @@ export interface SimulatorOptions {
   delayMs: number;
   /** How long a saved Idempotency-Key result is kept (every POST); default 24h. */
   idempotencyTtlMs?: number;
-  /** How long a `processing` intent (pm_card_chargeProcessing) takes to succeed by itself; default 1 s. */
+  /** How long a `processing` intent (pm_card_chargeProcessing) takes to succeed, and a late refund (pm_card_refund*) to settle; default 1 s. */
   processingMs?: number;
   /** Where events are delivered; also settable after start with setWebhook. */
   webhook?: WebhookOptions;
@@ -77,14 +100,16 @@ export interface RunningSimulator {
   close(): Promise<void>;
 }
 
-export type SimulatorFault = 'drop' | 'hang' | 'error';
+/** A fault that loses the answer of an executed request. */
+export type LostAnswerFault = 'drop' | 'hang' | 'error';
+/** `saved_error`: a 500 saved under the key instead of executing. */
+export type SimulatorFault = LostAnswerFault | 'saved_error';
 
 const DEFAULT_TTL_MS = 24 * 3_600_000;
 const DEFAULT_PROCESSING_MS = 1_000;
 const MAX_BODY_BYTES = 1 << 20;
 const MAX_KEY_LENGTH = 255;
 const MAX_AMOUNT = 99_999_999;
-const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
 type Metadata = Record<string, string>;
 
@@ -130,6 +155,9 @@ interface PaymentIntent {
   livemode: false;
 }
 
+export const REFUND_STATUSES = ['pending', 'succeeded', 'failed', 'canceled'] as const;
+export type RefundStatus = (typeof REFUND_STATUSES)[number];
+
 interface Refund {
   id: string;
   object: 'refund';
@@ -137,7 +165,9 @@ interface Refund {
   charge: string | null;
   currency: string;
   payment_intent: string;
-  status: 'succeeded';
+  status: RefundStatus;
+  /** Only on a failed refund, as Stripe shows it. */
+  failure_reason?: 'declined';
   metadata: Metadata;
   created: number;
 }
@@ -156,10 +186,13 @@ interface Account {
   intents: Map<string, IntentRecord>;
   refunds: Map<string, Refund>;
   events: Map<string, SimulatorEvent>;
+  tokens: Map<string, TokenRecord>;
+  /** PaymentMethods made from a token: id -> the test method whose behaviour the card has. */
+  methods: Map<string, string>;
   keys: Map<string, KeyEntry>;
   faults: SimulatorFault[];
   /** Refusals of requests to /v1/* before anything is done; `skip`: requests let through first. */
-  refusals: { status: RefusalStatus; skip: number }[];
+  refusals: { status: RefusalStatus; skip: number; param?: string }[];
   holding: boolean;
   held: Set<PendingPost>;
   webhooks: WebhookChannel;
@@ -186,7 +219,8 @@ interface PendingPost {
   path: string;
   params: ParsedParams;
   key: string | undefined;
-  execute: (cause: Cause) => Outcome;
+  /** Validates against the current state (an ApiError leaves no trace), then returns the effect to run. */
+  prepare: (cause: Cause) => () => Outcome;
 }
 
 interface ParsedParams {
@@ -199,7 +233,7 @@ interface Outcome {
   status: number;
   body: unknown;
   save: boolean;
-  fault?: SimulatorFault;
+  fault?: LostAnswerFault;
 }
 
 /** As Stripe does for answers a retry cannot change (a decline, a processing error): SDKs then do not retry. */
@@ -207,31 +241,20 @@ function retryAdvice(outcome: Outcome): Record<string, string> {
   return outcome.status === 402 ? { 'Stripe-Should-Retry': 'false' } : {};
 }
 
-interface ErrorBody {
-  type: 'invalid_request_error' | 'idempotency_error' | 'api_error' | 'card_error';
-  code?: string;
-  param?: string;
-  message: string;
-  payment_intent?: PaymentIntent;
-}
-
-class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly error: ErrorBody,
-  ) {
-    super(error.message);
-  }
-}
+/** When a refund of a charge settles: at once, or `processingMs` later as succeeded or failed. */
+type RefundFlow = 'pending_then_succeeded' | 'pending_then_failed' | 'succeeded_then_failed';
 
 type MethodBehaviour =
-  | { kind: 'charge'; fault?: SimulatorFault }
+  | { kind: 'charge'; fault?: LostAnswerFault; refund?: RefundFlow }
   | { kind: 'decline'; decline_code: string; message: string }
   | { kind: 'processing_error' }
   | { kind: 'authentication_required' }
   | { kind: 'processing' };
 
-/** Stripe's test PaymentMethods, plus ours: three that lose the first answer and one that stays processing a while. */
+/**
+ * Stripe's test PaymentMethods, plus ours: three that lose the first answer, one
+ * that stays processing a while, and three whose refunds settle later.
+ */
 const PAYMENT_METHODS: Record<string, MethodBehaviour> = {
   pm_card_visa: { kind: 'charge' },
   pm_card_mastercard: { kind: 'charge' },
@@ -248,6 +271,9 @@ const PAYMENT_METHODS: Record<string, MethodBehaviour> = {
   pm_card_chargeThenDrop: { kind: 'charge', fault: 'drop' },
   pm_card_chargeThenHang: { kind: 'charge', fault: 'hang' },
   pm_card_chargeThenError: { kind: 'charge', fault: 'error' },
+  pm_card_refundPending: { kind: 'charge', refund: 'pending_then_succeeded' },
+  pm_card_refundPendingFail: { kind: 'charge', refund: 'pending_then_failed' },
+  pm_card_refundFail: { kind: 'charge', refund: 'succeeded_then_failed' },
 };
 
 const PROCESSING_ERROR: PaymentError = {
@@ -262,26 +288,11 @@ const AUTHENTICATION_REQUIRED: PaymentError = {
   message: 'Your card was declined. This transaction requires authentication.',
 };
 
-const FAULTS: readonly SimulatorFault[] = ['drop', 'hang', 'error'];
-
-/** Random bytes for ids, drawn from a pool refilled 4 KiB at a time rather than one call per id. */
-const idEntropy = Buffer.alloc(4096);
-let idEntropyUsed = idEntropy.length;
-
-function randomId(prefix: string, length: number): string {
-  if (idEntropyUsed + length > idEntropy.length) {
-    randomFillSync(idEntropy);
-    idEntropyUsed = 0;
-  }
-  let id = prefix;
-  for (let i = 0; i < length; i++) id += ALNUM[idEntropy[idEntropyUsed + i] % ALNUM.length];
-  idEntropyUsed += length;
-  return id;
-}
-
-function unixSeconds(): number {
-  return Math.floor(Date.now() / 1000);
-}
+const LOST_ANSWER_FAULTS: readonly LostAnswerFault[] = ['drop', 'hang', 'error'];
+const FAULTS: readonly SimulatorFault[] = [...LOST_ANSWER_FAULTS, 'saved_error'];
+const isLostAnswer = (fault: SimulatorFault): fault is LostAnswerFault => fault !== 'saved_error';
+/** Stripe's 500: an `error` fault's answer, and what a `saved_error` fault saves under the key. */
+const INTERNAL_ERROR = { error: { type: 'api_error', message: 'An unknown error occurred while processing your request.' } };
 
 /** `sk_test_****cdef`: enough to recognise a key in a log, never enough to use it. */
 export function maskSecret(secret: string): string {
@@ -289,13 +300,6 @@ export function maskSecret(secret: string): string {
   const rest = secret.slice(prefix.length);
   return `${prefix}****${rest.length > 8 ? rest.slice(-4) : ''}`;
 }
-
-function invalid(message: string, code?: string, param?: string, status = 400): ApiError {
-  return new ApiError(status, { type: 'invalid_request_error', ...(code ? { code } : {}), ...(param ? { param } : {}), message });
-}
-
-const noSuch = (kind: string, id: string, param: string, status = 400): ApiError =>
-  invalid(`No such ${kind}: '${id}'`, 'resource_missing', param, status);
 
 function unexpectedState(intent: PaymentIntent, message: string): ApiError {
   return new ApiError(400, {
@@ -310,11 +314,14 @@ function unexpectedState(intent: PaymentIntent, message: string): ApiError {
  * What POST /v1/payment_intents accepts. `automatic_payment_methods[...]` is how a
  * server confirms a card with no redirect-based method (Stripe then needs no
  * return_url); every card here is such a method, so it is accepted and changes nothing.
+ * `payment_method_data[...]` pays with a card token instead of `payment_method`.
  */
 const PAYMENT_INTENT_PARAMS = [
   'amount',
   'currency',
   'payment_method',
+  'payment_method_data[type]',
+  TOKEN_PARAM,
   'confirm',
   'error_on_requires_action',
   'description',
@@ -342,7 +349,10 @@ function parseParams(search: URLSearchParams, allowed: readonly string[], withMe
   return { values, metadata };
 }
 
-/** Order-independent: the same parameters in any order give the same fingerprint. */
+/**
+ * Order-independent: the same parameters in any order give the same fingerprint.
+ * Kept only as a keyed hash (see executePost), since a token's parameters hold a card number.
+ */
 function fingerprint(method: string, path: string, params: ParsedParams): string {
   const byName = (a: [string, string], b: [string, string]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
   return JSON.stringify([
@@ -387,11 +397,13 @@ function boolean(params: ParsedParams, name: string): boolean {
   throw invalid(`Invalid boolean: ${raw}`, 'parameter_invalid_boolean', name);
 }
 
-/** A test PaymentMethod by name, or the 400 Stripe answers for an unknown one. */
-function paymentMethod(name: string): MethodBehaviour {
-  const behaviour = PAYMENT_METHODS[name];
-  if (!behaviour) throw invalid(`No such PaymentMethod: '${name}'`, 'resource_missing', 'payment_method');
-  return behaviour;
+const isTestMethod = (name: string): boolean => Object.hasOwn(PAYMENT_METHODS, name);
+
+/** A test PaymentMethod by name (or one made from a token), or the 400 Stripe answers for an unknown one. */
+function paymentMethod(account: Account, name: string): MethodBehaviour {
+  const test = account.methods.get(name) ?? name;
+  if (!isTestMethod(test)) throw invalid(`No such PaymentMethod: '${name}'`, 'resource_missing', 'payment_method');
+  return PAYMENT_METHODS[test];
 }
 
 function checkMetadata(metadata: Metadata | undefined): Metadata {
@@ -445,11 +457,19 @@ function controlInteger(input: Record<string, unknown>, name: string, fallback: 
   return value;
 }
 
+/** Takes the first queued fault of a kind out of the account's queue (one queue keeps the order they were asked in). */
+function takeFault<F extends SimulatorFault>(account: Account, kind: (f: SimulatorFault) => f is F): F | undefined {
+  const index = account.faults.findIndex(kind);
+  return index < 0 ? undefined : (account.faults.splice(index, 1)[0] as F);
+}
+
 function newAccount(): Account {
   return {
     intents: new Map(),
     refunds: new Map(),
     events: new Map(),
+    tokens: new Map(),
+    methods: new Map(),
     keys: new Map(),
     faults: [],
     refusals: [],
@@ -472,6 +492,7 @@ export function startCardNetworkSimulator(
     throw new RangeError('at least one non-empty secret key is required');
   }
   const webhooks = new WebhookDispatcher(options.webhook);
+  const fingerprintKey = randomBytes(32);
   const accounts = new Map(options.secrets.map((secret) => [secret, newAccount()] as const));
   const timers = new Set<NodeJS.Timeout>();
   let closed = false;
@@ -497,7 +518,7 @@ export function startCardNetworkSimulator(
     sendJson(res, e.status, { error: e.error }, headers);
 
   /** The answer of an effect that happened, lost on its way: dropped, never sent, or a 500. */
-  function loseAnswer(res: ServerResponse, fault: SimulatorFault, headers: Record<string, string>): void {
+  function loseAnswer(res: ServerResponse, fault: LostAnswerFault, headers: Record<string, string>): void {
     switch (fault) {
       case 'drop':
         res.socket?.destroy();
@@ -505,7 +526,7 @@ export function startCardNetworkSimulator(
       case 'hang':
         return;
       case 'error':
-        return sendJson(res, 500, { error: { type: 'api_error', message: 'An unknown error occurred while processing your request.' } }, headers);
+        return sendJson(res, 500, INTERNAL_ERROR, headers);
     }
   }
 
@@ -567,7 +588,7 @@ export function startCardNetworkSimulator(
 
   /** One confirmation attempt with the intent's payment method, from create (confirm=true) or /confirm. */
   function attempt(cause: Cause, intent: PaymentIntent, errorOnRequiresAction: boolean): Outcome {
-    const behaviour = paymentMethod(intent.payment_method);
+    const behaviour = paymentMethod(cause.account, intent.payment_method);
     intent.last_payment_error = null;
     intent.next_action = null;
     switch (behaviour.kind) {
@@ -595,40 +616,67 @@ export function startCardNetworkSimulator(
     }
   }
 
-  function createPaymentIntent(cause: Cause, params: ParsedParams): Outcome {
+  /**
+   * The intent's payment method: `payment_method`, or one made from a card token
+   * (`payment_method_data`). Checked now; the returned function makes it (and
+   * uses the token up) when the intent is created.
+   */
+  function intentMethod(account: Account, params: ParsedParams): () => string {
+    const fromData = [...params.values.keys()].some((name) => name.startsWith('payment_method_data['));
+    if (!fromData) {
+      const method = requiredString(params, 'payment_method');
+      paymentMethod(account, method);
+      return () => method;
+    }
+    if (params.values.has('payment_method')) {
+      throw invalid('You may only specify one of these parameters: payment_method, payment_method_data.', 'parameters_exclusive', 'payment_method_data');
+    }
+    const type = requiredString(params, 'payment_method_data[type]');
+    if (type !== 'card') throw invalid(`Invalid payment_method_data[type]: ${type}. This network takes only card.`, undefined, 'payment_method_data[type]');
+    const token = redeemToken(account.tokens, requiredString(params, TOKEN_PARAM), isTestMethod);
+    return () => {
+      token.spend();
+      const id = stripeId('pm_');
+      account.methods.set(id, token.method);
+      return id;
+    };
+  }
+
+  function createPaymentIntent(cause: Cause, params: ParsedParams): () => Outcome {
     const amount = integer(params, 'amount', 1, MAX_AMOUNT, 'amount_too_small');
     if (amount === undefined) throw invalid('Missing required param: amount.', 'parameter_missing', 'amount');
-    const currency = requiredString(params, 'currency');
-    if (!/^[a-zA-Z]{3}$/.test(currency)) throw invalid(`Invalid currency: ${currency}.`, 'parameter_invalid_currency', 'currency');
-    const method = requiredString(params, 'payment_method');
+    const currency = checkCurrency(requiredString(params, 'currency'));
+    checkMinimum(amount, currency);
+    const method = intentMethod(cause.account, params);
     const confirm = boolean(params, 'confirm');
     const errorOnRequiresAction = boolean(params, 'error_on_requires_action');
     const description = params.values.get('description') ?? null;
     const metadata = checkMetadata(params.metadata);
-    paymentMethod(method);
 
-    const intent: PaymentIntent = {
-      id: randomId('pi_', 24),
-      object: 'payment_intent',
-      amount,
-      amount_received: 0,
-      currency: currency.toLowerCase(),
-      status: 'requires_confirmation',
-      payment_method: method,
-      confirmation_method: 'automatic',
-      description,
-      metadata,
-      created: unixSeconds(),
-      latest_charge: null,
-      last_payment_error: null,
-      next_action: null,
-      canceled_at: null,
-      cancellation_reason: null,
-      livemode: false,
+    return () => {
+      const intent: PaymentIntent = {
+        id: randomId('pi_', 24),
+        object: 'payment_intent',
+        amount,
+        amount_received: 0,
+        currency,
+        status: 'requires_confirmation',
+        payment_method: method(),
+        confirmation_method: 'automatic',
+        description,
+        metadata,
+        created: unixSeconds(),
+        latest_charge: null,
+        last_payment_error: null,
+        next_action: null,
+        canceled_at: null,
+        cancellation_reason: null,
+        livemode: false,
+      };
+      recordIntent(cause.account, intent);
+      if (!confirm) return { status: 200, body: intent, save: true };
+      return attempt(cause, intent, errorOnRequiresAction);
     };
-    recordIntent(cause.account, intent);
-    if (!confirm) return { status: 200, body: intent, save: true };
-    return attempt(cause, intent, errorOnRequiresAction);
   }
 
   function intentRecord(account: Account, id: string): IntentRecord {
@@ -637,11 +685,11 @@ export function startCardNetworkSimulator(
     return record;
   }
 
-  function confirmPaymentIntent(cause: Cause, id: string, params: ParsedParams): Outcome {
+  function confirmPaymentIntent(cause: Cause, id: string, params: ParsedParams): () => Outcome {
     const { intent } = intentRecord(cause.account, id);
     const method = params.values.get('payment_method');
     if (method === '') throw emptyRefused('payment_method');
-    if (method !== undefined) paymentMethod(method);
+    if (method !== undefined) paymentMethod(cause.account, method);
     const errorOnRequiresAction = boolean(params, 'error_on_requires_action');
     if (intent.status === 'succeeded') {
       throw unexpectedState(intent, 'You cannot confirm this PaymentIntent because it has already succeeded after being previously confirmed.');
@@ -652,11 +700,13 @@ export function startCardNetworkSimulator(
         `You cannot confirm this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be confirmed: ${CONFIRMABLE.join(', ')}.`,
       );
     }
-    if (method !== undefined) intent.payment_method = method;
-    return attempt(cause, intent, errorOnRequiresAction);
+    return () => {
+      if (method !== undefined) intent.payment_method = method;
+      return attempt(cause, intent, errorOnRequiresAction);
+    };
   }
 
-  function cancelPaymentIntent(cause: Cause, id: string, params: ParsedParams): Outcome {
+  function cancelPaymentIntent(cause: Cause, id: string, params: ParsedParams): () => Outcome {
     const { intent } = intentRecord(cause.account, id);
     const reason = params.values.get('cancellation_reason');
     if (reason !== undefined && !CANCELLATION_REASONS.includes(reason)) {
@@ -668,15 +718,17 @@ export function startCardNetworkSimulator(
         `You cannot cancel this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be canceled: ${CANCELABLE.join(', ')}.`,
       );
     }
-    intent.status = 'canceled';
-    intent.canceled_at = unixSeconds();
-    intent.cancellation_reason = reason ?? null;
-    intent.next_action = null;
-    emit(cause, 'payment_intent.canceled', intent);
-    return { status: 200, body: intent, save: true };
+    return () => {
+      intent.status = 'canceled';
+      intent.canceled_at = unixSeconds();
+      intent.cancellation_reason = reason ?? null;
+      intent.next_action = null;
+      emit(cause, 'payment_intent.canceled', intent);
+      return { status: 200, body: intent, save: true };
+    };
   }
 
-  function createRefund(cause: Cause, params: ParsedParams): Outcome {
+  function createRefund(cause: Cause, params: ParsedParams): () => Outcome {
     const id = requiredString(params, 'payment_intent');
     const requested = integer(params, 'amount', 1, MAX_AMOUNT, 'amount_too_small');
     const metadata = checkMetadata(params.metadata);
@@ -690,6 +742,7 @@ export function startCardNetworkSimulator(
         'payment_intent',
       );
     }
+    // A pending refund counts against what can be refunded, as Stripe's does; a failed one no longer.
     const remaining = intent.amount_received - record.refunded;
     if (remaining <= 0) throw invalid(`Charge ${intent.latest_charge} has already been refunded.`, 'charge_already_refunded');
     const amount = requested ?? remaining;
@@ -700,28 +753,60 @@ export function startCardNetworkSimulator(
         'amount',
       );
     }
-    record.refunded += amount;
-    const refund: Refund = {
-      id: randomId('re_', 24),
-      object: 'refund',
-      amount,
-      charge: intent.latest_charge,
-      currency: intent.currency,
-      payment_intent: id,
-      status: 'succeeded',
-      metadata,
-      created: unixSeconds(),
+    const behaviour = paymentMethod(cause.account, intent.payment_method);
+    const flow = behaviour.kind === 'charge' ? behaviour.refund : undefined;
+
+    return () => {
+      record.refunded += amount;
+      const refund: Refund = {
+        id: randomId('re_', 24),
+        object: 'refund',
+        amount,
+        charge: intent.latest_charge,
+        currency: intent.currency,
+        payment_intent: id,
+        status: flow === 'pending_then_succeeded' || flow === 'pending_then_failed' ? 'pending' : 'succeeded',
+        metadata,
+        created: unixSeconds(),
+      };
+      cause.account.refunds.set(refund.id, refund);
+      emit(cause, 'refund.created', refund);
+      if (flow) later(processingMs, () => settleRefund(cause.account, record, refund, flow === 'pending_then_succeeded' ? 'succeeded' : 'failed'));
+      return { status: 200, body: refund, save: true };
     };
-    cause.account.refunds.set(refund.id, refund);
-    emit(cause, 'refund.created', refund);
-    return { status: 200, body: refund, save: true };
+  }
+
+  /**
+   * The card network's later word on a refund, with no request behind it. A
+   * failed refund gives its amount back: the charge can be refunded again.
+   */
+  function settleRefund(account: Account, record: IntentRecord, refund: Refund, status: 'succeeded' | 'failed'): void {
+    const cause: Cause = { account, request: { id: null, idempotency_key: null } };
+    refund.status = status;
+    if (status === 'failed') {
+      refund.failure_reason = 'declined';
+      record.refunded -= refund.amount;
+    }
+    emit(cause, 'refund.updated', refund);
+    if (status === 'failed') emit(cause, 'refund.failed', refund);
+  }
+
+  /** POST /v1/tokens: a token, or the 402 card_error of a card the network refuses (saved like a decline). */
+  function createToken(cause: Cause, params: ParsedParams): () => Outcome {
+    const make = prepareToken(params.values);
+    return () => {
+      const made = make(new Date());
+      if ('error' in made) return { status: 402, body: made, save: true };
+      cause.account.tokens.set(made.record.token.id, made.record);
+      return { status: 200, body: made.record.token, save: true };
+    };
   }
 
   /** Idempotency, execution on arrival, and the delayed (or lost) answer of one POST /v1/*. */
   function executePost(account: Account, pending: PendingPost, arrivedAt: number): void {
     const { res, path, params, key, requestId } = pending;
     const keyHeaders: Record<string, string> = key === undefined ? {} : { 'Idempotency-Key': key };
-    const print = key === undefined ? '' : fingerprint('POST', path, params);
+    const print = key === undefined ? '' : createHmac('sha256', fingerprintKey).update(fingerprint('POST', path, params)).digest('base64');
     if (key !== undefined) {
       const entry = account.keys.get(key);
       if (entry?.state === 'in_flight') {
@@ -753,7 +838,7 @@ export function startCardNetworkSimulator(
           );
         }
         // A queued fault loses a replayed answer too: a network loses answers, not effects.
-        const lost = account.faults.shift();
+        const lost = takeFault(account, isLostAnswer);
         if (lost) return loseAnswer(res, lost, keyHeaders);
         return send(res, entry.status, entry.body, {
           ...keyHeaders,
@@ -763,15 +848,18 @@ export function startCardNetworkSimulator(
       }
     }
 
-    let outcome: Outcome;
+    let effect: () => Outcome;
     try {
-      outcome = pending.execute({ account, request: { id: requestId, idempotency_key: key ?? null } });
+      effect = pending.prepare({ account, request: { id: requestId, idempotency_key: key ?? null } });
     } catch (e) {
       if (e instanceof ApiError) return sendError(res, e, keyHeaders);
       throw e;
     }
+    // A saved 500 stands in for the effect: nothing happens, and that answer is the one kept.
+    const savedError = key !== undefined && takeFault(account, (f) => f === 'saved_error') !== undefined;
+    const outcome: Outcome = savedError ? { status: 500, body: INTERNAL_ERROR, save: true } : effect();
     let fault = outcome.fault;
-    if (outcome.save && fault === undefined) fault = account.faults.shift();
+    if (outcome.save && fault === undefined && !savedError) fault = takeFault(account, isLostAnswer);
     if (key !== undefined) account.keys.set(key, { state: 'in_flight', fingerprint: print });
     // Serialized now: the answer tells the state at effect time, even if the intent moves on during the delay.
     const body = JSON.stringify(outcome.body);
@@ -818,7 +906,11 @@ export function startCardNetworkSimulator(
         if (!(status in REFUSALS)) throw invalid('status must be one of 400, 401, 429', 'parameter_invalid', 'status');
         const times = controlInteger(input, 'times', 1, 1, 10_000);
         const after = controlInteger(input, 'after', 0, 0, 10_000);
-        for (let i = 0; i < times; i++) account.refusals.push({ status: status as RefusalStatus, skip: i === 0 ? after : 0 });
+        const param = input.param === undefined ? undefined : String(input.param);
+        if (param !== undefined && (status !== 400 || !/^[a-z_[\]]{1,64}$/.test(param))) {
+          throw invalid('param is for a 400 only: a parameter name (letters, _ and [])', 'parameter_invalid', 'param');
+        }
+        for (let i = 0; i < times; i++) account.refusals.push({ status: status as RefusalStatus, skip: i === 0 ? after : 0, param });
         return sendJson(res, 200, { refusals: account.refusals.length, ...stats() });
       }
       case 'DELETE /_simulator/faults':
@@ -883,7 +975,7 @@ export function startCardNetworkSimulator(
     res: ServerResponse,
     path: string,
     params: ParsedParams,
-    execute: PendingPost['execute'],
+    prepare: PendingPost['prepare'],
     arrivedAt: number,
     requestId: string,
   ): void {
@@ -892,7 +984,7 @@ export function startCardNetworkSimulator(
     if (key !== undefined && (key.length === 0 || key.length > MAX_KEY_LENGTH)) {
       throw invalid(`Invalid Idempotency-Key: it must be 1 to ${MAX_KEY_LENGTH} characters long.`, 'idempotency_key_invalid');
     }
-    const pending: PendingPost = { res, requestId, path, params, key, execute };
+    const pending: PendingPost = { res, requestId, path, params, key, prepare };
     if (account.holding) {
       account.held.add(pending);
       res.once('close', () => account.held.delete(pending));
@@ -914,7 +1006,8 @@ export function startCardNetworkSimulator(
       } else {
         account.refusals.shift();
         // An answer a retry cannot change: the SDK does not resend it.
-        return sendJson(res, refusal.status, { error: REFUSALS[refusal.status] }, { 'Stripe-Should-Retry': 'false' });
+        const error = refusal.param ? { ...REFUSALS[400], param: refusal.param, message: `Invalid ${refusal.param} (refused by a simulator fault).` } : REFUSALS[refusal.status];
+        return sendJson(res, refusal.status, { error }, { 'Stripe-Should-Retry': 'false' });
       }
     }
     const form = () => new URLSearchParams(raw);
@@ -932,6 +1025,23 @@ export function startCardNetworkSimulator(
       }
       const params = parseParams(form(), CANCEL_PARAMS, false);
       return acceptPost(account, req, res, path, params, (cause) => cancelPaymentIntent(cause, id, params), arrivedAt, requestId);
+    }
+
+    if (path === '/v1/tokens' && method === 'POST') {
+      const params = parseParams(form(), TOKEN_PARAMS, false);
+      return acceptPost(account, req, res, path, params, (cause) => createToken(cause, params), arrivedAt, requestId);
+    }
+    const token = /^\/v1\/tokens\/([^/]+)$/.exec(path);
+    if (token && method === 'GET') {
+      parseParams(url.searchParams, [], false);
+      const id = decodeURIComponent(token[1]);
+      const found = account.tokens.get(id)?.token;
+      if (!found) throw noSuch('token', id, 'id', 404);
+      return sendJson(res, 200, found);
+    }
+    if (token || path === '/v1/tokens') {
+      res.setHeader('Allow', token ? 'GET' : 'POST');
+      throw invalid(`Method ${method} is not allowed on ${path}.`, undefined, undefined, 405);
     }
 
     const collection = /^\/v1\/(payment_intents|refunds|events)$/.exec(path);

@@ -24,6 +24,8 @@ export const EVENT_TYPES = [
   'payment_intent.canceled',
   'payment_intent.requires_action',
   'refund.created',
+  'refund.updated',
+  'refund.failed',
 ] as const;
 export type SimulatorEventType = (typeof EVENT_TYPES)[number];
 

@@ -1,4 +1,5 @@
-import { call, listIntents, OTHER_SECRET, simulators, VISA, waitFor } from './support';
+import Stripe from 'stripe';
+import { call, listIntents, OTHER_SECRET, simulators, stripeClient, VISA, waitFor } from './support';
 
 /** Lost answers, held requests and shutdown: what a payment client must survive. */
 describe('card network simulator: faults', () => {
@@ -98,9 +99,134 @@ describe('card network simulator: faults', () => {
 
       const bad = await call(sim.url, { path: '/_simulator/faults', json: { fault: 'explode' } });
       expect(bad.status).toBe(400);
-      expect(bad.json()).toMatchObject({ error: { code: 'parameter_invalid', param: 'fault', message: 'fault must be one of drop, hang, error' } });
+      expect(bad.json()).toMatchObject({ error: { code: 'parameter_invalid', param: 'fault', message: 'fault must be one of drop, hang, error, saved_error' } });
       expect((await stats(sim.url)).pending_faults).toBe(0);
       expect((await call(sim.url, { path: '/_simulator/faults', secret: null, json: { fault: 'drop' } })).status).toBe(401);
+    });
+  });
+
+  describe('POST /_simulator/faults: saved_error', () => {
+    const events = async (url: string) => (await call(url, { path: '/v1/events' })).json<{ data: { type: string }[] }>().data.map((e) => e.type);
+    const create = (url: string, key?: string, form: Record<string, string | number> = VISA) => call(url, { path: '/v1/payment_intents', key, form });
+
+    it('saves a 500 under the key instead of executing: no intent, no event; retries replay it', async () => {
+      const sim = await start({ delayMs: 20 });
+      const set = await call(sim.url, { path: '/_simulator/faults', json: { fault: 'saved_error', times: 1 } });
+      expect(set.json()).toMatchObject({ pending: ['saved_error'], pending_faults: 1 });
+
+      const first = await create(sim.url, 'k-saved');
+      expect(first.status).toBe(500);
+      expect(first.json()).toEqual({ error: { type: 'api_error', message: 'An unknown error occurred while processing your request.' } });
+      expect(first.headers['idempotent-replayed']).toBeUndefined();
+      expect(first.headers['stripe-should-retry']).toBeUndefined();
+      expect(await listIntents(sim.url)).toHaveLength(0);
+      expect(await events(sim.url)).toEqual([]);
+      expect((await stats(sim.url)).pending_faults).toBe(0);
+
+      for (let i = 0; i < 2; i++) {
+        const retry = await create(sim.url, 'k-saved');
+        expect(retry.status).toBe(500);
+        expect(retry.text).toBe(first.text);
+        expect(retry.headers['idempotent-replayed']).toBe('true');
+        expect(retry.headers['original-request']).toBe(first.headers['request-id']);
+      }
+      // The key is bound to what it was first used with, as for any saved result.
+      const other = await create(sim.url, 'k-saved', { ...VISA, amount: 2000 });
+      expect(other.json()).toMatchObject({ error: { type: 'idempotency_error' } });
+      expect(await listIntents(sim.url)).toHaveLength(0);
+      // Another key executes: the fault was used up.
+      expect((await create(sim.url, 'k-other')).json()).toMatchObject({ status: 'succeeded' });
+      expect(await events(sim.url)).toEqual(['payment_intent.succeeded']);
+    });
+
+    it('is taken only by a keyed request that would execute: not by one without a key, a replay or a validation error', async () => {
+      const sim = await start();
+      const saved = await create(sim.url, 'k-done');
+      await call(sim.url, { path: '/_simulator/faults', form: { fault: 'saved_error', times: 2 } });
+
+      expect((await create(sim.url)).status).toBe(200);
+      const replay = await create(sim.url, 'k-done');
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(saved.text);
+      expect((await create(sim.url, 'k-bad', { ...VISA, amount: 0 })).status).toBe(400);
+      expect((await create(sim.url, 'k-bad', { ...VISA, payment_method: 'pm_card_nonsense' })).status).toBe(400);
+      expect((await stats(sim.url)).pending_faults).toBe(2);
+      expect(await listIntents(sim.url)).toHaveLength(2);
+
+      expect((await create(sim.url, 'k-bad')).status).toBe(500);
+      expect((await create(sim.url, 'k-3')).status).toBe(500);
+      expect((await stats(sim.url)).pending_faults).toBe(0);
+      expect(await listIntents(sim.url)).toHaveLength(2);
+    });
+
+    it('after the key window the key is free again and the request executes', async () => {
+      const ttl = 250;
+      const sim = await start({ idempotencyTtlMs: ttl });
+      await call(sim.url, { path: '/_simulator/faults', json: { fault: 'saved_error' } });
+      const t0 = performance.now();
+      expect((await create(sim.url, 'k-window')).status).toBe(500);
+      expect((await create(sim.url, 'k-window')).headers['idempotent-replayed']).toBe('true');
+      const executed = await waitFor(async () => {
+        const res = await create(sim.url, 'k-window');
+        return res.status === 200 ? res : undefined;
+      });
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(ttl - 10);
+      expect(executed.headers['idempotent-replayed']).toBeUndefined();
+      expect(executed.json()).toMatchObject({ status: 'succeeded', amount: 1000 });
+      expect(await listIntents(sim.url)).toHaveLength(1);
+    });
+
+    it('a confirm: the intent is not charged; the key keeps answering 500; a new key charges once', async () => {
+      const sim = await start();
+      const stripe = stripeClient(sim, { maxNetworkRetries: 1 });
+      const intent = await stripe.paymentIntents.create({ amount: 1000, currency: 'usd', payment_method: 'pm_card_visa' });
+      await call(sim.url, { path: '/_simulator/faults', json: { fault: 'saved_error' } });
+      const confirm = (key: string) => stripe.paymentIntents.confirm(intent.id, { error_on_requires_action: true }, { idempotencyKey: key });
+
+      // The SDK resends a 500 with the same key and gets the saved 500 back.
+      const error = (await confirm('c-saved').catch((e: unknown) => e)) as Stripe.errors.StripeAPIError;
+      expect(error).toBeInstanceOf(Stripe.errors.StripeAPIError);
+      expect(error.statusCode).toBe(500);
+      expect(error.headers?.['idempotent-replayed']).toBe('true');
+      expect((await stripe.paymentIntents.retrieve(intent.id)).status).toBe('requires_confirmation');
+      expect(await events(sim.url)).toEqual([]);
+
+      const paid = await confirm('c-new');
+      expect(paid).toMatchObject({ status: 'succeeded', amount_received: 1000 });
+      const again = await call(sim.url, { path: `/v1/payment_intents/${intent.id}/confirm`, key: 'c-saved', form: { error_on_requires_action: 'true' } });
+      expect({ status: again.status, replayed: again.headers['idempotent-replayed'] }).toEqual({ status: 500, replayed: 'true' });
+      expect(await events(sim.url)).toEqual(['payment_intent.succeeded']);
+    });
+
+    it('keeps its place among lost-answer faults: each request takes one fault of its own kind', async () => {
+      const sim = await start();
+      await call(sim.url, { path: '/_simulator/faults', json: { fault: 'drop' } });
+      await call(sim.url, { path: '/_simulator/faults', json: { fault: 'saved_error' } });
+      expect((await call(sim.url, { path: '/_simulator/stats' })).json()).toMatchObject({ pending_faults: 2 });
+      // The keyed request takes the saved 500 (the drop does not lose that answer) ...
+      expect((await create(sim.url, 'k-mixed')).status).toBe(500);
+      expect(await listIntents(sim.url)).toHaveLength(0);
+      // ... and the next executed request loses its answer to the drop.
+      await expect(create(sim.url)).rejects.toThrow(/socket hang up|ECONNRESET/);
+      expect(await listIntents(sim.url)).toHaveLength(1);
+      expect((await stats(sim.url)).pending_faults).toBe(0);
+    });
+  });
+
+  describe('POST /_simulator/refusals', () => {
+    it("refuses the next request with a 400 naming a parameter, as Stripe refuses a value; nothing is created; the next passes", async () => {
+      const sim = await start({ delayMs: 0 });
+      const refusal = await call(sim.url, { path: '/_simulator/refusals', json: { status: 400, param: 'amount' } });
+      expect(refusal.status).toBe(200);
+      const refused = await call(sim.url, { path: '/v1/payment_intents', key: 'k-param', form: VISA });
+      expect(refused.status).toBe(400);
+      expect(refused.headers['stripe-should-retry']).toBe('false');
+      expect(refused.json()).toEqual({
+        error: { type: 'invalid_request_error', code: 'parameter_invalid', param: 'amount', message: 'Invalid amount (refused by a simulator fault).' },
+      });
+      expect(await listIntents(sim.url)).toHaveLength(0);
+      expect((await call(sim.url, { path: '/v1/payment_intents', key: 'k-param', form: VISA })).status).toBe(200);
+      expect((await call(sim.url, { path: '/_simulator/refusals', json: { status: 429, param: 'amount' } })).status).toBe(400);
     });
   });
 
@@ -108,12 +234,12 @@ describe('card network simulator: faults', () => {
     it('holds POSTs unexecuted, discards one whose client left, executes the rest in arrival order', async () => {
       const sim = await start();
       expect((await call(sim.url, { path: '/_simulator/hold', form: {} })).status).toBe(200);
-      const a = call(sim.url, { path: '/v1/payment_intents', key: 'held-a', form: { ...VISA, amount: 1 } });
+      const a = call(sim.url, { path: '/v1/payment_intents', key: 'held-a', form: { ...VISA, amount: 100 } });
       await waitFor(async () => (await stats(sim.url)).held === 1);
       const abort = new AbortController();
-      const gone = call(sim.url, { path: '/v1/payment_intents', key: 'held-gone', form: { ...VISA, amount: 2 }, signal: abort.signal });
+      const gone = call(sim.url, { path: '/v1/payment_intents', key: 'held-gone', form: { ...VISA, amount: 200 }, signal: abort.signal });
       await waitFor(async () => (await stats(sim.url)).held === 2);
-      const c = call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, amount: 3 } });
+      const c = call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, amount: 300 } });
       await waitFor(async () => (await stats(sim.url)).held === 3);
       // Held means not executed: nothing charged, and GETs still answer.
       expect(await listIntents(sim.url)).toHaveLength(0);
@@ -127,10 +253,10 @@ describe('card network simulator: faults', () => {
       const [ra, rc] = await Promise.all([a, c]);
       expect([ra.status, rc.status]).toEqual([200, 200]);
       const ledger = await listIntents(sim.url);
-      expect(ledger.map((i) => i.amount)).toEqual([3, 1]);
+      expect(ledger.map((i) => i.amount)).toEqual([300, 100]);
       expect(ledger.map((i) => i.id)).toEqual([rc.json().id, ra.json().id]);
       // The discarded request never happened: its key is free for other parameters.
-      const reuse = await call(sim.url, { path: '/v1/payment_intents', key: 'held-gone', form: { ...VISA, amount: 4 } });
+      const reuse = await call(sim.url, { path: '/v1/payment_intents', key: 'held-gone', form: { ...VISA, amount: 400 } });
       expect(reuse.status).toBe(200);
       expect(reuse.headers['idempotent-replayed']).toBeUndefined();
     });

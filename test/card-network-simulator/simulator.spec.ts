@@ -1,4 +1,5 @@
-import { call, listIntents, ListBody, OTHER_SECRET, SECRET, simulators, VISA, waitFor } from './support';
+import Stripe from 'stripe';
+import { call, listIntents, ListBody, OTHER_SECRET, SECRET, simulators, stripeClient, VISA, waitFor } from './support';
 
 /** The Stripe-shaped API: auth, PaymentIntents, Refunds, lists, timing and Idempotency-Key rules. */
 describe('card network simulator: API', () => {
@@ -138,9 +139,9 @@ describe('card network simulator: API', () => {
         [{ currency: 'usd', payment_method: 'pm_card_visa' }, { code: 'parameter_missing', param: 'amount' }],
         [{ ...VISA, amount: '12.5' }, { code: 'parameter_invalid_integer', param: 'amount' }],
         [{ ...VISA, amount: 0 }, { code: 'amount_too_small', param: 'amount' }],
-        [{ amount: 10, payment_method: 'pm_card_visa' }, { code: 'parameter_missing', param: 'currency' }],
-        [{ ...VISA, currency: 'dollars' }, { code: 'parameter_invalid_currency', param: 'currency' }],
-        [{ amount: 10, currency: 'usd' }, { code: 'parameter_missing', param: 'payment_method' }],
+        [{ amount: 1000, payment_method: 'pm_card_visa' }, { code: 'parameter_missing', param: 'currency' }],
+        [{ ...VISA, currency: 'dollars' }, { param: 'currency' }],
+        [{ amount: 1000, currency: 'usd' }, { code: 'parameter_missing', param: 'payment_method' }],
         [{ ...VISA, confirm: 'yes' }, { code: 'parameter_invalid_boolean', param: 'confirm' }],
       ];
       for (const [form, error] of cases) {
@@ -165,6 +166,33 @@ describe('card network simulator: API', () => {
       expect(route.status).toBe(404);
       expect(route.json()).toMatchObject({ error: { type: 'invalid_request_error' } });
       expect((await call(sim.url, { method: 'DELETE', path: '/v1/payment_intents' })).status).toBe(405);
+    });
+  });
+
+  describe('retrieve of an unknown object through the stripe SDK', () => {
+    it('raises StripeInvalidRequestError 404 resource_missing for a payment intent or refund the account does not know', async () => {
+      const sim = await start();
+      const stripe = stripeClient(sim, { maxNetworkRetries: 2 });
+      const theirs = (await call(sim.url, { path: '/v1/payment_intents', form: VISA, secret: OTHER_SECRET })).json().id as string;
+      const theirRefund = (await call(sim.url, { path: '/v1/refunds', form: { payment_intent: theirs }, secret: OTHER_SECRET })).json().id as string;
+      const cases: [string, () => Promise<unknown>, string][] = [
+        ['payment_intent', () => stripe.paymentIntents.retrieve('pi_nope'), "No such payment_intent: 'pi_nope'"],
+        ['payment_intent', () => stripe.paymentIntents.retrieve(theirs), `No such payment_intent: '${theirs}'`],
+        ['refund', () => stripe.refunds.retrieve('re_nope'), "No such refund: 're_nope'"],
+        ['refund', () => stripe.refunds.retrieve(theirRefund), `No such refund: '${theirRefund}'`],
+      ];
+      for (const [kind, retrieve, message] of cases) {
+        const error = (await retrieve().catch((e: unknown) => e)) as Stripe.errors.StripeInvalidRequestError;
+        expect(error).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
+        expect({ kind, status: error.statusCode, type: error.type, code: error.code, param: error.param, message: error.message }).toEqual({
+          kind,
+          status: 404,
+          type: 'StripeInvalidRequestError',
+          code: 'resource_missing',
+          param: 'id',
+          message,
+        });
+      }
     });
   });
 
@@ -286,16 +314,16 @@ describe('card network simulator: API', () => {
       const t0 = performance.now();
       const first = await call(sim.url, { path: '/v1/payment_intents', key: 'k-ttl', form: VISA });
       expect(first.status).toBe(200);
-      expect((await call(sim.url, { path: '/v1/payment_intents', key: 'k-ttl', form: { ...VISA, amount: 2 } })).status).toBe(400);
+      expect((await call(sim.url, { path: '/v1/payment_intents', key: 'k-ttl', form: { ...VISA, amount: 2000 } })).status).toBe(400);
       const later = await waitFor(async () => {
-        const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-ttl', form: { ...VISA, amount: 2 } });
+        const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-ttl', form: { ...VISA, amount: 2000 } });
         return res.status === 200 ? res : undefined;
       });
       // Expiry is checked on lookup, not left to the periodic sweep (which runs only every second here).
       expect(performance.now() - t0).toBeGreaterThanOrEqual(ttl - 10);
       expect(performance.now() - t0).toBeLessThan(ttl + 600);
       expect(later.headers['idempotent-replayed']).toBeUndefined();
-      expect(later.json()).toMatchObject({ amount: 2 });
+      expect(later.json()).toMatchObject({ amount: 2000 });
       expect(later.json().id).not.toBe(first.json().id);
       expect(await listIntents(sim.url)).toHaveLength(2);
     });
@@ -316,7 +344,7 @@ describe('card network simulator: API', () => {
       const sim = await start();
       const ids: string[] = [];
       for (let i = 1; i <= 5; i++) {
-        ids.push((await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, amount: i } })).json().id as string);
+        ids.push((await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, amount: 100 * i } })).json().id as string);
       }
       const newest = [...ids].reverse();
       const all = await call(sim.url, { path: '/v1/payment_intents' });
@@ -445,7 +473,7 @@ describe('card network simulator: API', () => {
     it('keeps ledgers and Idempotency-Keys apart per secret key', async () => {
       const sim = await start();
       const mine = (await call(sim.url, { path: '/v1/payment_intents', key: 'shared-key', form: VISA })).json();
-      const theirs = await call(sim.url, { path: '/v1/payment_intents', key: 'shared-key', secret: OTHER_SECRET, form: { ...VISA, amount: 5 } });
+      const theirs = await call(sim.url, { path: '/v1/payment_intents', key: 'shared-key', secret: OTHER_SECRET, form: { ...VISA, amount: 500 } });
       expect(theirs.status).toBe(200);
       expect(theirs.headers['idempotent-replayed']).toBeUndefined();
       expect(theirs.json().id).not.toBe(mine.id);

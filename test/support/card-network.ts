@@ -31,6 +31,7 @@ export interface Refund {
   id: string;
   amount: number;
   payment_intent: string;
+  status: 'pending' | 'succeeded' | 'failed' | 'canceled';
   metadata: Record<string, string>;
 }
 
@@ -87,8 +88,28 @@ export class Ledger {
     return this.all<Refund>(paymentIntent ? `/v1/refunds?payment_intent=${paymentIntent}` : '/v1/refunds');
   }
 
-  /** The next `times` executed POSTs lose their answer (drop), never get one (hang), or get a 500 (error). */
-  fault(fault: 'drop' | 'hang' | 'error', times: number): Promise<void> {
+  refund(id: string): Promise<Refund> {
+    return this.call<Refund>('GET', `/v1/refunds/${id}`);
+  }
+
+  /** A card token, as Stripe.js makes one from a test card number (`tok_1…`). */
+  async token(cardNumber: string): Promise<string> {
+    const year = new Date().getUTCFullYear() + 2;
+    const made = await this.call<{ id: string }>('POST', '/v1/tokens', {
+      'card[number]': cardNumber,
+      'card[exp_month]': 12,
+      'card[exp_year]': year,
+      'card[cvc]': '123',
+    });
+    return made.id;
+  }
+
+  /**
+   * The next `times` executed POSTs lose their answer (drop), never get one (hang), or get a 500
+   * (error); `saved_error`: the next `times` keyed POSTs do nothing and a 500 is saved under their
+   * key for the key window, as Stripe does.
+   */
+  fault(fault: 'drop' | 'hang' | 'error' | 'saved_error', times: number): Promise<void> {
     return this.call('POST', '/_simulator/faults', { fault, times });
   }
 
@@ -109,8 +130,8 @@ export class Ledger {
    * The next `times` requests to /v1/* (after `after` that pass) are refused
    * before anything is done: 400 invalid_request_error, 401 or 429.
    */
-  refuse(status: 400 | 401 | 429, times = 1, after = 0): Promise<void> {
-    return this.call('POST', '/_simulator/refusals', { status, times, after });
+  refuse(status: 400 | 401 | 429, times = 1, after = 0, param?: string): Promise<void> {
+    return this.call('POST', '/_simulator/refusals', { status, times, after, ...(param ? { param } : {}) });
   }
 
   /** Every event the network emitted, newest first. */
