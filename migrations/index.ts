@@ -4,6 +4,7 @@ import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-Create
 import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
 import { ClientKeys1796076397978 } from './1796076397978-ClientKeys';
 import { PaymentOperationKeys1796200000000 } from './1796200000000-PaymentOperationKeys';
+import { RefundStates1796300000000 } from './1796300000000-RefundStates';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages] = idempotencyMigrations;
 
@@ -25,4 +26,5 @@ export const migrations = [
   idempotencyKeysHashed,
   createIdempotencyMessages,
   PaymentOperationKeys1796200000000,
+  RefundStates1796300000000,
 ];

@@ -8,11 +8,11 @@ export interface CreateOrderDto {
 }
 
 export interface CreatePaymentDto {
-  /** Integer minor units (cents) */
+  /** Integer minor units (cents), at least the card network's minimum charge in the currency (usd 50, aed 200, aud 50, bgn 100, brl 50, cad 50, chf 50, czk 1500, dkk 250, eur 50, gbp 30, hkd 400, huf 17500, inr 50, jpy 50, mxn 1000, myr 200, nok 300, nzd 50, pln 200, ron 200, sek 300, sgd 50, thb 1000; 1 in other currencies) */
   amount: number;
-  /** ISO 4217 code, any case; stored lower-case */
+  /** ISO 4217 code the card network charges in, any case; stored lower-case */
   currency: string;
-  /** A card token (tok_…) or PaymentMethod id (pm_…) from the card network, never card details: a value holding a card number is refused (400) and neither stored nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network. */
+  /** A card token (tok_…, as Stripe.js makes them, or a test token) or PaymentMethod id (pm_…) from the card network, never card details: a value holding a card number is refused (400) and neither stored nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released), tok_refundPending / tok_refundPendingFail / tok_refundFail (charge; their refunds answer pending then succeed, pending then fail, succeeded then fail). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network. */
   source: string;
   /**
    * Pay this pending order: amount and currency must match it
@@ -103,8 +103,10 @@ export interface RefundResponse {
   payment_id: string;
   /** Minor units */
   amount: number;
-  /** processing: reserved, the card network has not confirmed it yet */
-  status: 'processing' | 'succeeded';
+  /** processing: reserved, the card network has not answered yet; pending: the card network has the refund and has not settled it (most refunds settle within days; a webhook or the settlement job moves it on); succeeded; failed: the card network could not refund it and its amount is refundable again (failure_reason says why) */
+  status: 'processing' | 'pending' | 'succeeded' | 'failed';
+  /** The card network's reason, when the refund failed */
+  failure_reason: string | null;
   /** Format: date-time */
   created_at: string;
 }

@@ -176,15 +176,20 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
         this.metrics.recoveries.inc({ result: ending });
         return ending;
       }
-      this.metrics.recoveries.inc({ result: 'failed' });
+      this.metrics.recoveries.inc({ result: ending === 'held' ? 'held' : 'failed' });
       this.logger.warn(`could not recover ${recovery.operation} at ${recovery.point}: ${(error as Error).message}`);
-      if (!(error instanceof LeaseLostError)) await this.giveUp(lease);
+      // Held: it keeps the lease it asked for. Lease lost: nothing of ours to give up.
+      if (ending !== 'held' && !(error instanceof LeaseLostError)) await this.giveUp(lease);
       return 'failed';
     }
     const ending = operation.outcome?.kind;
     if (ending === 'finished' || ending === 'released') {
       this.metrics.recoveries.inc({ result: ending });
       return ending;
+    }
+    if (ending === 'held') {
+      this.metrics.recoveries.inc({ result: 'held' });
+      return 'failed';
     }
     this.metrics.recoveries.inc({ result: 'failed' });
     this.logger.warn(`the resume function of ${recovery.operation} returned without finish() or release()`);

@@ -273,7 +273,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.metrics.count('lease_lost');
       throw idempotencyErrors.leaseLost(this.options.policyUrl);
     }
-    if (operation.outcome?.kind === 'released') return;
+    // Released: the key is gone. Held: kept, with the lease the operation asked for.
+    if (operation.outcome?.kind === 'released' || operation.outcome?.kind === 'held') return;
     if (operation.recoveryPoint === null) {
       await this.release(this.store, lease);
       return;

@@ -59,7 +59,7 @@ export class IdempotencyMetrics {
     this.purgeFailures = new Counter({ name: 'idempotency_purge_failures_total', help: 'Purge runs that failed', registers });
     this.recoveries = new Counter({
       name: 'idempotency_recoveries_total',
-      help: 'Abandoned phased operations driven on by the recovery job, by result (finished, released, failed, unknown_operation)',
+      help: 'Abandoned phased operations driven on by the recovery job, by result (finished, released, held, failed, unknown_operation)',
       labelNames: ['result'],
       registers,
     });

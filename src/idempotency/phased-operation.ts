@@ -2,6 +2,7 @@ import { ExecutionContext, createParamDecorator } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { IdempotencyStore, RecoveryPoint, StoredResponse } from './idempotency.store';
+import { LeaseLostError } from './idempotency.errors';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
 import { LeaseKeeper } from './lease-keeper';
 
@@ -33,8 +34,12 @@ import { LeaseKeeper } from './lease-keeper';
  * A business outcome (IdempotentOutcome) thrown inside a phase commits that
  * phase's writes with the outcome stored as the response, as on other routes.
  */
-/** How a phased operation ended: its response stored, or the key given back. */
-export type OperationEnding = { kind: 'finished'; response: StoredResponse } | { kind: 'released' };
+/**
+ * How a phased operation's attempt ended: its response stored, the key given
+ * back, or held: kept open at its recovery point, with no attempt before a while
+ * (holdOff).
+ */
+export type OperationEnding = { kind: 'finished'; response: StoredResponse } | { kind: 'released' } | { kind: 'held' };
 
 export class PhasedOperation<S = unknown> {
   private point: string | null;
@@ -148,6 +153,21 @@ export class PhasedOperation<S = unknown> {
       await this.lease.end((owner) => this.store.releaseInTransaction(owner));
     });
     this.ending = { kind: 'released' };
+  }
+
+  /**
+   * Nothing this attempt can do will end the operation, and trying again at once
+   * would not either (the outside system does not know the operation's object:
+   * a configuration an operator must fix). The operation stays open at its
+   * recovery point and its lease is set to `forMs` from now, so neither a retry
+   * (409) nor the recovery job tries it again before then; after that it is
+   * resumed as usual. The caller then throws its own error.
+   */
+  async holdOff(forMs: number): Promise<void> {
+    this.assertOpen();
+    const held = await this.lease.end((owner) => this.store.renew(owner, forMs));
+    if (held === null) throw new LeaseLostError();
+    this.ending = { kind: 'held' };
   }
 
   /**

@@ -9,13 +9,18 @@ import { Idempotent, Operation } from '../idempotency';
 import { ChargeRoute } from './charge-admission';
 import { CreatePaymentDto, CreateRefundDto } from './dto/create-payment.dto';
 import { PaymentPage, PaymentResponse, RefundResponse } from './dto/payment.response';
-import { PAYMENT_OPERATION, PaymentOperation, PaymentsService, REFUND_OPERATION, RefundOperation } from './payments.service';
+import { PAYMENT_OPERATION, REFUND_OPERATION } from './payment-operations';
+import { PaymentOperation, PaymentsService } from './payments.service';
+import { RefundOperation, RefundsService } from './refunds.service';
 
 @ApiTags('payments')
 @ApiProblems(401)
 @Controller('payments')
 export class PaymentsController {
-  constructor(private readonly payments: PaymentsService) {}
+  constructor(
+    private readonly payments: PaymentsService,
+    private readonly refunds: RefundsService,
+  ) {}
 
   @Post()
   @ChargeRoute()
@@ -56,7 +61,8 @@ export class PaymentsController {
   @Idempotent({ phased: REFUND_OPERATION })
   @ApiOperation({
     summary: 'Refund a succeeded payment (default: what remains)',
-    description: 'Runs in phases like a payment: the amount is reserved, the card network refunds it, then the refund is recorded.',
+    description:
+      "Runs in phases like a payment: the amount is reserved, the card network is asked to refund it, then the refund is recorded with the network's state: succeeded, or pending (most refunds settle later; the card network's webhook or the settlement job records the end, and a refund that fails later gives its amount back: see GET /payments/{id}). 502 card_network_error: the network refused this refund, nothing was refunded. 503: the outcome is not known yet; retry with the same key and body.",
   })
   @ApiCreatedResponse({ type: RefundResponse })
   @ApiProblems(404, 502, 503)
@@ -66,6 +72,6 @@ export class PaymentsController {
     @Body() dto: CreateRefundDto,
     @Operation() op: RefundOperation,
   ): Promise<RefundResponse> {
-    return this.payments.refund(client.id, id, dto, op);
+    return this.refunds.refund(client.id, id, dto, op);
   }
 }

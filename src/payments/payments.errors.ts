@@ -14,6 +14,7 @@ export enum PaymentErrorCode {
   CardNetworkError = 'card_network_error',
   CardNetworkUnavailable = 'card_network_unavailable',
   OrderPaymentConflict = 'order_payment_conflict',
+  CardNetworkObjectUnknown = 'card_network_object_unknown',
 }
 
 /** Why a charge failed, as the client reads it. */
@@ -106,6 +107,24 @@ export class CardNetworkUnavailableException extends ProblemException {
       detail:
         'The card network gave no definite answer; the charge may or may not have happened. Retry with the same Idempotency-Key and body to get the outcome: it is never charged twice.',
       headers: { 'Retry-After': '1' },
+    });
+  }
+}
+
+/**
+ * 502: the card network does not know the intent or refund this operation
+ * recorded from its own answer (a wrong account or API key). Nothing is
+ * concluded about the money: the operation stays open and is tried again after
+ * an hour (an operator's fix is picked up then); retries meanwhile get 409.
+ */
+export class UnknownNetworkObjectException extends ProblemException {
+  constructor(object: 'intent' | 'refund') {
+    super({
+      status: 502,
+      code: PaymentErrorCode.CardNetworkObjectUnknown,
+      title: 'Card Network Object Unknown',
+      detail: `The card network does not know this operation's ${object === 'intent' ? 'payment intent' : 'refund'}. Nothing is concluded about the money; the operation is kept and tried again within the hour. Retry later with the same Idempotency-Key.`,
+      headers: { 'Retry-After': '3600' },
     });
   }
 }

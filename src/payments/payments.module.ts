@@ -6,7 +6,10 @@ import { ChargeAdmission } from './charge-admission';
 import { PaymentEntity } from './payment.entity';
 import { PaymentsController } from './payments.controller';
 import { PaymentsRepository } from './payments.repository';
+import { NetworkCalls } from './payment-operations';
 import { PaymentsService } from './payments.service';
+import { RefundSettlementJob } from './refund-settlement.job';
+import { RefundsService } from './refunds.service';
 import { RefundEntity } from './refund.entity';
 import { CardNetworkWebhooksController } from './webhooks/card-network-webhooks.controller';
 import { CardNetworkWebhooks } from './webhooks/card-network-webhooks.service';
@@ -15,7 +18,7 @@ import { CardNetworkWebhooks } from './webhooks/card-network-webhooks.service';
   imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule],
   controllers: [PaymentsController, CardNetworkWebhooksController],
   // ChargeAdmission's hook is installed by configureApp (a Fastify hook, app-wide, acting on @ChargeRoute() routes).
-  providers: [PaymentsService, PaymentsRepository, ChargeAdmission, CardNetworkWebhooks],
+  providers: [PaymentsService, RefundsService, NetworkCalls, RefundSettlementJob, PaymentsRepository, ChargeAdmission, CardNetworkWebhooks],
   exports: [PaymentsService, ChargeAdmission],
 })
 export class PaymentsModule {}

@@ -24,8 +24,17 @@ export interface RefundRow {
   payment_id: string;
   amount: string;
   status: RefundStatus;
+  network_refund_id: string | null;
+  failure_reason: string | null;
   idempotency_key: string | null;
   created_at: Date;
+}
+
+/** A refund the network has not settled, as the settlement job finds it. */
+export interface PendingRefund {
+  client_id: string;
+  id: string;
+  network_refund_id: string;
 }
 
 export interface NewPayment {
@@ -38,7 +47,7 @@ export interface NewPayment {
 }
 
 const COLUMNS = 'id, order_id, status, amount, currency, description, failure_code, amount_refunded, payment_method, network_charge_id, idempotency_key, created_at';
-const REFUND_COLUMNS = 'id, payment_id, amount, status, idempotency_key, created_at';
+const REFUND_COLUMNS = 'id, payment_id, amount, status, network_refund_id, failure_reason, idempotency_key, created_at';
 
 /** All SQL of payments and refunds, in the ambient transaction, always by client_id. */
 @Injectable()
@@ -120,14 +129,55 @@ export class PaymentsRepository extends SqlRepository {
     return row;
   }
 
-  /** The card network made the refund. */
-  async settleRefund(clientId: string, id: string, networkRefundId: string): Promise<RefundRow | undefined> {
+  /** The card network has the refund (succeeded, or pending until it settles): recorded with its id, once. */
+  async settleRefund(clientId: string, id: string, networkRefundId: string, status: 'pending' | 'succeeded'): Promise<RefundRow | undefined> {
     const [row] = await this.rows<RefundRow>(
-      `UPDATE refunds SET status = 'succeeded', network_refund_id = $3
+      `UPDATE refunds SET status = $4, network_refund_id = $3
         WHERE client_id = $1 AND id = $2 AND status = 'processing' RETURNING ${REFUND_COLUMNS}`,
-      [clientId, id, networkRefundId],
+      [clientId, id, networkRefundId, status],
     );
     return row;
+  }
+
+  /**
+   * The network settled a refund it had: pending -> succeeded, or pending or
+   * succeeded -> failed, which gives the amount back to the payment in the same
+   * statement. Only the refund with this network id moves, and never backwards.
+   */
+  async moveRefund(
+    clientId: string,
+    id: string,
+    networkRefundId: string,
+    to: { status: 'succeeded' } | { status: 'failed'; failureReason: string | null },
+  ): Promise<RefundRow | undefined> {
+    if (to.status === 'succeeded') {
+      const [row] = await this.rows<RefundRow>(
+        `UPDATE refunds SET status = 'succeeded'
+          WHERE client_id = $1 AND id = $2 AND network_refund_id = $3 AND status = 'pending' RETURNING ${REFUND_COLUMNS}`,
+        [clientId, id, networkRefundId],
+      );
+      return row;
+    }
+    const [row] = await this.rows<RefundRow>(
+      `WITH failed AS (
+         UPDATE refunds SET status = 'failed', failure_reason = $4
+          WHERE client_id = $1 AND id = $2 AND network_refund_id = $3 AND status IN ('pending', 'succeeded')
+          RETURNING ${REFUND_COLUMNS}),
+       given_back AS (
+         UPDATE payments p SET amount_refunded = p.amount_refunded - f.amount
+           FROM failed f WHERE p.client_id = $1 AND p.id = f.payment_id)
+       SELECT * FROM failed`,
+      [clientId, id, networkRefundId, to.failureReason],
+    );
+    return row;
+  }
+
+  /** Refunds the network has not settled, oldest first, of every client (the settlement job's batch). */
+  pendingRefunds(limit: number): Promise<PendingRefund[]> {
+    return this.rows<PendingRefund>(
+      `SELECT client_id, id, network_refund_id FROM refunds WHERE status = 'pending' ORDER BY created_at LIMIT $1`,
+      [limit],
+    );
   }
 
   /** The card network made no refund (its own word): the reservation is given back. */

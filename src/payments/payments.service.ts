@@ -5,30 +5,22 @@ import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { cardNetworkIsSimulator } from '../config/production';
 import { violatedConstraint } from '../database/database-errors';
-import { IdempotencyRecovery, LeaseLostError, PhasedOperation } from '../idempotency';
+import { IdempotencyRecovery, PhasedOperation } from '../idempotency';
 import { OrdersService } from '../orders/orders.service';
-import {
-  CardNetwork,
-  CardNetworkRefusedError,
-  CardNetworkUnavailableError,
-  IntentState,
-  InvalidSourceError,
-  RefundState,
-} from './card-network/card-network';
-import { CreatePaymentDto, CreateRefundDto, isSimulatorFaultSource } from './dto/create-payment.dto';
-import { PaymentResponse, RefundResponse } from './dto/payment.response';
+import { CardNetwork, IntentState, InvalidParameterError } from './card-network/card-network';
+import { CreatePaymentDto, isSimulatorFaultSource } from './dto/create-payment.dto';
+import { PaymentResponse } from './dto/payment.response';
+import { INTENT, NetworkCalls, PAYMENT_OPERATION, STARTED, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
 import {
   AmountMismatchException,
   CardNetworkFailedException,
-  CardNetworkUnavailableException,
   OrderNotPayableException,
   OrderPaymentConflictException,
   PaymentDeclinedException,
-  PaymentNotRefundableException,
   PaymentProcessingException,
-  RefundExceedsPaymentException,
 } from './payments.errors';
-import { PaymentRow, PaymentsRepository, RefundRow } from './payments.repository';
+import { PaymentRow, PaymentsRepository } from './payments.repository';
+import { toRefundResponse } from './refunds.service';
 
 export function toPaymentResponse(row: PaymentRow): PaymentResponse {
   return {
@@ -44,10 +36,6 @@ export function toPaymentResponse(row: PaymentRow): PaymentResponse {
   };
 }
 
-function toRefundResponse(row: RefundRow): RefundResponse {
-  return { id: row.id, payment_id: row.payment_id, amount: Number(row.amount), status: row.status, created_at: row.created_at.toISOString() };
-}
-
 /** What a payment's phases save with their recovery points. */
 interface PaymentOperationState {
   payment_id: string;
@@ -55,33 +43,12 @@ interface PaymentOperationState {
   intent_id?: string;
 }
 
-/** What a refund's Start phase saves with its recovery point. */
-interface RefundOperationState {
-  refund_id: string;
-}
-
 export type PaymentOperation = PhasedOperation<PaymentOperationState>;
-export type RefundOperation = PhasedOperation<RefundOperationState>;
-
-/** The operation names under which the recovery job resumes them. */
-export const PAYMENT_OPERATION = 'payments.create';
-export const REFUND_OPERATION = 'payments.refund';
-/** Start committed: the payment (or refund) is recorded as processing. */
-const STARTED = 'started';
-/** The PaymentIntent's id is recorded: from here on, only that intent can ever be charged. */
-const INTENT = 'intent';
-
-/** Our keys at the card network: unique across clients, the same on every attempt and resume. */
-const networkKeys = {
-  createIntent: (paymentId: string) => `payment_${paymentId}`,
-  confirmIntent: (paymentId: string) => `payment_${paymentId}_confirm`,
-  refund: (refundId: string) => `refund_${refundId}`,
-};
 
 /**
- * The rules of payments and refunds. Both reach the card network, so both run
- * in atomic phases (PhasedOperation), and the card network is believed only
- * about the call it answers (docs/reliability.md has the full table).
+ * The rules of payments. A payment reaches the card network, so it runs in
+ * atomic phases (PhasedOperation), and the card network is believed only about
+ * the call it answers (docs/reliability.md has the full table).
  *
  * A payment: Start (validate, reserve the order, payment 'processing') ->
  * create an UNCONFIRMED PaymentIntent (it charges nothing) -> record its id
@@ -90,11 +57,9 @@ const networkKeys = {
  * creates the intent again (no intent was ever confirmed, so nothing can have
  * been charged); from INTENT on it asks the network about that intent and acts
  * on its status, so a resume of any age, inside or past the network's key
- * window, never makes a second charge.
- *
- * A refund: Start (reserve the amount, refund 'processing') -> create the refund
- * -> Finish. A resume first looks our refund up among the payment's refunds by
- * its metadata; only a lookup that finds none lets it conclude "not refunded".
+ * window, never makes a second charge. Before INTENT, a refusal of a payment's
+ * parameter (the source, the amount, the currency) ends it: nothing was ever
+ * confirmed, so nothing was charged (400, the key released, the order payable).
  */
 @Injectable()
 export class PaymentsService implements OnModuleInit {
@@ -105,6 +70,7 @@ export class PaymentsService implements OnModuleInit {
     private readonly payments: PaymentsRepository,
     private readonly orders: OrdersService,
     private readonly cardNetwork: CardNetwork,
+    private readonly network: NetworkCalls,
     private readonly recovery: IdempotencyRecovery,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
@@ -113,7 +79,6 @@ export class PaymentsService implements OnModuleInit {
 
   onModuleInit(): void {
     this.recovery.register(PAYMENT_OPERATION, (op) => this.resumePayment(op as PaymentOperation));
-    this.recovery.register(REFUND_OPERATION, (op) => this.resumeRefund(op as RefundOperation));
   }
 
   async create(clientId: string, dto: CreatePaymentDto, op: PaymentOperation): Promise<PaymentResponse> {
@@ -168,7 +133,7 @@ export class PaymentsService implements OnModuleInit {
     const intentId = op.recoveryPoint === INTENT ? op.state?.intent_id : undefined;
     if (!intentId) return this.createAndConfirm(op, payment);
     // The network's own word about the one intent this payment may have charged.
-    const state = await this.askNetwork(() => this.cardNetwork.retrieveIntent(intentId));
+    const state = await this.network.ask(op, this.intentObject(payment, intentId), () => this.cardNetwork.retrieveIntent(intentId));
     if (state.status === 'requires_confirmation') return this.confirm(op, payment, intentId);
     return this.conclude(op, payment, state);
   }
@@ -188,7 +153,8 @@ export class PaymentsService implements OnModuleInit {
   private async createAndConfirm(op: PaymentOperation, payment: PaymentRow): Promise<PaymentResponse> {
     let intentId: string;
     try {
-      intentId = await this.cardNetwork.createIntent({
+      intentId = await op.call(() =>
+        this.cardNetwork.createIntent({
         amount: Number(payment.amount),
         currency: payment.currency,
         source: payment.payment_method ?? '',
@@ -198,13 +164,15 @@ export class PaymentsService implements OnModuleInit {
           payment_id: payment.id,
           client_id: op.scope,
           ...(payment.order_id ? { order_id: payment.order_id } : {}),
-        },
-      });
+          },
+        }),
+      );
     } catch (error) {
-      if (error instanceof InvalidSourceError) {
-        // Nothing was confirmed, so nothing was charged: the payment goes and the key is free.
+      if (error instanceof InvalidParameterError) {
+        // The network's word on this payment's parameters, before any intent was confirmed:
+        // nothing was charged, so the payment goes, the order is payable again and the key is free.
         await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
-        throw problems.validationFailed([{ field: 'source', messages: ['source must be a known card token (e.g. tok_visa)'] }]);
+        throw problems.validationFailed([{ field: error.param, messages: [`refused by the card network: ${error.message}`] }]);
       }
       throw unknownOutcome(error);
     }
@@ -219,7 +187,9 @@ export class PaymentsService implements OnModuleInit {
   }
 
   private async confirm(op: PaymentOperation, payment: PaymentRow, intentId: string): Promise<PaymentResponse> {
-    const state = await this.askNetwork(() => this.cardNetwork.confirmIntent(intentId, networkKeys.confirmIntent(payment.id)));
+    const state = await this.network.ask(op, this.intentObject(payment, intentId), () =>
+      this.cardNetwork.confirmIntent(intentId, networkKeys.confirmIntent(payment.id)),
+    );
     return this.conclude(op, payment, state);
   }
 
@@ -279,12 +249,6 @@ export class PaymentsService implements OnModuleInit {
     return payment?.status === 'processing' ? payment : undefined;
   }
 
-  /** A refund still processing, with its Idempotency-Key. */
-  async pendingRefund(clientId: string, id: string): Promise<{ idempotency_key: string | null } | undefined> {
-    const refund = await this.payments.findRefund(clientId, id);
-    return refund?.status === 'processing' ? refund : undefined;
-  }
-
   async get(clientId: string, id: string): Promise<PaymentResponse> {
     const row = await this.payments.find(clientId, id);
     if (!row) throw problems.notFound(`No payment ${id}.`);
@@ -303,110 +267,8 @@ export class PaymentsService implements OnModuleInit {
     );
   }
 
-  async refund(clientId: string, paymentId: string, dto: CreateRefundDto, op: RefundOperation): Promise<RefundResponse> {
-    if (op.recoveryPoint === STARTED) return this.resumeRefund(op);
-    const refund = await op.checkpoint(STARTED, () => this.reserveRefund(clientId, paymentId, dto, op.key), (r) => ({ refund_id: r.id }));
-    return this.makeRefund(op, refund, { firstContact: true });
+  /** How the network's calls name this payment's intent in a log line. */
+  private intentObject(payment: PaymentRow, intentId: string): { kind: 'intent'; ids: Record<string, string> } {
+    return { kind: 'intent', ids: { payment_id: payment.id, intent_id: intentId } };
   }
-
-  /** Refunds serialise on the payment's row lock; reserved refunds count, so the total never exceeds the payment. */
-  private async reserveRefund(clientId: string, paymentId: string, dto: CreateRefundDto, idempotencyKey: string): Promise<RefundRow> {
-    const payment = await this.payments.findForUpdate(clientId, paymentId);
-    if (!payment) throw problems.notFound(`No payment ${paymentId}.`);
-    if (payment.status !== 'succeeded') throw new PaymentNotRefundableException(paymentId);
-    const remaining = Number(payment.amount) - Number(payment.amount_refunded);
-    const amount = dto.amount ?? remaining;
-    if (amount <= 0 || amount > remaining) throw new RefundExceedsPaymentException(paymentId, remaining);
-    return this.payments.reserveRefund(clientId, paymentId, amount, idempotencyKey);
-  }
-
-  private async resumeRefund(op: RefundOperation): Promise<RefundResponse> {
-    const refund = op.state && (await this.payments.findRefund(op.scope, op.state.refund_id));
-    if (!refund || refund.status !== 'processing') {
-      throw new Error(`cannot resume refund ${op.state?.refund_id}: ${refund ? refund.status : 'missing'}`);
-    }
-    return this.makeRefund(op, refund, { firstContact: false });
-  }
-
-  /**
-   * On a resume, the network is asked first whether an earlier attempt made the
-   * refund (found by our metadata), so a resume past the network's key window
-   * never refunds twice; a refusal is believed only after a lookup finds nothing.
-   */
-  private async makeRefund(op: RefundOperation, refund: RefundRow, { firstContact }: { firstContact: boolean }): Promise<RefundResponse> {
-    const payment = await this.payments.find(op.scope, refund.payment_id);
-    const intentId = payment?.network_charge_id;
-    if (!intentId) throw new Error(`payment ${refund.payment_id} has no charge at the card network`);
-    const lookUp = () => this.askNetwork(() => this.cardNetwork.findRefund(intentId, { key: 'refund_id', value: refund.id }));
-    if (!firstContact) {
-      const found = await lookUp();
-      if (found) return this.concludeRefund(op, refund, found);
-    }
-    let made: RefundState;
-    try {
-      made = await this.cardNetwork.createRefund({
-        intentId,
-        amount: Number(refund.amount),
-        idempotencyKey: networkKeys.refund(refund.id),
-        metadata: { refund_id: refund.id, payment_id: refund.payment_id, client_id: op.scope },
-      });
-    } catch (error) {
-      if (!(error instanceof CardNetworkRefusedError)) throw unknownOutcome(error);
-      // The refusal speaks for this call only (an SDK resend, an earlier attempt may have refunded).
-      const found = await lookUp();
-      if (found) return this.concludeRefund(op, refund, found);
-      await op.release(() => this.payments.cancelRefund(op.scope, refund.id));
-      throw new CardNetworkFailedException('refund');
-    }
-    return this.concludeRefund(op, refund, made);
-  }
-
-  private async concludeRefund(op: RefundOperation, refund: RefundRow, state: RefundState): Promise<RefundResponse> {
-    if (state.status === 'failed') {
-      await op.release(() => this.payments.cancelRefund(op.scope, refund.id));
-      throw new CardNetworkFailedException('refund');
-    }
-    return op.finish(
-      async () => {
-        const settled = await this.payments.settleRefund(op.scope, refund.id, state.refundId);
-        if (!settled) throw settledByAnother();
-        return toRefundResponse(settled);
-      },
-      { location: (r) => `/payments/${r.payment_id}` },
-    );
-  }
-
-  /** A webhook about a refund: settles our processing refund from the network's word. */
-  async settleRefundFromNetwork(op: RefundOperation, refundId: string, state: RefundState): Promise<void> {
-    const refund = await this.payments.findRefund(op.scope, refundId);
-    if (!refund || refund.status !== 'processing') return;
-    try {
-      await this.concludeRefund(op, refund, state);
-    } catch (error) {
-      if (!op.outcome) throw error;
-    }
-  }
-
-  /** A lookup or a confirm: any error leaves the outcome unknown (503, key and recovery point kept). */
-  private async askNetwork<T>(call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (error) {
-      throw unknownOutcome(error);
-    }
-  }
-}
-
-/**
- * A record this operation started is no longer processing: only a later owner
- * of the key (a retry, the recovery job, a webhook) settles it, so this
- * attempt's lease was lost (409 idempotency_lease_lost, nothing committed).
- */
-function settledByAnother(): LeaseLostError {
-  return new LeaseLostError();
-}
-
-/** An answer that does not settle the operation: 503, key and recovery point kept. */
-function unknownOutcome(error: unknown): unknown {
-  return error instanceof CardNetworkUnavailableError || error instanceof CardNetworkRefusedError ? new CardNetworkUnavailableException() : error;
 }

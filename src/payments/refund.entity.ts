@@ -2,13 +2,19 @@ import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, 
 import { PaymentEntity } from './payment.entity';
 import { bigintToNumber } from '../common/money';
 
-export const REFUND_STATUSES = ['processing', 'succeeded'] as const;
+/**
+ * processing: reserved against the payment, the network's answer not yet known;
+ * pending: the network has it, not settled; succeeded; failed: the network gave
+ * up on it and its amount is back on the payment.
+ */
+export const REFUND_STATUSES = ['processing', 'pending', 'succeeded', 'failed'] as const;
 export type RefundStatus = (typeof REFUND_STATUSES)[number];
 
 @Entity({ name: 'refunds' })
 @Index('refunds_payment_idx', ['clientId', 'paymentId', 'createdAt'])
+@Index('refunds_pending_idx', ['createdAt'], { where: `status = 'pending'` })
 @Check('refunds_amount_check', 'amount > 0')
-@Check('refunds_status_check', `status IN ('processing', 'succeeded')`)
+@Check('refunds_status_check', `status IN ('processing', 'pending', 'succeeded', 'failed')`)
 export class RefundEntity {
   @PrimaryColumn({ name: 'client_id', type: 'uuid', primaryKeyConstraintName: 'refunds_pkey' })
   clientId!: string;
@@ -22,9 +28,12 @@ export class RefundEntity {
   @Column({ type: 'bigint', transformer: bigintToNumber })
   amount!: number;
 
-  /** processing: reserved against the payment, not yet confirmed by the card network. */
   @Column({ type: 'text', default: 'succeeded' })
   status!: RefundStatus;
+
+  /** The network's reason, for a failed refund. */
+  @Column({ name: 'failure_reason', type: 'text', nullable: true })
+  failureReason!: string | null;
 
   @Column({ name: 'network_refund_id', type: 'text', nullable: true })
   networkRefundId!: string | null;

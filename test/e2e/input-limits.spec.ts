@@ -108,8 +108,39 @@ describe('input limits (e2e)', () => {
       },
     );
 
-    it.each(['usd', 'EUR', 'jpy', 'sle', 'zwg', 'xcg', 'ves'])('accepts %s', async (currency) => {
+    it.each(['usd', 'EUR', 'jpy', 'sle', 'xcg'])('accepts %s', async (currency) => {
       await post('/payments').send(paymentBody({ currency })).expect(201);
+    });
+
+    it.each(['zwg', 'ves', 'cup', 'IRR'])('refuses %s on payments before the card network is asked: ISO 4217, but not charged in by the card network', async (currency) => {
+      const before = await countRows(t.dataSource, 'payments');
+      expect((await post('/payments').send(paymentBody({ currency })).expect(400)).body.errors).toEqual([
+        { field: 'currency', messages: ['currency is a currency the card network does not charge in'] },
+      ]);
+      expect(await countRows(t.dataSource, 'payments')).toBe(before);
+    });
+  });
+
+  describe("the card network's minimum charge", () => {
+    it.each([
+      ['usd', 49],
+      ['gbp', 29],
+      ['jpy', 49],
+      ['huf', 17_499],
+    ])('refuses %s %i before the card network is asked', async (currency, amount) => {
+      const before = await countRows(t.dataSource, 'payments');
+      const res = await post('/payments').send(paymentBody({ currency, amount })).expect(400);
+      expect(res.body.errors).toEqual([{ field: 'amount', messages: [expect.stringMatching(/^amount must be at least \d+ \(minor units of [a-z]{3}\): the card network's minimum charge$/)] }]);
+      expect(await countRows(t.dataSource, 'payments')).toBe(before);
+    });
+
+    it.each([
+      ['usd', 50],
+      ['gbp', 30],
+      ['jpy', 50],
+      ['isk', 1],
+    ])('accepts %s %i', async (currency, amount) => {
+      await post('/payments').send(paymentBody({ currency, amount })).expect(201);
     });
   });
 

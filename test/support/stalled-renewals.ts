@@ -24,4 +24,9 @@ export class StalledRenewals {
   stall(key: string): void {
     this.keys.add(key);
   }
+
+  /** The owners of `key` renew again (a later attempt at it, once the stalled one has lost it). */
+  resume(key: string): void {
+    this.keys.delete(key);
+  }
 }

@@ -17,18 +17,22 @@
  *
  * An answer speaks only for the call it answers. The only errors that let the
  * service conclude something are:
- * - InvalidSourceError on createIntent: the source is unknown (no intent was
- *   confirmed, so nothing was charged, whatever happened before);
- * - CardNetworkRefusedError: this call was refused before it did anything
- *   (a 4xx that is not a card error). It says nothing about earlier calls; the
- *   service must look the operation up before it concludes "nothing happened".
+ * - InvalidParameterError on createIntent: the network refuses a parameter of
+ *   the payment (the source, the amount, the currency); no intent was ever
+ *   confirmed, so nothing was charged, whatever happened before;
+ * - CardNetworkRefusedError: this send was refused before it did anything
+ *   (a 4xx that is not a card error); `firstSend` says whether it answered the
+ *   call's first send (a resend's refusal says nothing of the first send). It
+ *   says nothing about earlier calls;
+ * - UnknownNetworkObjectError on a retrieve: the network does not know the
+ *   object (404): wrong account or key, never "not charged".
  * Everything else is CardNetworkUnavailableError: the outcome of this call is
  * unknown.
  */
 export interface IntentRequest {
   amount: number;
   currency: string;
-  /** A card token (`tok_visa`) or a PaymentMethod id (`pm_card_visa`). */
+  /** A card token (`tok_visa`, `tok_1N3T...`) or a PaymentMethod id (`pm_card_visa`). */
   source: string;
   description: string | null;
   idempotencyKey: string;
@@ -57,7 +61,16 @@ export interface RefundRequest {
   metadata: Record<string, string>;
 }
 
-export type RefundState = { status: 'succeeded' | 'pending' | 'failed'; refundId: string };
+/** What the network says about one refund: `intentId` is the PaymentIntent it refunds, `metadata` ours. */
+export type RefundState = {
+  status: 'succeeded' | 'pending' | 'failed';
+  refundId: string;
+  intentId: string;
+  amount: number;
+  metadata: Record<string, string>;
+  /** Why it failed (the network's `failure_reason`), when it did. */
+  failureReason?: string;
+};
 
 /** A webhook event of the network, verified, in the terms of this port. */
 export type NetworkEvent = { id: string; type: string; metadata: Record<string, string> } & (
@@ -71,6 +84,7 @@ export abstract class CardNetwork {
   abstract confirmIntent(intentId: string, idempotencyKey: string): Promise<IntentState>;
   abstract retrieveIntent(intentId: string): Promise<IntentState>;
   abstract createRefund(request: RefundRequest): Promise<RefundState>;
+  abstract retrieveRefund(refundId: string): Promise<RefundState>;
   /** Our refund among the intent's refunds (matched on `metadata[key] = value`), or null when the network has none. */
   abstract findRefund(intentId: string, match: { key: string; value: string }): Promise<RefundState | null>;
   /** Verifies a webhook's signature (and its age) on the exact bytes received; InvalidWebhookError otherwise. */
@@ -82,14 +96,38 @@ export class InvalidWebhookError extends Error {
   override name = 'InvalidWebhookError';
 }
 
-/** The network does not know this card source: nothing was charged. */
-export class InvalidSourceError extends Error {
-  override name = 'InvalidSourceError';
+/**
+ * The network refuses a parameter of the payment: `param` is which one in our
+ * terms (`source`, `amount`, `currency`), `message` the network's reason.
+ */
+export class InvalidParameterError extends Error {
+  override name = 'InvalidParameterError';
+  constructor(
+    readonly param: 'source' | 'amount' | 'currency',
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
-/** The network refused this call before doing anything (401, 403, 429, 400 other than a card error). */
+/** A retrieve of an object the network does not know (404): it cannot tell us anything about it. */
+export class UnknownNetworkObjectError extends Error {
+  override name = 'UnknownNetworkObjectError';
+}
+
+/**
+ * The network refused this send before doing anything (401, 403, 429, 400 other
+ * than a card error). `firstSend`: the refusal answered the call's first send
+ * (createRefund sends once before it resends); false when it answered a resend,
+ * whose first send may have acted.
+ */
 export class CardNetworkRefusedError extends Error {
   override name = 'CardNetworkRefusedError';
+  readonly firstSend: boolean;
+  constructor(message: string, options: { firstSend?: boolean } = {}) {
+    super(message);
+    this.firstSend = options.firstSend ?? true;
+  }
 }
 
 /** No answer that says what this call did (timeout, dropped connection, 5xx, idempotency conflict). */

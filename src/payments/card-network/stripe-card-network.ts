@@ -6,11 +6,12 @@ import {
   ChargeFailure,
   IntentRequest,
   IntentState,
-  InvalidSourceError,
+  InvalidParameterError,
   InvalidWebhookError,
   NetworkEvent,
   RefundRequest,
   RefundState,
+  UnknownNetworkObjectError,
 } from './card-network';
 
 export interface StripeSettings {
@@ -41,10 +42,16 @@ const WEBHOOK_TOLERANCE_S = 300;
  * operation, so the SDK's resends reuse it. Errors are sorted by what they say
  * about THIS call only (see CardNetwork): a card error is the network's verdict
  * on the intent; a 4xx refusal did nothing in this call; anything else is unknown.
+ * The sends of a refund are counted through the SDK's documented `request`
+ * event, so that a refusal is known to answer the first send only when there
+ * was no resend (a resend's refusal says nothing of what the first send did).
  */
 export class StripeCardNetwork extends CardNetwork {
   private readonly stripe: Stripe;
   private readonly webhookSecret: string;
+
+  /** HTTP sends per idempotency key, of the refunds being created now (see createRefund). */
+  private readonly sends = new Map<string, number>();
 
   constructor(settings: StripeSettings) {
     super();
@@ -60,6 +67,10 @@ export class StripeCardNetwork extends CardNetwork {
       telemetry: false,
       appInfo: { name: 'safe-retries' },
     });
+    this.stripe.on('request', (event: Stripe.RequestEvent) => {
+      const key = event.idempotency_key;
+      if (key !== undefined && this.sends.has(key)) this.sends.set(key, this.sends.get(key)! + 1);
+    });
   }
 
   async createIntent(request: IntentRequest): Promise<string> {
@@ -68,7 +79,7 @@ export class StripeCardNetwork extends CardNetwork {
         {
           amount: request.amount,
           currency: request.currency,
-          payment_method: toPaymentMethod(request.source),
+          ...paymentSource(request.source),
           // Confirmed server-side, with no redirect-based method (no return_url needed).
           automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
           description: request.description ?? undefined,
@@ -78,9 +89,8 @@ export class StripeCardNetwork extends CardNetwork {
       );
       return intent.id;
     } catch (error) {
-      if (error instanceof Stripe.errors.StripeInvalidRequestError && error.param === 'payment_method') {
-        throw new InvalidSourceError('the card network does not know this card source');
-      }
+      const param = error instanceof Stripe.errors.StripeInvalidRequestError ? paymentParam(error.param) : undefined;
+      if (param) throw new InvalidParameterError(param, (error as Error).message);
       throw classify(error);
     }
   }
@@ -100,19 +110,38 @@ export class StripeCardNetwork extends CardNetwork {
     try {
       return intentState(await this.stripe.paymentIntents.retrieve(intentId));
     } catch (error) {
-      throw classify(error);
+      throw classifyRetrieve(error, `payment intent ${intentId}`);
     }
   }
 
   async createRefund(request: RefundRequest): Promise<RefundState> {
+    const key = request.idempotencyKey;
+    // Another send of this key in flight here already: no refusal can then speak for the first send.
+    this.sends.set(key, this.sends.has(key) ? Infinity : 0);
     try {
       const refund = await this.stripe.refunds.create(
         { payment_intent: request.intentId, amount: request.amount, metadata: request.metadata },
-        { idempotencyKey: request.idempotencyKey },
+        { idempotencyKey: key },
       );
       return refundState(refund);
     } catch (error) {
-      throw classify(error);
+      const classified = classify(error);
+      // A refusal speaks for the first send only if there was no other: the SDK resends
+      // errors it judges transient (a reset connection even with no retries configured).
+      if (classified instanceof CardNetworkRefusedError && this.sends.get(key) !== 1) {
+        throw new CardNetworkRefusedError(classified.message, { firstSend: false });
+      }
+      throw classified;
+    } finally {
+      this.sends.delete(key);
+    }
+  }
+
+  async retrieveRefund(refundId: string): Promise<RefundState> {
+    try {
+      return refundState(await this.stripe.refunds.retrieve(refundId));
+    } catch (error) {
+      throw classifyRetrieve(error, `refund ${refundId}`);
     }
   }
 
@@ -142,17 +171,33 @@ export class StripeCardNetwork extends CardNetwork {
       return { ...base, object: 'payment_intent', intentId: intent.id, state: intentState(intent) };
     }
     if (object.object === 'refund' && event.type.startsWith('refund.')) {
-      const refund = object as Stripe.Refund;
-      const intentId = typeof refund.payment_intent === 'string' ? refund.payment_intent : (refund.payment_intent?.id ?? '');
-      return { ...base, object: 'refund', intentId, state: refundState(refund) };
+      const state = refundState(object as Stripe.Refund);
+      return { ...base, object: 'refund', intentId: state.intentId, state };
     }
     return { ...base, object: 'other' };
   }
 }
 
-/** Stripe's test PaymentMethods have tokens of the same name: tok_visa -> pm_card_visa. */
-export function toPaymentMethod(source: string): string {
-  return source.startsWith('tok_') ? `pm_card_${source.slice(4)}` : source;
+/**
+ * A real card token (made by Stripe.js or the token API: `tok_` and an id that
+ * starts with a digit, e.g. `tok_1N3T00LkdIwHu7ix`) is paid with as Stripe
+ * documents it, through `payment_method_data[card][token]`. Stripe's test
+ * tokens are words (`tok_visa`), and each has a test PaymentMethod of the same
+ * name: tok_visa -> pm_card_visa. A PaymentMethod id goes as it is.
+ */
+export function paymentSource(source: string): { payment_method: string } | { payment_method_data: Stripe.PaymentIntentCreateParams.PaymentMethodData } {
+  if (/^tok_[0-9][A-Za-z0-9]*$/.test(source)) {
+    // Stripe accepts a card token here; the SDK's types list only the other method types.
+    return { payment_method_data: { type: 'card', card: { token: source } } as unknown as Stripe.PaymentIntentCreateParams.PaymentMethodData };
+  }
+  return { payment_method: source.startsWith('tok_') ? `pm_card_${source.slice(4)}` : source };
+}
+
+/** A refused parameter of a payment, in our terms; undefined for anything else. */
+function paymentParam(param: string | undefined): InvalidParameterError['param'] | undefined {
+  if (param === 'amount' || param === 'currency') return param;
+  if (param === 'payment_method' || param?.startsWith('payment_method_data')) return 'source';
+  return undefined;
 }
 
 function failureOf(code: string | null | undefined, declineCode: string | null | undefined): ChargeFailure {
@@ -188,7 +233,23 @@ function intentState(intent: Stripe.PaymentIntent): IntentState {
 
 function refundState(refund: Stripe.Refund): RefundState {
   const status = refund.status === 'succeeded' ? 'succeeded' : refund.status === 'failed' || refund.status === 'canceled' ? 'failed' : 'pending';
-  return { status, refundId: refund.id };
+  const intentId = typeof refund.payment_intent === 'string' ? refund.payment_intent : (refund.payment_intent?.id ?? '');
+  return {
+    status,
+    refundId: refund.id,
+    intentId,
+    amount: refund.amount,
+    metadata: refund.metadata ?? {},
+    ...(refund.failure_reason ? { failureReason: refund.failure_reason } : {}),
+  };
+}
+
+/** A retrieve: the network not knowing the object (404) is its own answer, never "unknown outcome". */
+function classifyRetrieve(error: unknown, what: string): Error {
+  if (error instanceof Stripe.errors.StripeInvalidRequestError && error.statusCode === 404) {
+    return new UnknownNetworkObjectError(`the card network does not know ${what}: ${error.message}`);
+  }
+  return classify(error);
 }
 
 function classify(error: unknown): Error {

@@ -1,7 +1,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, MaxLength, Min, ValidateBy } from 'class-validator';
-import { IsCurrency, MAX_AMOUNT } from '../../common/money';
+import { IsCurrency, MAX_AMOUNT, isCurrency } from '../../common/money';
 import { NoControlCharacters } from '../../common/text';
+import { STRIPE_MINIMUM_CHARGE, isStripeCurrency, minimumCharge } from '../card-network/stripe-rules';
 
 /** A token or PaymentMethod id, as the card network issues them (Stripe's ids are at most 255 characters). */
 const SOURCE = /^(tok|pm)_[A-Za-z0-9_]+$/;
@@ -33,15 +34,60 @@ export function isSimulatorFaultSource(source: string): boolean {
   return /^(tok|pm_card)_chargeThen/.test(source);
 }
 
+/**
+ * The card network's smallest charge in the payment's currency (Stripe's
+ * minimums): refused here, before any call, so a payment the network would
+ * refuse never starts.
+ */
+function AtLeastMinimumCharge(): PropertyDecorator {
+  return ValidateBy({
+    name: 'atLeastMinimumCharge',
+    validator: {
+      validate: (value: unknown, args) => {
+        const currency = (args?.object as { currency?: unknown }).currency;
+        return typeof value !== 'number' || typeof currency !== 'string' || value >= minimumCharge(currency);
+      },
+      defaultMessage: (args) => {
+        const currency = String((args?.object as { currency?: unknown }).currency).toLowerCase();
+        return `amount must be at least ${minimumCharge(currency)} (minor units of ${currency}): the card network's minimum charge`;
+      },
+    },
+  });
+}
+
+/** A currency the card network charges in (a subset of ISO 4217). */
+function ChargeableCurrency(): PropertyDecorator {
+  return ValidateBy({
+    name: 'chargeableCurrency',
+    validator: {
+      // An unknown code is IsCurrency's to refuse: one message per mistake.
+      validate: (value: unknown) => !isCurrency(value) || isStripeCurrency(value),
+      defaultMessage: () => '$property is a currency the card network does not charge in',
+    },
+  });
+}
+
+const MINIMUMS = Object.entries(STRIPE_MINIMUM_CHARGE)
+  .map(([currency, minimum]) => `${currency} ${minimum}`)
+  .join(', ');
+
 export class CreatePaymentDto {
-  @ApiProperty({ type: 'integer', example: 3998, minimum: 1, maximum: MAX_AMOUNT, description: 'Integer minor units (cents)' })
+  @ApiProperty({
+    type: 'integer',
+    example: 3998,
+    minimum: 1,
+    maximum: MAX_AMOUNT,
+    description: `Integer minor units (cents), at least the card network's minimum charge in the currency (${MINIMUMS}; 1 in other currencies)`,
+  })
   @IsInt()
   @Min(1)
   @Max(MAX_AMOUNT)
+  @AtLeastMinimumCharge()
   amount!: number;
 
-  @ApiProperty({ example: 'usd', description: 'ISO 4217 code, any case; stored lower-case' })
+  @ApiProperty({ example: 'usd', description: 'ISO 4217 code the card network charges in, any case; stored lower-case' })
   @IsCurrency()
+  @ChargeableCurrency()
   currency!: string;
 
   @ApiProperty({
@@ -49,7 +95,7 @@ export class CreatePaymentDto {
     maxLength: SOURCE_MAX_LENGTH,
     pattern: SOURCE.source,
     description:
-      'A card token (tok_…) or PaymentMethod id (pm_…) from the card network, never card details: a value holding a card number is refused (400) and neither stored nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network.',
+      'A card token (tok_…, as Stripe.js makes them, or a test token) or PaymentMethod id (pm_…) from the card network, never card details: a value holding a card number is refused (400) and neither stored nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released), tok_refundPending / tok_refundPendingFail / tok_refundFail (charge; their refunds answer pending then succeed, pending then fail, succeeded then fail). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network.',
   })
   @IsString()
   @MaxLength(SOURCE_MAX_LENGTH)

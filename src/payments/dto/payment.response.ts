@@ -21,8 +21,15 @@ export class RefundResponse {
   @ApiProperty({ type: 'integer', example: 1000, description: 'Minor units' })
   amount!: number;
 
-  @ApiProperty({ enum: REFUND_STATUSES, description: 'processing: reserved, the card network has not confirmed it yet' })
+  @ApiProperty({
+    enum: REFUND_STATUSES,
+    description:
+      'processing: reserved, the card network has not answered yet; pending: the card network has the refund and has not settled it (most refunds settle within days; a webhook or the settlement job moves it on); succeeded; failed: the card network could not refund it and its amount is refundable again (failure_reason says why)',
+  })
   status!: RefundStatus;
+
+  @ApiProperty({ type: 'string', nullable: true, example: null, description: "The card network's reason, when the refund failed" })
+  failure_reason!: string | null;
 
   @ApiProperty({ format: 'date-time' })
   created_at!: string;

@@ -1,13 +1,25 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ProblemException } from '../../common/problem';
-import { IdempotencyRecovery, IdempotentConsumer } from '../../idempotency';
+import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation } from '../../idempotency';
 import { CardNetwork, InvalidWebhookError, NetworkEvent } from '../card-network/card-network';
-import { PaymentOperation, PaymentsService, RefundOperation } from '../payments.service';
+import { unknownOutcome } from '../payment-operations';
+import { PaymentOperation, PaymentsService } from '../payments.service';
+import { RefundOperation, RefundSettlement, RefundsService } from '../refunds.service';
 
 /** The source under which the network's event ids are claimed (IdempotentConsumer). */
 export const CARD_NETWORK_EVENTS = 'card-network';
 
+/**
+ * The events that end a payment at the network. The others (`processing`,
+ * `requires_action`, `requires_capture`, `created`) settle nothing: a payment
+ * confirmed with `error_on_requires_action` and automatic capture ends only in
+ * one of these.
+ */
+const SETTLING_INTENT_EVENTS: readonly string[] = ['payment_intent.succeeded', 'payment_intent.payment_failed', 'payment_intent.canceled'];
+
 export type WebhookReceipt = { received: true; effect: 'settled' | 'duplicate' | 'nothing_to_do' };
+
+type Event<K extends NetworkEvent['object']> = NetworkEvent & { object: K };
 
 /**
  * The card network's webhooks, consumed the idempotent-consumer way: each
@@ -16,13 +28,18 @@ export type WebhookReceipt = { received: true; effect: 'settled' | 'duplicate' |
  * repeat or a concurrent duplicate delivery is answered 2xx with no second
  * effect (a duplicate waits on the first one's claim, then sees it).
  *
- * The effect: a payment or refund still `processing` is settled from the
- * event, the network's own word about that object, in its client's operation,
- * taken over from its Idempotency-Key, so the final response is stored and the
- * client's late retry replays it. A settled record is never moved (an event
- * that arrives late or out of order changes nothing). While the client's own
- * request still holds the key, the event is answered 409 and the network
- * delivers it again later.
+ * A payment still `processing` is settled from a settling event, the network's
+ * own word about that intent, in its client's operation, taken over from its
+ * Idempotency-Key, so the final response is stored and the client's late retry
+ * replays it. A refund event acts only on the refund it names: our refund (its
+ * metadata), the intent of its payment, and its network id once we know it; a
+ * `failed` is never taken from the event alone, the network is asked about
+ * that refund first (before any transaction opens). A refund still
+ * `processing` is concluded in its operation like a payment; one the network
+ * has already answered for (pending, succeeded) moves on to succeeded or
+ * failed, a failure giving its amount back. A settled record is never moved
+ * backwards. While the client's own request still holds the key, the event is
+ * answered 409 and the network delivers it again later.
  */
 @Injectable()
 export class CardNetworkWebhooks {
@@ -31,28 +48,58 @@ export class CardNetworkWebhooks {
   constructor(
     private readonly cardNetwork: CardNetwork,
     private readonly payments: PaymentsService,
+    private readonly refunds: RefundsService,
     private readonly recovery: IdempotencyRecovery,
     private readonly consumer: IdempotentConsumer,
   ) {}
 
   async receive(payload: Buffer | undefined, signature: string | undefined): Promise<WebhookReceipt> {
     const event = this.verify(payload, signature);
-    if (event.object === 'other') return { received: true, effect: 'nothing_to_do' };
-    const target = await this.targetOf(event);
-    if (!target) return { received: true, effect: 'nothing_to_do' };
+    const effect = event.object === 'payment_intent' ? await this.onIntent(event) : event.object === 'refund' ? await this.onRefund(event) : 'nothing_to_do';
+    if (effect === 'settled') this.logger.log(`${event.type} ${event.id}: settled`);
+    return { received: true, effect };
+  }
 
-    const outcome = await this.consumer.process(CARD_NETWORK_EVENTS, event.id, async () => {
-      const taken = await this.recovery.takeOver(target.scope, target.key, (op) =>
-        event.object === 'payment_intent'
-          ? this.payments.settleFromNetwork(op as PaymentOperation, target.id, event.intentId, event.state)
-          : this.payments.settleRefundFromNetwork(op as RefundOperation, target.id, event.state),
-      );
-      // The client's request (or the recovery job) is at work on it: deliver again later.
-      if (!taken.taken) throw inProgress();
+  private async onIntent(event: Event<'payment_intent'>): Promise<WebhookReceipt['effect']> {
+    const scope = event.metadata.client_id;
+    const paymentId = event.metadata.payment_id;
+    if (!scope || !paymentId || !SETTLING_INTENT_EVENTS.includes(event.type)) return 'nothing_to_do';
+    const key = (await this.payments.pendingPayment(scope, paymentId))?.idempotency_key;
+    if (!key) return 'nothing_to_do';
+    return this.once(event, () =>
+      this.inOperation(scope, key, (op) => this.payments.settleFromNetwork(op as PaymentOperation, paymentId, event.intentId, event.state)),
+    );
+  }
+
+  private async onRefund(event: Event<'refund'>): Promise<WebhookReceipt['effect']> {
+    const scope = event.metadata.client_id;
+    const refundId = event.metadata.refund_id;
+    if (!scope || !refundId) return 'nothing_to_do';
+    const verified = await this.refunds.verifiedEvent(scope, refundId, event.state).catch((error: unknown) => {
+      throw unknownOutcome(error);
     });
-    if (!outcome.processed) return { received: true, effect: 'duplicate' };
-    this.logger.log(`${event.type} ${event.id}: settled`);
-    return { received: true, effect: 'settled' };
+    if (!verified) return 'nothing_to_do';
+    const { refund, state } = verified;
+    if (refund.status === 'processing') {
+      const key = refund.idempotency_key;
+      if (!key) return 'nothing_to_do';
+      return this.once(event, () => this.inOperation(scope, key, (op) => this.refunds.concludeFromNetwork(op as RefundOperation, refund.id, state)));
+    }
+    if ((refund.status !== 'pending' && refund.status !== 'succeeded') || state.status === 'pending' || state.status === refund.status) return 'nothing_to_do';
+    const to: RefundSettlement = state.status === 'succeeded' ? { status: 'succeeded' } : { status: 'failed', failureReason: state.failureReason ?? null };
+    return this.once(event, () => this.refunds.settle(scope, refund.id, state.refundId, to));
+  }
+
+  /** The effect, once per event id, in the same transaction as the id's record. */
+  private async once(event: NetworkEvent, effect: () => Promise<unknown>): Promise<WebhookReceipt['effect']> {
+    const outcome = await this.consumer.process(CARD_NETWORK_EVENTS, event.id, effect);
+    return outcome.processed ? 'settled' : 'duplicate';
+  }
+
+  /** Runs `work` in the client's operation at `key`, taken over; 409 while its own request holds it. */
+  private async inOperation(scope: string, key: string, work: (op: PhasedOperation) => Promise<void>): Promise<void> {
+    const taken = await this.recovery.takeOver(scope, key, work);
+    if (!taken.taken) throw inProgress();
   }
 
   private verify(payload: Buffer | undefined, signature: string | undefined): NetworkEvent {
@@ -63,16 +110,6 @@ export class CardNetworkWebhooks {
       if (error instanceof InvalidWebhookError) throw invalidSignature('The signature does not verify, or is too old.');
       throw error;
     }
-  }
-
-  /** The processing payment or refund the event is about, with its client's key; null when there is nothing to settle. */
-  private async targetOf(event: NetworkEvent): Promise<{ scope: string; key: string; id: string } | null> {
-    const scope = event.metadata.client_id;
-    if (!scope || event.object === 'other') return null;
-    const id = event.object === 'payment_intent' ? event.metadata.payment_id : event.metadata.refund_id;
-    if (!id) return null;
-    const found = event.object === 'payment_intent' ? await this.payments.pendingPayment(scope, id) : await this.payments.pendingRefund(scope, id);
-    return found?.idempotency_key ? { scope, key: found.idempotency_key, id } : null;
   }
 }
 

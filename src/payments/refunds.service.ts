@@ -1,0 +1,208 @@
+import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { problems } from '../common/problem';
+import { IdempotencyRecovery, PhasedOperation } from '../idempotency';
+import { CardNetwork, CardNetworkRefusedError, RefundState, UnknownNetworkObjectError } from './card-network/card-network';
+import { CreateRefundDto } from './dto/create-payment.dto';
+import { RefundResponse } from './dto/payment.response';
+import { NetworkCalls, REFUND_OPERATION, STARTED, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
+import { CardNetworkFailedException, PaymentNotRefundableException, RefundExceedsPaymentException } from './payments.errors';
+import { PaymentsRepository, RefundRow } from './payments.repository';
+
+export function toRefundResponse(row: RefundRow): RefundResponse {
+  return {
+    id: row.id,
+    payment_id: row.payment_id,
+    amount: Number(row.amount),
+    status: row.status,
+    failure_reason: row.failure_reason,
+    created_at: row.created_at.toISOString(),
+  };
+}
+
+/** What a refund's Start phase saves with its recovery point. */
+interface RefundOperationState {
+  refund_id: string;
+}
+
+export type RefundOperation = PhasedOperation<RefundOperationState>;
+
+/** A refund the network has already answered for (pending or succeeded), and what it says now. */
+export type RefundSettlement = { status: 'succeeded' } | { status: 'failed'; failureReason: string | null };
+
+/**
+ * The rules of refunds, with the network's states: a refund is reserved
+ * (`processing`: Start, the amount counted against the payment at once), then
+ * created at the network, then recorded as the network answers it: `pending`
+ * or `succeeded` (201, stored), or released when the network's word about this
+ * refund is that it failed. A pending refund is settled later by the network's
+ * webhooks or the settlement job (RefundSettlementJob); a refund that fails
+ * after it was answered (`refund.failed`) gives its amount back to the payment.
+ *
+ * Only the network's verdict about THIS refund releases it. A refusal answers
+ * only the send it answers: on the first attempt's only send it proves nothing
+ * was refunded (nothing else was ever sent under the refund's network key); on
+ * an SDK resend or a later attempt (a retry, the recovery job) an earlier send
+ * may still be in flight, so it is an unknown outcome (503, kept), and a later
+ * resume looks the refund up and creates it again with the same network key.
+ */
+@Injectable()
+export class RefundsService implements OnModuleInit {
+  private readonly logger = new Logger('Refunds');
+
+  constructor(
+    private readonly payments: PaymentsRepository,
+    private readonly cardNetwork: CardNetwork,
+    private readonly network: NetworkCalls,
+    private readonly recovery: IdempotencyRecovery,
+  ) {}
+
+  onModuleInit(): void {
+    this.recovery.register(REFUND_OPERATION, (op) => this.resume(op as RefundOperation));
+  }
+
+  async refund(clientId: string, paymentId: string, dto: CreateRefundDto, op: RefundOperation): Promise<RefundResponse> {
+    if (op.recoveryPoint === STARTED) return this.resume(op);
+    const refund = await op.checkpoint(STARTED, () => this.reserve(clientId, paymentId, dto, op.key), (r) => ({ refund_id: r.id }));
+    return this.make(op, refund, { firstContact: true });
+  }
+
+  /** Refunds serialise on the payment's row lock; reserved refunds count, so the total never exceeds the payment. */
+  private async reserve(clientId: string, paymentId: string, dto: CreateRefundDto, idempotencyKey: string): Promise<RefundRow> {
+    const payment = await this.payments.findForUpdate(clientId, paymentId);
+    if (!payment) throw problems.notFound(`No payment ${paymentId}.`);
+    if (payment.status !== 'succeeded') throw new PaymentNotRefundableException(paymentId);
+    const remaining = Number(payment.amount) - Number(payment.amount_refunded);
+    const amount = dto.amount ?? remaining;
+    if (amount <= 0 || amount > remaining) throw new RefundExceedsPaymentException(paymentId, remaining);
+    return this.payments.reserveRefund(clientId, paymentId, amount, idempotencyKey);
+  }
+
+  private async resume(op: RefundOperation): Promise<RefundResponse> {
+    const refund = op.state && (await this.payments.findRefund(op.scope, op.state.refund_id));
+    if (!refund || refund.status !== 'processing') {
+      throw new Error(`cannot resume refund ${op.state?.refund_id}: ${refund ? refund.status : 'missing'}`);
+    }
+    return this.make(op, refund, { firstContact: false });
+  }
+
+  /**
+   * On a resume, the network is asked first whether an earlier attempt made the
+   * refund (found by our metadata), so a resume past the network's key window
+   * never refunds twice.
+   */
+  private async make(op: RefundOperation, refund: RefundRow, { firstContact }: { firstContact: boolean }): Promise<RefundResponse> {
+    const intentId = await this.intentOf(op.scope, refund);
+    const lookUp = () =>
+      this.network.ask(op, { kind: 'refund', ids: { refund_id: refund.id, intent_id: intentId } }, () =>
+        this.cardNetwork.findRefund(intentId, { key: 'refund_id', value: refund.id }),
+      );
+    if (!firstContact) {
+      const found = await lookUp();
+      if (found) return this.conclude(op, refund, found);
+    }
+    let made: RefundState;
+    try {
+      made = await op.call(() =>
+        this.cardNetwork.createRefund({
+          intentId,
+          amount: Number(refund.amount),
+          idempotencyKey: networkKeys.refund(refund.id),
+          metadata: { refund_id: refund.id, payment_id: refund.payment_id, client_id: op.scope },
+        }),
+      );
+    } catch (error) {
+      if (!(error instanceof CardNetworkRefusedError)) throw unknownOutcome(error);
+      if (firstContact && error.firstSend) {
+        // The only send ever made under this refund's network key was refused: nothing was refunded.
+        await op.release(() => this.payments.cancelRefund(op.scope, refund.id));
+        throw new CardNetworkFailedException('refund');
+      }
+      // A resend or a later attempt: an earlier send may have refunded, and may still be in flight.
+      const found = await lookUp().catch(() => null);
+      if (found) return this.conclude(op, refund, found);
+      throw unknownOutcome(error);
+    }
+    return this.conclude(op, refund, made);
+  }
+
+  /** The network's word about this refund, recorded: released only when it says the refund failed. */
+  private async conclude(op: RefundOperation, refund: RefundRow, state: RefundState): Promise<RefundResponse> {
+    if (state.status === 'failed') {
+      await op.release(() => this.payments.cancelRefund(op.scope, refund.id));
+      throw new CardNetworkFailedException('refund');
+    }
+    const status = state.status;
+    return op.finish(
+      async () => {
+        const settled = await this.payments.settleRefund(op.scope, refund.id, state.refundId, status);
+        if (!settled) throw settledByAnother();
+        return toRefundResponse(settled);
+      },
+      { location: (r) => `/payments/${r.payment_id}` },
+    );
+  }
+
+  /** A webhook about a refund still `processing`: concluded from the network's (verified) word, in its operation. */
+  async concludeFromNetwork(op: RefundOperation, refundId: string, state: RefundState): Promise<void> {
+    const refund = await this.payments.findRefund(op.scope, refundId);
+    if (!refund || refund.status !== 'processing') return;
+    try {
+      await this.conclude(op, refund, state);
+    } catch (error) {
+      if (!op.outcome) throw error;
+    }
+  }
+
+  /** A refund the network answered for moves on (pending -> succeeded; pending or succeeded -> failed, amount given back). */
+  async settle(clientId: string, refundId: string, networkRefundId: string, to: RefundSettlement): Promise<boolean> {
+    const moved = await this.payments.moveRefund(clientId, refundId, networkRefundId, to);
+    if (moved) this.logger.log(`refund ${refundId} (${networkRefundId}) ${moved.status}`);
+    return moved !== undefined;
+  }
+
+  /**
+   * The refund an event of the network is about, if it is ours: the event must
+   * name our refund (metadata), the intent of its payment, and, once we know
+   * the refund's network id, that id. The network is asked about the event's
+   * refund first whenever the event would decide something the event alone
+   * should not: a failure, or which network refund a refund still `processing`
+   * is (its answer must name our refund, our intent and our amount). Null:
+   * nothing of ours to act on.
+   */
+  async verifiedEvent(
+    clientId: string,
+    refundId: string,
+    event: RefundState,
+  ): Promise<{ refund: RefundRow; state: RefundState } | null> {
+    const refund = await this.payments.findRefund(clientId, refundId);
+    if (!refund) return null;
+    const payment = await this.payments.find(clientId, refund.payment_id);
+    if (!payment?.network_charge_id || payment.network_charge_id !== event.intentId) return null;
+    if (refund.network_refund_id !== null && refund.network_refund_id !== event.refundId) return null;
+    const ask = event.status === 'failed' || refund.network_refund_id === null;
+    const state = ask ? await this.cardNetwork.retrieveRefund(event.refundId).catch(unknownRefund) : event;
+    if (!state) return null;
+    if (
+      state.refundId !== event.refundId ||
+      state.intentId !== payment.network_charge_id ||
+      state.metadata.refund_id !== refund.id ||
+      state.amount !== Number(refund.amount)
+    ) {
+      return null;
+    }
+    return { refund, state };
+  }
+
+  private async intentOf(clientId: string, refund: RefundRow): Promise<string> {
+    const payment = await this.payments.find(clientId, refund.payment_id);
+    const intentId = payment?.network_charge_id;
+    if (!intentId) throw new Error(`payment ${refund.payment_id} has no charge at the card network`);
+    return intentId;
+  }
+}
+
+/** A refund the network does not know is none of ours: nothing to act on. */
+function unknownRefund(error: unknown): null {
+  if (error instanceof UnknownNetworkObjectError) return null;
+  throw error;
+}
