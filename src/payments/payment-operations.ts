@@ -79,12 +79,17 @@ export class NetworkCalls {
    * logged with its ids, counted, and left alone for UNKNOWN_OBJECT_HOLD_MS.
    */
   private async holdOff(op: PhasedOperation, object: { kind: 'intent' | 'refund'; ids: Record<string, string> }, error: Error): Promise<never> {
-    const ids = Object.entries({ ...object.ids, client_id: op.scope })
-      .map(([k, v]) => `${k}=${v}`)
-      .join(' ');
-    this.logger.error(`the card network does not know the ${object.kind} of an operation (${ids}); held for ${UNKNOWN_OBJECT_HOLD_MS / 60_000} min: ${error.message}`);
-    this.unknownObjects.inc({ object: object.kind });
+    this.reportUnknown(object.kind, { ...object.ids, client_id: op.scope }, `held for ${UNKNOWN_OBJECT_HOLD_MS / 60_000} min: ${error.message}`);
     await op.holdOff(UNKNOWN_OBJECT_HOLD_MS);
     throw new UnknownNetworkObjectException(object.kind);
+  }
+
+  /** An object we recorded from the network's own answer that it no longer knows: for an operator, with its ids. */
+  reportUnknown(kind: 'intent' | 'refund', ids: Record<string, string>, what: string): void {
+    const named = Object.entries(ids)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
+    this.logger.error(`the card network does not know the ${kind} (${named}); ${what}`);
+    this.unknownObjects.inc({ object: kind });
   }
 }

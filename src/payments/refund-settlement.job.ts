@@ -5,7 +5,8 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { ClsService } from 'nestjs-cls';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
-import { CardNetwork, RefundState } from './card-network/card-network';
+import { CardNetwork, RefundState, UnknownNetworkObjectError } from './card-network/card-network';
+import { NetworkCalls } from './payment-operations';
 import { PaymentsRepository, PendingRefund } from './payments.repository';
 import { RefundsService } from './refunds.service';
 
@@ -39,6 +40,7 @@ export class RefundSettlementJob implements OnApplicationBootstrap, BeforeApplic
     private readonly payments: PaymentsRepository,
     private readonly refunds: RefundsService,
     private readonly cardNetwork: CardNetwork,
+    private readonly network: NetworkCalls,
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     private readonly cls: ClsService,
     private readonly scheduler: SchedulerRegistry,
@@ -83,7 +85,12 @@ export class RefundSettlementJob implements OnApplicationBootstrap, BeforeApplic
         state = await this.cardNetwork.retrieveRefund(pending.network_refund_id);
       } catch (error) {
         result.failed++;
-        this.logger.warn(`cannot ask about refund ${pending.id} (${pending.network_refund_id}): ${(error as Error).message}`);
+        if (error instanceof UnknownNetworkObjectError) {
+          const ids = { refund_id: pending.id, network_refund_id: pending.network_refund_id, client_id: pending.client_id };
+          this.network.reportUnknown('refund', ids, 'left pending for an operator (asked again next run)');
+        } else {
+          this.logger.warn(`cannot ask about refund ${pending.id} (${pending.network_refund_id}): ${(error as Error).message}`);
+        }
         continue;
       }
       if (state.status === 'pending' || !this.isOurs(pending, state)) continue;

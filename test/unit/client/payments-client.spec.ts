@@ -82,7 +82,7 @@ describe('PaymentsClient', () => {
   });
 
   it('refundPayment posts the amount, or an empty body for a full refund', async () => {
-    const refund: Refund = { id: 're_1', payment_id: 'pay_1', amount: 500, status: 'succeeded', created_at: '2026-01-15T12:00:02.000Z' };
+    const refund: Refund = { id: 're_1', payment_id: 'pay_1', amount: 500, status: 'succeeded', failure_reason: null, created_at: '2026-01-15T12:00:02.000Z' };
     const { client, calls } = setup(json(201, refund), json(201, { ...refund, amount: 2000 }));
 
     await expect(client.refundPayment('pay_1', { amount: 500 })).resolves.toMatchObject({ body: { amount: 500 } });
