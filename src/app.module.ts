@@ -11,6 +11,7 @@ import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
 import { NotificationsModule } from './notifications/notifications.module';
+import { IdempotencyKeysModule } from './idempotency-keys/idempotency-keys.module';
 import { OrdersModule } from './orders/orders.module';
 import { CardNetworkModule } from './payments/card-network/card-network.module';
 import { PaymentsModule } from './payments/payments.module';
@@ -87,6 +88,7 @@ export class AppModule {
         HealthModule,
         OrdersModule,
         PaymentsModule,
+        IdempotencyKeysModule,
         // Its route's keys live in Redis: mounted only with REDIS_URL (docs/library.md, "A Redis store").
         ...(config.redis.url ? [NotificationsModule] : []),
         ...(cli ? [CardNetworkModule.closed()] : []),

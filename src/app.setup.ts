@@ -36,7 +36,9 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
   return new FastifyAdapter({
     bodyLimit: config.bodyLimitBytes,
     // `/orders/` is `/orders`, as it was on Express (paths stay case-sensitive: Fastify's default).
-    routerOptions: { ignoreTrailingSlash: true },
+    // A path parameter may be an Idempotency-Key (GET /idempotency-keys/{key}): up to 255
+    // characters, three times that percent-encoded.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 800 },
     // The request id of the logs and of X-Request-Id.
     genReqId: newRequestId,
     requestIdHeader: false,

@@ -27,6 +27,22 @@ export interface CreateRefundDto {
   amount?: number;
 }
 
+export interface KeyOutcomeResponse {
+  /** The key, normalised (a quoted form is unquoted) */
+  key: string;
+  /** unknown: no operation of yours has this key (never received, or its retention ran out: it is new again); in_progress: it is running, or its outcome is not known yet (retry it with the same body to resume it); completed: it ended, and a retry with the same body replays its response */
+  state: 'unknown' | 'in_progress' | 'completed';
+  /** completed: the status of the stored response */
+  status?: number;
+  /**
+   * completed: when the stored response stops being kept (database clock)
+   * Format: date-time
+   */
+  expires_at?: string;
+  /** in_progress: seconds until a retry may take the operation over (0: now) */
+  retry_after?: number;
+}
+
 export interface OrderItemDto {
   sku: string;
   quantity: number;

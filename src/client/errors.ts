@@ -6,6 +6,7 @@
  * unknown (every attempt failed), retrying later with that same key and body is
  * the only way to finish the operation without risking a second effect.
  */
+import type { KeyOutcomeResponse as KeyOutcome } from './api.generated';
 
 /** An RFC 9457 problem details body as our API sends it. */
 export interface ProblemDetails {
@@ -59,6 +60,11 @@ export class ProblemError extends Error {
   readonly attempts: number;
   /** The key sent with every attempt (POST only). */
   readonly idempotencyKey: string | undefined;
+  /**
+   * After a POST gave up on a retryable status: where its operation stands, as
+   * `GET /idempotency-keys/{key}` answered (undefined when that lookup failed too).
+   */
+  outcome?: KeyOutcome;
 
   constructor(init: ProblemErrorInit) {
     super(`${init.status} ${init.title} (${init.code})${init.detail ? `: ${init.detail}` : ''}`);
@@ -95,6 +101,11 @@ export class NetworkError extends Error {
   readonly reason: NetworkFailure;
   readonly attempts: number;
   readonly idempotencyKey: string | undefined;
+  /**
+   * For a POST: where its operation stands, as `GET /idempotency-keys/{key}`
+   * answered after the last attempt (undefined when that lookup failed too).
+   */
+  outcome?: KeyOutcome;
 
   constructor(init: NetworkErrorInit) {
     const what = init.reason === 'timeout' ? 'timed out' : 'failed';

@@ -14,6 +14,7 @@
 import { backoffDelay, DEFAULT_RETRY_STATUSES, isRetryableStatus, MAX_TIMER_DELAY_MS, parseRetryAfter } from './backoff';
 import { INVALID_RESPONSE_CODE, NetworkError, ProblemError, UNKNOWN_PROBLEM_CODE, type NetworkFailure } from './errors';
 import { invalidKeyReason, newIdempotencyKey } from './keys';
+import type { KeyOutcomeResponse as KeyOutcome } from './api.generated';
 
 /** The subset of `fetch` the client uses; `globalThis.fetch` fits. */
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
@@ -64,6 +65,12 @@ export interface IdempotentClientOptions {
   retryStatuses?: readonly number[];
   /** Source of jitter in [0, 1). Default `Math.random`. */
   random?: () => number;
+  /**
+   * After a POST gives up (no response, or a retryable status on its last
+   * attempt), ask `GET /idempotency-keys/{key}` once where its operation
+   * stands and put the answer on the error as `outcome`. Default true.
+   */
+  lookUpOutcome?: boolean;
 }
 
 /** Options of one POST operation. */
@@ -140,6 +147,7 @@ export class IdempotentClient {
   private readonly onRetry: ((event: RetryEvent) => void) | undefined;
   private readonly retryStatuses: readonly number[];
   private readonly random: () => number;
+  private readonly lookUpOutcome: boolean;
 
   constructor(options: IdempotentClientOptions) {
     this.baseUrl = checkBaseUrl(options.baseUrl);
@@ -158,6 +166,7 @@ export class IdempotentClient {
     this.onRetry = options.onRetry;
     this.retryStatuses = Object.freeze([...(options.retryStatuses ?? DEFAULT_RETRY_STATUSES)]);
     this.random = options.random ?? Math.random;
+    this.lookUpOutcome = options.lookUpOutcome ?? true;
   }
 
   /**
@@ -186,7 +195,41 @@ export class IdempotentClient {
       body: serialized,
       idempotencyKey: key,
     });
-    return this.sendWithRetries<T>(request, options.signal);
+    try {
+      return await this.sendWithRetries<T>(request, options.signal);
+    } catch (error) {
+      const gaveUp = error instanceof NetworkError || (error instanceof ProblemError && isRetryableStatus(error.status, this.retryStatuses));
+      if (this.lookUpOutcome && gaveUp && !options.signal?.aborted) error.outcome = await this.lookUp(key);
+      throw error;
+    }
+  }
+
+  /**
+   * `GET /idempotency-keys/{key}`: where the operation sent with `key` stands
+   * (unknown, in progress, or completed with its status), without running it.
+   */
+  async outcome(key: string, options: GetOptions = {}): Promise<ClientResponse<KeyOutcome>> {
+    return this.get<KeyOutcome>(`/idempotency-keys/${encodeURIComponent(key)}`, options);
+  }
+
+  /** One attempt at the outcome after giving up: a server that did not answer the POST is not waited for again. */
+  private async lookUp(key: string): Promise<KeyOutcome | undefined> {
+    const answer = await this.attemptOnce(
+      {
+        method: 'GET',
+        url: this.urlFor(`/idempotency-keys/${encodeURIComponent(key)}`),
+        headers: { Authorization: `Bearer ${this.apiKey}`, Accept: 'application/json' },
+        body: undefined,
+        idempotencyKey: undefined,
+      },
+      undefined,
+    );
+    if (answer.kind !== 'response' || answer.status !== 200) return undefined;
+    try {
+      return JSON.parse(answer.text) as KeyOutcome;
+    } catch {
+      return undefined;
+    }
   }
 
   /**

@@ -17,6 +17,7 @@ export type {
   RefundRequest,
   RefundStatus,
 } from './api';
+export type { KeyOutcomeResponse as KeyOutcome } from './api.generated';
 export { IdempotentClient } from './idempotent-client';
 export type {
   ClientResponse,

@@ -1,4 +1,5 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import { IdempotencyProblem } from '../idempotency';
 import { isDatabaseUnavailable } from '../database/database-errors';
 import { describeForLog } from '../logging/describe-error';
 import { recordRequestError } from '../logging/request-log.hook';
@@ -59,6 +60,11 @@ export class ProblemDetailsFilter implements ExceptionFilter {
   }
 
   private fromHttpException(exception: HttpException): ProblemException {
+    if (exception instanceof IdempotencyProblem) {
+      // The idempotency module's own problem (e.g. an invalid key outside the interceptor): its code and headers stand.
+      const { status, code, title, detail } = exception.getResponse();
+      return new ProblemException({ status, code, title, detail, headers: { ...exception.headers } });
+    }
     const response = exception.getResponse();
     const message =
       typeof response === 'object' && response !== null && 'message' in response

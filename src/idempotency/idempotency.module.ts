@@ -5,6 +5,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { ClsService } from 'nestjs-cls';
 import { Registry } from 'prom-client';
 import { IdempotencyContext } from './idempotency.context';
+import { IdempotencyKeys } from './idempotency-keys.service';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IdempotencyPurgeService } from './idempotency-purge.service';
@@ -83,6 +84,7 @@ function required<T>(dependency: T | undefined): T {
     IdempotencyPurgeService,
     IdempotencyRecovery,
     IdempotentConsumer,
+    IdempotencyKeys,
   ],
   // The interceptor is instantiated in each module that declares @Idempotent() routes: what it injects is exported.
   exports: [
@@ -98,6 +100,7 @@ function required<T>(dependency: T | undefined): T {
     IdempotencyPurgeService,
     IdempotencyRecovery,
     IdempotentConsumer,
+    IdempotencyKeys,
   ],
 })
 export class IdempotencyModule extends ConfigurableModuleClass {}

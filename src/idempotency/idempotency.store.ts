@@ -57,6 +57,18 @@ export type ClaimResult =
   | { kind: 'mismatch' };
 
 /**
+ * Where the operation at a key stands, as its client may be told without
+ * running anything: never used, or forgotten (its retention ran out);
+ * in progress (`retryAfterMs`: what is left of its lease, 0 when a retry may
+ * take it over now); or ended, with the status of its stored response and the
+ * moment that response stops being kept (ISO 8601, the store's clock).
+ */
+export type KeyOutcome =
+  | { state: 'unknown' }
+  | { state: 'in_progress'; retryAfterMs: number }
+  | { state: 'completed'; status: number; expiresAt: string };
+
+/**
  * What every store offers: claim, fenced completion, fenced release. The
  * PostgreSQL store (IdempotencyStore) completes inside the business transaction;
  * the Redis store (RedisIdempotencyStore) after the handler, with no transaction.
@@ -91,6 +103,8 @@ export interface IdempotencyKeyStore {
   awaitSettled?(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
   /** Wakes whoever awaits this key (after its completion or release committed). */
   announceSettled?(scope: string, key: string): Promise<void>;
+  /** Where the operation at this key stands; reads only. */
+  outcome(scope: string, key: string): Promise<KeyOutcome>;
 }
 
 /** The PostgreSQL store: the key store plus what phased operations need (recovery points). */

@@ -22,6 +22,8 @@ export { Operation, PhasedOperation } from './phased-operation';
 export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
 export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
 export { IdempotencyContext } from './idempotency.context';
+export { IdempotencyKeys } from './idempotency-keys.service';
+export type { KeyOutcome } from './idempotency.store';
 export { HttpResponse } from './http-response';
 export { ConsumedMessage, IdempotentConsumer, InvalidMessageIdError, MAX_MESSAGE_ID_LENGTH } from './idempotent-consumer';
 export { IdempotencyPurgeService, PurgeResult } from './idempotency-purge.service';

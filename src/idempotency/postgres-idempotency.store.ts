@@ -8,7 +8,7 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
 import { keyId } from './key-id';
-import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 
 /**
  * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
@@ -149,6 +149,13 @@ UPDATE ${t} SET lease = ${NOW_US} + $2::int8 * 1000
  WHERE id = $1::uuid AND recovery IS NOT NULL AND status IS NULL AND lease <= ${NOW_US}
 RETURNING lease::text AS lease, recovery`;
 
+// What a client may be told about its key: nothing is written, nothing locked.
+const OUTCOME_SQL = (t: string) => `
+SELECT status, ${REPLACEABLE} AS forgotten, greatest(lease - ${NOW_US}, 0) / 1000 AS remaining_ms,
+       to_json(expires_at) #>> '{}' AS expires_at
+  FROM ${t}
+ WHERE id = $1::uuid`;
+
 const RELEASE_SQL = (t: string) => `
 DELETE FROM ${t}
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
@@ -171,6 +178,7 @@ function statements(table: string) {
     claim: CLAIM_SQL(table),
     takeover: TAKEOVER_SQL(table),
     renew: RENEW_SQL(table),
+    outcome: OUTCOME_SQL(table),
     replace: REPLACE_SQL(table),
     complete: COMPLETE_SQL(table),
     checkpoint: CHECKPOINT_SQL(table),
@@ -390,6 +398,18 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       values: [keyId(owner.scope, owner.key), owner.token, leaseMs],
     });
     return rows[0]?.lease ?? null;
+  }
+
+  async outcome(scope: string, key: string): Promise<KeyOutcome> {
+    const { rows } = await this.claimPool.query<{ status: number | null; forgotten: boolean; remaining_ms: string; expires_at: string }>({
+      name: 'idempotency_outcome',
+      text: this.sql.outcome,
+      values: [keyId(scope, key)],
+    });
+    const row = rows[0];
+    if (!row || row.forgotten) return { state: 'unknown' };
+    if (row.status === null) return { state: 'in_progress', retryAfterMs: Number(row.remaining_ms) };
+    return { state: 'completed', status: row.status, expiresAt: row.expires_at };
   }
 
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {

@@ -1,7 +1,7 @@
 import { Logger, OnModuleDestroy } from '@nestjs/common';
 import { LeaseLostError } from './idempotency.errors';
 import type { IdempotencyRedisClient, ResolvedIdempotencyOptions } from './idempotency.options';
-import { ClaimRequest, ClaimResult, IdempotencyKeyStore, Ownership, StoredResponse } from './idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyKeyStore, KeyOutcome, Ownership, StoredResponse } from './idempotency.store';
 import { keyId } from './key-id';
 
 /**
@@ -87,6 +87,14 @@ redis.call('HSET', KEYS[1], 't', token, 'l', string.format('%.0f', now + tonumbe
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return token`;
 
+/** A key's state for its client: {status or false, lease deadline µs or false, PTTL ms, server time µs}. */
+const OUTCOME_LUA = `
+local cur = redis.call('HMGET', KEYS[1], 's', 'l')
+if not cur[1] and not cur[2] then return false end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+return {cur[1] or false, cur[2] or false, redis.call('PTTL', KEYS[1]), string.format('%.0f', now)}`;
+
 /** Deletes the owner's unfinished key. 1 deleted, 0 no longer ours. */
 const RELEASE_LUA = `
 local cur = redis.call('HMGET', KEYS[1], 't', 's')
@@ -114,6 +122,7 @@ interface IdempotencyCommands {
     retentionMs: number,
   ): Promise<number>;
   idempotencyRenew(key: string, token: string, leaseMs: number): Promise<string | null>;
+  idempotencyOutcome(key: string): Promise<[string | null, string | null, number, string] | null>;
   idempotencyRelease(key: string, token: string): Promise<number>;
 }
 
@@ -139,6 +148,7 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
     client.defineCommand('idempotencyComplete', { numberOfKeys: 1, lua: COMPLETE_LUA });
     client.defineCommand('idempotencyRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
     client.defineCommand('idempotencyRenew', { numberOfKeys: 1, lua: RENEW_LUA });
+    client.defineCommand('idempotencyOutcome', { numberOfKeys: 1, lua: OUTCOME_LUA });
     this.redis = client as IdempotencyRedisClient & IdempotencyCommands;
   }
 
@@ -215,6 +225,15 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
       owner.retentionMs,
     );
     if (stored !== 1) throw new LeaseLostError();
+  }
+
+  async outcome(scope: string, key: string): Promise<KeyOutcome> {
+    const reply = await this.redis.idempotencyOutcome(this.redisKey(scope, key));
+    if (!reply) return { state: 'unknown' };
+    const [status, lease, ttl, now] = reply;
+    if (status === null) return { state: 'in_progress', retryAfterMs: Math.max(0, Math.ceil((Number(lease) - Number(now)) / 1000)) };
+    const expiresAt = new Date(Math.floor(Number(now) / 1000) + Math.max(ttl, 0)).toISOString();
+    return { state: 'completed', status: Number(status), expiresAt };
   }
 
   async renew(owner: Ownership, leaseMs: number): Promise<string | null> {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import type { IdempotencyStoreKind } from '../../src/idempotency/idempotency.options';
-import { CLIENT_B, TestApp, createTestApp } from '../support/app';
+import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
+import { IdempotencyKeys } from '../../src/idempotency';
 import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';
 import { TimedResponse, histogram, peakConcurrency, timed } from '../support/race';
 import { redisUrl } from '../support/redis-server';
@@ -200,6 +201,24 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
     const replay = await post('short-lease', key, body).expect(202);
     expect(replay.text).toBe(newer.text);
     expect(effects.executions(body.name)).toBe(2);
+  });
+
+  it('tells where an operation stands by its key, running nothing: unknown, in progress, completed; scoped', async () => {
+    const [{ id: scope }] = await t.dataSource.query<{ id: string }[]>('SELECT id::text AS id FROM clients WHERE name = $1', [CLIENT_A.name]);
+    const keys = t.app.get(IdempotencyKeys);
+    const key = randomUUID();
+    const body = { name: name('outcome'), hold: true };
+    expect(await keys.outcome(scope, key)).toEqual({ key, state: 'unknown' });
+    const running = send('sends', key, body);
+    await effects.executionStarted(body.name, 1);
+    expect(await keys.outcome(scope, key)).toEqual({ key, state: 'in_progress', retryAfterMs: expect.any(Number) });
+    effects.release(body.name, 1);
+    expect((await running).status).toBe(202);
+    const done = await keys.outcome(scope, key);
+    expect(done).toEqual({ key, state: 'completed', status: 202, expiresAt: expect.any(String) });
+    if (done.state === 'completed') expect(Date.parse(done.expiresAt)).toBeGreaterThan(Date.now());
+    expect(await keys.outcome(`${scope}-other`, key)).toEqual({ key, state: 'unknown' });
+    expect(effects.executions(body.name)).toBe(1);
   });
 
   it.each([100])('race: %i identical concurrent requests execute once, every run', async (n) => {

@@ -5,7 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { keyId } from '../../src/idempotency/key-id';
 import { decodeResponse, encodeHeaders } from '../../src/idempotency/postgres-idempotency.store';
-import { ClaimRequest, ClaimResult, IdempotencyStore, Ownership, RecoveryPoint, StoredResponse } from '../../src/idempotency/idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, StoredResponse } from '../../src/idempotency/idempotency.store';
 
 /**
  * A DELIBERATELY NAIVE store, for the race suite to prove it has teeth:
@@ -79,6 +79,14 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   }
 
   async yieldLease(): Promise<void> {}
+
+  async outcome(scope: string, key: string): Promise<KeyOutcome> {
+    const [row] = await this.dataSource.query<{ status: number | null; expires_at: Date }[]>('SELECT status, expires_at FROM idempotency_keys WHERE id = $1', [
+      keyId(scope, key),
+    ]);
+    if (!row) return { state: 'unknown' };
+    return row.status === null ? { state: 'in_progress', retryAfterMs: 1000 } : { state: 'completed', status: row.status, expiresAt: row.expires_at.toISOString() };
+  }
 
   // An unfenced lease never needs renewing: the token is always '0'.
   async renew(owner: Ownership): Promise<string> {

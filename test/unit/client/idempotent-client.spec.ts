@@ -150,9 +150,45 @@ describe('IdempotentClient.post', () => {
 
     const error = await rejection(client.post('/payments', {}));
 
-    expect(calls).toHaveLength(5);
+    expect(calls.filter((c) => c.method === 'POST')).toHaveLength(5);
     expect(error).toBeInstanceOf(ProblemError);
     expect(error).toMatchObject({ status: 503, code: 'service_unavailable', attempts: 5 });
+  });
+
+  it('after giving up, asks once where the operation stands and puts the answer on the error', async () => {
+    const outcome = { key: 'k-out', state: 'completed', status: 201, expires_at: '2026-12-03T05:00:00.000Z' };
+    const { client, calls } = setup([problem(503, 'card_network_unavailable'), problem(503, 'card_network_unavailable'), json(200, outcome)], {
+      maxAttempts: 2,
+    });
+
+    const error = (await rejection(client.post('/payments', {}, { idempotencyKey: 'k-out' }))) as ProblemError;
+
+    expect(calls.map((c) => `${c.method} ${c.url}`)).toEqual([
+      'POST https://api.example.com/v1/payments',
+      'POST https://api.example.com/v1/payments',
+      'GET https://api.example.com/v1/idempotency-keys/k-out',
+    ]);
+    expect(error.outcome).toEqual(outcome);
+  });
+
+  it('tries the lookup once, with no retry; a failed lookup leaves outcome undefined', async () => {
+    const { client, calls } = setup([connectionRefused(), connectionRefused()], { maxAttempts: 1 });
+
+    const error = (await rejection(client.post('/payments', {}, { idempotencyKey: 'k "quoted"' }))) as NetworkError;
+
+    expect(calls.map((c) => c.url)).toEqual(['https://api.example.com/v1/payments', 'https://api.example.com/v1/idempotency-keys/k%20%22quoted%22']);
+    expect(error).toBeInstanceOf(NetworkError);
+    expect(error.outcome).toBeUndefined();
+  });
+
+  it('does not look up a refused request (a status that is not retried), nor when told not to', async () => {
+    const refused = setup([problem(422, 'idempotency_key_reused')]);
+    expect(await rejection(refused.client.post('/payments', {}))).toMatchObject({ status: 422 });
+    expect(refused.calls).toHaveLength(1);
+
+    const off = setup([problem(503, 'service_unavailable')], { maxAttempts: 1, lookUpOutcome: false });
+    expect(await rejection(off.client.post('/payments', {}))).toMatchObject({ status: 503, outcome: undefined });
+    expect(off.calls).toHaveLength(1);
   });
 
   it('retries a network error and then succeeds', async () => {
@@ -171,7 +207,7 @@ describe('IdempotentClient.post', () => {
 
     const error = await rejection(client.post('/payments', {}, { idempotencyKey: 'k2' }));
 
-    expect(calls).toHaveLength(3);
+    expect(calls.filter((c) => c.method === 'POST')).toHaveLength(3);
     expect(error).toBeInstanceOf(NetworkError);
     expect(error).toMatchObject({ name: 'NetworkError', reason: 'network', attempts: 3, idempotencyKey: 'k2' });
     expect((error as NetworkError).cause).toBe(last);
@@ -189,11 +225,11 @@ describe('IdempotentClient.post', () => {
   });
 
   it('times out even a fetch that ignores its signal, and gives up with reason timeout', async () => {
-    const { client, calls } = setup(['hang-deaf', 'hang-deaf'], { timeoutMs: 20, maxAttempts: 2 });
+    const { client, calls } = setup(['hang-deaf', 'hang-deaf', 'hang-deaf'], { timeoutMs: 20, maxAttempts: 2 });
 
     const error = await rejection(client.post('/payments', {}));
 
-    expect(calls).toHaveLength(2);
+    expect(calls.filter((c) => c.method === 'POST')).toHaveLength(2);
     expect(error).toBeInstanceOf(NetworkError);
     expect(error).toMatchObject({ reason: 'timeout', attempts: 2 });
   });
