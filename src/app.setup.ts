@@ -48,8 +48,9 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
     // back its charge slot or queue place: a trickled body holds nothing for long.
     requestTimeout: config.http.requestTimeoutMs,
     // A socket silent in both directions this long is dropped (a client that stops
-    // reading its answer): longer than a request may take to arrive plus a handler's
-    // work, which the idempotency lease bounds.
+    // reading its answer): longer than a request may take to arrive plus a lease of
+    // work. A handler that works longer (its lease renewed) still completes, and the
+    // client's retry replays its stored response.
     connectionTimeout: config.http.requestTimeoutMs + config.idempotency.leaseMs,
     // Longer than a load balancer's idle timeout, so the balancer, not this server,
     // closes an idle connection (never one it is about to reuse).
