@@ -3,14 +3,14 @@ import request from 'supertest';
 import { LoggingNotifier } from '../../src/notifications/notifier';
 import { CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { createOrder } from '../support/fixtures';
-import { redisUrl } from '../support/redis-server';
+import { redisSuites, redisUrl } from '../support/redis-server';
 
 /**
  * POST /orders/{id}/confirmation: a send through the Notifier (a side effect
  * outside PostgreSQL), exactly once per key through the Redis store. Mounted
  * only when REDIS_URL is set.
  */
-describe('POST /orders/{id}/confirmation (e2e)', () => {
+redisSuites()('POST /orders/{id}/confirmation (e2e)', () => {
   let t: TestApp;
   const confirm = (id: string, key: string, body: object, client?: { key: string }) =>
     request(t.app.getHttpServer()).post(`/orders/${id}/confirmation`).set(t.auth(client)).set('Idempotency-Key', key).send(body);

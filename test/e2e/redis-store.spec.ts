@@ -8,14 +8,16 @@ import { keyId } from '../../src/idempotency/key-id';
 import { RedisIdempotencyStore } from '../../src/idempotency/redis-idempotency.store';
 import { TestApp, createTestApp } from '../support/app';
 import { ContractModule } from '../support/demo/contract.module';
-import { redisUrl } from '../support/redis-server';
+import { redisSuites, redisUrl } from '../support/redis-server';
 
 /**
  * What is particular to the Redis store (the contract both stores keep is
  * idempotency-contract.spec.ts): how keys are named, expired and fenced in
  * Redis, and the startup check that refuses routes needing PostgreSQL.
  */
-describe('Redis store (e2e)', () => {
+const describeRedis = redisSuites();
+
+describeRedis('Redis store (e2e)', () => {
   let t: TestApp;
   let redis: Redis;
   let store: RedisIdempotencyStore;
@@ -82,7 +84,7 @@ describe('Redis store (e2e)', () => {
   });
 });
 
-describe('IdempotencyRoutesCheck: routes that need PostgreSQL refuse the Redis store at startup (e2e)', () => {
+describeRedis('IdempotencyRoutesCheck: routes that need PostgreSQL refuse the Redis store at startup (e2e)', () => {
   @Controller('guard')
   class PhasedOnRedisController {
     @Post('phased')

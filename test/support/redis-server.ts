@@ -3,7 +3,8 @@
 // (`--save '' --appendonly no`: nothing is written to disk), stopped by
 // globalTeardown, its URL handed to the workers as TEST_REDIS_URL. With REDIS_URL
 // already set, that server is used instead. Without either, the Redis suites
-// fail (never skip) with redisUrl()'s message saying how to install it.
+// skip with one line naming the package to install (redisSuites()), except under
+// CI, where they run and fail with redisUrl()'s message: CI must test them.
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -17,6 +18,21 @@ export const REDIS_MISSING =
 export interface TestRedis {
   url: string;
   stop(): Promise<void>;
+}
+
+/**
+ * `describe` for a suite that needs Redis: the real one when the run has a
+ * Redis or CI is set, else `describe.skip`, after one line saying what to install.
+ */
+export function redisSuites(): jest.Describe {
+  if (process.env.TEST_REDIS_URL || process.env.CI) return describe;
+  process.stderr.write(`Redis suites skipped: ${REDIS_MISSING}\n`);
+  return describe.skip;
+}
+
+/** Whether the Redis suites run (see redisSuites). */
+export function hasRedisSuites(): boolean {
+  return Boolean(process.env.TEST_REDIS_URL || process.env.CI);
 }
 
 /** The URL of the run's Redis, for a suite that needs one; a failure saying how to get one otherwise. */
