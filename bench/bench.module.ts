@@ -6,10 +6,12 @@ import { CurrentClient } from '../src/auth/current-client.decorator';
 import type { ResponseHeaders } from '../src/common/http';
 import { Idempotent, Operation, PhasedOperation } from '../src/idempotency';
 import { IdempotencyStore } from '../src/idempotency/idempotency.store';
+import { LeaseKeeper } from '../src/idempotency/lease-keeper';
 import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
 import { PaymentResponse } from '../src/payments/dto/payment.response';
 import { PaymentsModule } from '../src/payments/payments.module';
-import { PAYMENT_OPERATION, PaymentOperation, PaymentsService } from '../src/payments/payments.service';
+import { PAYMENT_OPERATION } from '../src/payments/payment-operations';
+import { PaymentOperation, PaymentsService } from '../src/payments/payments.service';
 
 /** A store that keeps nothing: the phases run, with no key to fence or store. */
 const NO_KEY_STORE: IdempotencyStore = {
@@ -21,6 +23,8 @@ const NO_KEY_STORE: IdempotencyStore = {
   yieldLease: async () => undefined,
   takeOverAbandoned: async () => [],
   takeOverOperation: async () => null,
+  renew: async (owner) => owner.token,
+  outcome: async () => ({ state: 'unknown' }),
 };
 
 /**
@@ -39,8 +43,14 @@ export class UnprotectedPaymentsController {
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
   ) {}
 
-  private operation(clientId: string): PaymentOperation {
-    return new PhasedOperation({ scope: clientId, key: 'bench', token: '0' }, PAYMENT_OPERATION, 201, null, NO_KEY_STORE, this.txHost);
+  /** The payment's phases with no key: a lease that nothing can take, stopped when the work ends. */
+  private async unprotected<T>(clientId: string, work: (op: PaymentOperation) => Promise<T>): Promise<T> {
+    const lease = new LeaseKeeper({ scope: clientId, key: 'bench', token: '0', retentionMs: 0 }, NO_KEY_STORE, 3_600_000);
+    try {
+      return await work(new PhasedOperation(lease, PAYMENT_OPERATION, 201, null, NO_KEY_STORE, this.txHost));
+    } finally {
+      await lease.stop();
+    }
   }
 
   @Post('payments')
@@ -49,7 +59,7 @@ export class UnprotectedPaymentsController {
     @Body() dto: CreatePaymentDto,
     @Res({ passthrough: true }) res: ResponseHeaders,
   ): Promise<PaymentResponse> {
-    const payment = await this.payments.create(client.id, dto, this.operation(client.id));
+    const payment = await this.unprotected(client.id, (op) => this.payments.create(client.id, dto, op));
     res.header('Location', `/payments/${payment.id}`); // 201: a POST's default status
     return payment;
   }
@@ -61,7 +71,7 @@ export class UnprotectedPaymentsController {
     @Res({ passthrough: true }) res: ResponseHeaders,
   ): Promise<PaymentResponse> {
     // Every phase joins this outer transaction (the default propagation).
-    const payment = await this.txHost.withTransaction(() => this.payments.create(client.id, dto, this.operation(client.id)));
+    const payment = await this.txHost.withTransaction(() => this.unprotected(client.id, (op) => this.payments.create(client.id, dto, op)));
     res.header('Location', `/payments/${payment.id}`); // 201: a POST's default status
     return payment;
   }

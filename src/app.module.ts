@@ -79,6 +79,7 @@ export class AppModule {
               budget: config.idempotency.purge.budgetMs,
             },
             replayCache: { maxBytes: config.idempotency.replayCacheBytes },
+            encryptionKeys: config.idempotency.encryptionKeys,
             recovery: { enabled: config.recovery.enabled, interval: config.recovery.intervalMs },
             // The card network's webhook event ids (and any other message the app consumes once).
             messages: { retention: config.cardNetwork.webhookEventRetentionMs },

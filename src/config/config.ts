@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { IDEMPOTENCY_DEFAULTS } from '../idempotency';
+import { parseKeyRing } from '../idempotency/response-cipher';
 import { parseDuration } from './duration';
 
 /**
@@ -168,6 +169,18 @@ const schema = z
     IDEMPOTENCY_PURGE_BATCH: integer(IDEMPOTENCY_DEFAULTS.purge.batchSize, 1, 1_000_000),
     IDEMPOTENCY_PURGE_BUDGET: duration(IDEMPOTENCY_DEFAULTS.purge.budget),
     IDEMPOTENCY_REPLAY_CACHE: bytes(`${IDEMPOTENCY_DEFAULTS.replayCache.maxBytes / 1024 / 1024}mb`, 0),
+    // Stored responses sealed with AES-256-GCM: `id:base64` keys, newest first. Never echoed.
+    IDEMPOTENCY_ENCRYPTION_KEYS: z
+      .string()
+      .default('')
+      .transform((v) => v.split(',').map((k) => k.trim()).filter(Boolean))
+      .superRefine((entries, ctx) => {
+        try {
+          parseKeyRing(entries);
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: (error as Error).message });
+        }
+      }),
     CARD_NETWORK_DELAY: duration('50ms'),
     CARD_NETWORK_URL: emptyToUndefined.refine((v) => v === undefined || /^https?:\/\/[^/]+\/?$/.test(v), {
       message: 'expected the API base, e.g. https://api.stripe.com or http://127.0.0.1:4242',
@@ -260,6 +273,8 @@ export interface AppConfig {
     purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
     /** Memory for completed responses served to replays without the database (0: off). */
     replayCacheBytes: number;
+    /** `id:base64` keys sealing stored responses, newest first (empty: stored as sent). */
+    encryptionKeys: string[];
   };
   cardNetwork: {
     /** Stripe's API base; undefined: the bundled simulator runs inside the app. */
@@ -339,6 +354,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
         budgetMs: e.IDEMPOTENCY_PURGE_BUDGET,
       },
       replayCacheBytes: e.IDEMPOTENCY_REPLAY_CACHE,
+      encryptionKeys: e.IDEMPOTENCY_ENCRYPTION_KEYS,
     },
     cardNetwork: {
       url: e.CARD_NETWORK_URL?.replace(/\/$/, ''),

@@ -1,4 +1,5 @@
 import { Reflector } from '@nestjs/core';
+import { EncryptionKey, parseKeyRing } from './response-cipher';
 import type { Registry } from 'prom-client';
 import { Duration, formatDuration, parseDuration } from './duration';
 import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from './idempotency-messages-table';
@@ -104,6 +105,14 @@ export interface IdempotencyModuleOptions {
     /** The memory it may hold (least recently used responses go first). Default 16 MiB. */
     maxBytes?: number;
   };
+  /**
+   * Encryption at rest of stored responses (PostgreSQL store): AES-256-GCM
+   * keys as `id:base64` (32 random bytes each), newest first. New responses are
+   * sealed with the first; older ones open with the key they name, so a key is
+   * rotated by putting a new one first and removing the old one once no kept
+   * response uses it (one retention later). Default: none (stored as sent).
+   */
+  encryptionKeys?: string[];
   /** The processed messages of IdempotentConsumer (exactly-once webhooks and queue messages). */
   messages?: {
     /**
@@ -181,6 +190,8 @@ export interface ResolvedIdempotencyOptions {
   purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
   /** 0: no replay cache. */
   replayCacheBytes: number;
+  /** The key ring of stored responses, newest first; empty: not encrypted. */
+  encryption: EncryptionKey[];
   recovery: { enabled: boolean; intervalMs: number; batchSize: number };
   messages: { table: IdempotencyTable; retentionMs: number };
 }
@@ -247,6 +258,7 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
       budgetMs: parseDuration(o.purge?.budget ?? d.purge.budget),
     },
     replayCacheBytes: replayCacheBytes(o.replayCache),
+    encryption: keyRing(o.encryptionKeys),
     recovery: {
       enabled: o.recovery?.enabled ?? d.recovery.enabled,
       intervalMs: parseDuration(o.recovery?.interval ?? d.recovery.interval),
@@ -269,6 +281,14 @@ function resolveMessages(given: IdempotencyModuleOptions['messages']): ResolvedI
   const retentionMs = parseDuration(given?.retention ?? d.retention);
   if (retentionMs <= 0) throw new RangeError('IdempotencyModule: messages.retention must be longer than 0');
   return { table: messagesTable(given?.tableName ?? d.tableName), retentionMs };
+}
+
+function keyRing(entries: string[] | undefined): EncryptionKey[] {
+  try {
+    return parseKeyRing(entries ?? []);
+  } catch (error) {
+    throw new RangeError(`IdempotencyModule: encryptionKeys: ${(error as Error).message}`);
+  }
 }
 
 function replayCacheBytes(given: IdempotencyModuleOptions['replayCache']): number {

@@ -8,6 +8,7 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
 import { keyId } from './key-id';
+import { ResponseCipher } from './response-cipher';
 import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, StoredResponse } from './idempotency.store';
 
 /**
@@ -47,7 +48,6 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, Rec
  */
 /** The database clock in microseconds since the epoch: the unit of `lease`, the fencing token. */
 export const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
-const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /**
  * A key past its expiry that nothing can resume: finished (its retention ran out
@@ -207,16 +207,17 @@ interface ClaimRow {
 /** When the row committed after our statement's snapshot: answer "retry". */
 const UNSEEN_RETRY_MS = 1_000;
 
+/** A response's `headers` column when it is stored unencrypted (see ResponseCipher). */
 export function encodeHeaders(response: StoredResponse): string | null {
-  if (response.contentType === DEFAULT_CONTENT_TYPE && !response.location) return null;
-  return JSON.stringify({ ct: response.contentType, loc: response.location });
+  return PLAIN.seal('', response).headers;
 }
 
+/** A response stored unencrypted, as the claim reads it (see ResponseCipher). */
 export function decodeResponse(status: number, body: string, headers: string | null): StoredResponse {
-  if (!headers) return { status, body, contentType: DEFAULT_CONTENT_TYPE };
-  const h = JSON.parse(headers) as { ct: string; loc?: string };
-  return { status, body, contentType: h.ct, location: h.loc };
+  return PLAIN.open('', status, body, headers);
 }
+
+const PLAIN = new ResponseCipher();
 
 /** A waiter asks the claim again at least this often (a lost notification costs no more). */
 const MAX_WAIT_SLICE_MS = 1_000;
@@ -240,6 +241,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   /** Every statement, on the configured table. */
   private readonly sql: ReturnType<typeof statements>;
   private readonly tableName: string;
+  /** Stored responses at rest: as sent, or sealed with the key ring. */
+  private readonly cipher: ResponseCipher;
   /** The retention of an operation whose recovery point does not name one. */
   private readonly defaultRetentionMs: number;
 
@@ -249,6 +252,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
   ) {
     this.sql = statements(options.table.sql);
+    this.cipher = new ResponseCipher(options.encryption);
     this.defaultRetentionMs = options.retentionMs;
     this.tableName = options.table.name;
     this.claimPool = createClaimPool(dataSource, options.claimPoolSize);
@@ -356,7 +360,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     }
     if (!row.same) return { kind: 'mismatch' };
     if (row.status !== null) {
-      return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers), retainedForMs: Number(row.retained_ms) };
+      return { kind: 'completed', response: this.cipher.open(id, row.status, row.body ?? '', row.headers), retainedForMs: Number(row.retained_ms) };
     }
     const remainingMs = Number(row.remaining_us) / 1000;
     if (remainingMs > 0) return { kind: 'in_progress', retryAfterMs: remainingMs };
@@ -381,14 +385,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
-    await this.fencedInTransaction('idempotency_complete', this.sql.complete, [
-      keyId(owner.scope, owner.key),
-      owner.token,
-      response.status,
-      response.body,
-      encodeHeaders(response),
-      owner.retentionMs,
-    ]);
+    const id = keyId(owner.scope, owner.key);
+    const sealed = this.cipher.seal(id, response);
+    await this.fencedInTransaction('idempotency_complete', this.sql.complete, [id, owner.token, response.status, sealed.body, sealed.headers, owner.retentionMs]);
   }
 
   async renew(owner: Ownership, leaseMs: number): Promise<string | null> {

@@ -165,6 +165,7 @@ describe('loadConfig defaults', () => {
         claimPoolSize: 10,
         purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5000, budgetMs: 60_000 },
         replayCacheBytes: 16 * 1024 * 1024,
+        encryptionKeys: [],
       },
       cardNetwork: {
         url: undefined,
@@ -203,6 +204,22 @@ describe('loadConfig defaults', () => {
     ['RECOVERY_INTERVAL', '0s', 'RECOVERY_INTERVAL'],
   ])('refuses %s=%s', (name, value, path) => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`${path}: `));
+  });
+
+  it('reads the encryption key ring, newest first, and refuses a bad key without echoing it', () => {
+    const k2 = Buffer.alloc(32, 2).toString('base64');
+    const k1 = Buffer.alloc(32, 1).toString('base64');
+    expect(loadConfig({ IDEMPOTENCY_ENCRYPTION_KEYS: ` k2:${k2}, k1:${k1} ` }).idempotency.encryptionKeys).toEqual([`k2:${k2}`, `k1:${k1}`]);
+    const short = Buffer.alloc(16, 3).toString('base64');
+    let message = '';
+    try {
+      loadConfig({ IDEMPOTENCY_ENCRYPTION_KEYS: `k3:${short}` });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/IDEMPOTENCY_ENCRYPTION_KEYS: the encryption key "k3" must be 32 bytes/);
+    expect(message).not.toContain(short);
+    expect(() => loadConfig({ IDEMPOTENCY_ENCRYPTION_KEYS: `k1:${k1},k1:${k2}` })).toThrow(/appears twice/);
   });
 
   it('accepts card network calls longer than the lease: the lease is renewed while a request works', () => {
@@ -339,6 +356,7 @@ describe('loadConfig values', () => {
         claimPoolSize: 4,
         purge: { enabled: false, cron: '*/5 * * * *', batchSize: 100, budgetMs: 5000 },
         replayCacheBytes: 0,
+        encryptionKeys: [],
       },
       cardNetwork: {
         url: 'http://127.0.0.1:4242',
