@@ -1,7 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { IDEMPOTENCY_DEFAULTS } from '../idempotency';
-import { parseKeyRing } from '../idempotency/response-cipher';
+import { IDEMPOTENCY_DEFAULTS, parseKeyRing } from '../idempotency';
 import { parseDuration } from './duration';
 
 /**

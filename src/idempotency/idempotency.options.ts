@@ -287,7 +287,7 @@ function keyRing(entries: string[] | undefined): EncryptionKey[] {
   try {
     return parseKeyRing(entries ?? []);
   } catch (error) {
-    throw new RangeError(`IdempotencyModule: encryptionKeys: ${(error as Error).message}`);
+    throw new RangeError(`IdempotencyModule: encryptionKeys: ${(error as Error).message}`, { cause: error });
   }
 }
 

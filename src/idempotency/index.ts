@@ -17,6 +17,7 @@ export {
   ResolvedIdempotencyOptions,
 } from './idempotency.options';
 export { Duration, formatDuration, parseDuration } from './duration';
+export { parseKeyRing } from './response-cipher';
 export { Idempotent } from './idempotent.decorator';
 export { Operation, PhasedOperation } from './phased-operation';
 export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
