@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RouteConfig } from '@nestjs/platform-fastify';
-import type { FastifyReply, onRequestHookHandler } from 'fastify';
+import type { FastifyReply, preHandlerHookHandler } from 'fastify';
 import { Gauge } from 'prom-client';
 import { AUTHENTICATE_ON_REQUEST } from '../auth/authenticate-on-request';
 import { sendProblem } from '../common/http';
@@ -18,7 +18,8 @@ declare module 'fastify' {
 
 /**
  * Marks a route as reaching the card network: its API key is checked on request
- * (authenticateOnRequest), then it takes its turn in ChargeAdmission.
+ * (authenticateOnRequest), then, once its body has arrived, it takes its turn in
+ * ChargeAdmission.
  */
 export const ChargeRoute = () => RouteConfig({ chargeAdmission: true, ...AUTHENTICATE_ON_REQUEST });
 
@@ -49,12 +50,14 @@ interface Waiter {
  * instance keeps headroom and the excess waits outside, in order; bounded per
  * client, one client's slow or hanging payments cannot take every slot.
  *
- * A Fastify onRequest hook (`hook()`), after authenticateOnRequest: the turn is
- * taken by an authenticated client only, before the body is read, and a request
- * turned away has cost no body read, no claim and no query. A slot or a queue
- * place is given back when the response finishes or its connection closes
- * (the client gone, or Node's requestTimeout answering 408 to a body that did
- * not arrive in time).
+ * A Fastify preHandler hook (`hook()`): the turn is taken once the body has
+ * arrived and been parsed, by a client authenticated on request
+ * (authenticateOnRequest, before the body). A request whose body is slow or
+ * never comes holds a socket, never a slot or a queue place (Node's
+ * requestTimeout answers it 408); a request turned away has cost its body read,
+ * but no claim and no query. A slot or a queue place is given back when the
+ * response finishes or its connection closes (the client gone, or an error
+ * answered).
  */
 @Injectable()
 export class ChargeAdmission {
@@ -87,13 +90,15 @@ export class ChargeAdmission {
     });
   }
 
-  /** The onRequest hook that makes a charge route take its turn (configureApp installs it after authenticateOnRequest). */
-  hook(): onRequestHookHandler {
+  /** The preHandler hook that makes a charge route take its turn (configureApp installs it). */
+  hook(): preHandlerHookHandler {
     return (request, reply, done) => {
       if (this.limit === 0 || request.routeOptions.config?.chargeAdmission !== true) return done();
       const clientId = request.client?.id;
       // Fails closed: a slot is never taken for a request whose client is not known.
       if (clientId === undefined) return done(new Error('ChargeAdmission: the charge route was not authenticated on request (authenticateOnRequest must run first)'));
+      // Gone while its body was read: its connection's close has passed, so nothing would give back what it took.
+      if (request.raw.socket.destroyed) return;
 
       let state: 'waiting' | 'working' | 'done' = 'waiting';
       const waiter: Waiter = {
@@ -171,8 +176,6 @@ export class ChargeAdmission {
   }
 }
 
-/** Refuses before the body is read, closing the connection rather than waiting for a body nobody will read. */
 function refuse(reply: FastifyReply, problem: ProblemException): void {
-  reply.header('Connection', 'close');
   sendProblem(reply, problem);
 }
