@@ -101,9 +101,10 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   fastify.addHook('onRequest', app.get(FailedAuthLimiter).hook());
   fastify.addHook('onRequest', rejectNonJsonBody);
   // The routes that reach the card network (@ChargeRoute()) are authenticated here, then
-  // take turns: a request without a valid key never takes or waits for a slot.
+  // take turns once their body has arrived: a request without a valid key never takes or
+  // waits for a slot, nor does a body that is slow or never comes.
   fastify.addHook('onRequest', authenticateOnRequest(app.get(ClientsService), app.get(FailedAuthLimiter)));
-  fastify.addHook('onRequest', app.get(ChargeAdmission).hook());
+  fastify.addHook('preHandler', app.get(ChargeAdmission).hook());
   // Size (bodyLimit) and depth are checked on the raw bytes, before the body is parsed or anything walks it.
   fastify.removeContentTypeParser('application/json');
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import request from 'supertest';
 import { TestApp, countRows, createTestApp } from '../support/app';
+import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { admissionReads } from '../support/admission';
 import { timed } from '../support/race';
@@ -8,8 +10,9 @@ import { keyIn } from '../support/keys';
 
 /**
  * Admission control of the card network routes: PAYMENTS_CONCURRENCY at once,
- * PAYMENTS_QUEUE_LIMIT waiting in order, the rest turned away with 503 before
- * any claim; other routes are not affected.
+ * PAYMENTS_QUEUE_LIMIT waiting, the rest turned away with 503 before any claim;
+ * a slot or a queue place is given back however its request ends; other routes
+ * are not affected. Sharing among clients: charge-admission-fairness.spec.ts.
  */
 describe('payments admission control (e2e)', () => {
   let t: TestApp;
@@ -45,5 +48,37 @@ describe('payments admission control (e2e)', () => {
     // A refused request is retried with its key and runs.
     const retry = await request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', refusedKeys[0]).send(paymentBody({ amount: 100 + keys.indexOf(refusedKeys[0]), description: `admit ${refusedKeys[0]}` }));
     expect(retry.status).toBe(201);
+  });
+
+  it('gives back a queue place when its client leaves, and a slot when the payment is refused after admission', async () => {
+    const ledger = Ledger.of(t);
+    await ledger.hold();
+    const post = (body: object, key = randomUUID()) => timed(request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', key).send(body));
+    try {
+      const working = [post(paymentBody({ amount: 301 })), post(paymentBody({ amount: 302 }))];
+      await admissionReads(t.url!, { inFlight: 2, queued: 0 });
+      // A waiting payment whose client gives up: its place is given back and it never runs.
+      const key = randomUUID();
+      const payload = JSON.stringify(paymentBody({ amount: 303 }));
+      const leaving = httpRequest(`${t.url!}/payments`, {
+        method: 'POST',
+        agent: false,
+        headers: { ...t.auth(), 'Idempotency-Key': key, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
+      });
+      leaving.on('error', () => undefined);
+      leaving.end(payload);
+      await admissionReads(t.url!, { inFlight: 2, queued: 1 });
+      leaving.destroy();
+      await admissionReads(t.url!, { inFlight: 2, queued: 0 });
+
+      await ledger.release();
+      expect((await Promise.all(working)).map((r) => r.status)).toEqual([201, 201]);
+      expect(await countRows(t.dataSource, 'idempotency_keys', keyIn(), [[key]])).toBe(0);
+    } finally {
+      await ledger.release();
+    }
+    // Admitted, then refused by validation: 400, and the slot is given back.
+    expect((await post(paymentBody({ amount: 0 }))).status).toBe(400);
+    await admissionReads(t.url!, { inFlight: 0, queued: 0 });
   });
 });

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
 import { CLIENT_A, CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
-import { admission, admissionReads } from '../support/admission';
+import { admission, admissionReads, countArrivals } from '../support/admission';
 import { paymentBody } from '../support/fixtures';
-import { RawResponse, authHeaders, send } from '../support/http-client';
+import { RawResponse, authHeaders, send, waitFor } from '../support/http-client';
 import { keyIn } from '../support/keys';
 import { SlowSocket, bodyOf, slowBody } from '../support/slow-socket';
 
@@ -11,9 +12,9 @@ const pay = (url: string, client: { key: string }, body: Record<string, unknown>
 
 /**
  * Slow and unauthenticated clients cannot stall the payments of others: a charge
- * route is authenticated before it takes a slot, a client holds at most
- * PAYMENTS_CONCURRENCY_PER_CLIENT slots, and a body that does not arrive within
- * HTTP_REQUEST_TIMEOUT is answered 408 and gives back what it held.
+ * route is authenticated before its body is read and takes a slot only once the
+ * body has arrived, a client holds at most PAYMENTS_CONCURRENCY_PER_CLIENT slots,
+ * and a body that does not arrive within HTTP_REQUEST_TIMEOUT is answered 408.
  */
 describe('slow clients (e2e)', () => {
   describe('slow bodies, HTTP_REQUEST_TIMEOUT=2s', () => {
@@ -56,28 +57,25 @@ describe('slow clients (e2e)', () => {
       expect(await admission(t.url!)).toEqual({ inFlight: 0, queued: 0 });
     });
 
-    it('an authenticated slow body gets 408 and gives back its slot; no key is claimed', async () => {
-      const key = randomUUID();
-      const slow = slowBody(t.url!, { path: '/payments', headers: authHeaders(CLIENT_A.key, key) });
-      sockets.push(slow);
-      await admissionReads(t.url!, { inFlight: 1, queued: 0 });
-
-      const r = await slow.result;
-      expect(r.status).toBe(408);
-      expect(bodyOf(r.text)).toMatchObject({ status: 408, code: 'request_timeout' });
-      await admissionReads(t.url!, { inFlight: 0, queued: 0 });
-      expect(await countRows(t.dataSource, 'idempotency_keys', keyIn(), [[key]])).toBe(0);
-      expect((await pay(t.url!, CLIENT_A)).status).toBe(201);
-    });
-
-    it('a slow body waiting its turn gives back its queue place when it times out', async () => {
-      // CLIENT_A's share (2) is taken by two slow bodies; its third waits, and times out waiting too.
-      const slow = [0, 1, 2].map(() => slowBody(t.url!, { path: '/payments', headers: authHeaders(CLIENT_A.key, randomUUID()) }));
+    it('authenticated slow bodies take no slot: the same client pays meanwhile; they get 408, no key claimed', async () => {
+      // More than CLIENT_A's share of the slots (2 of 4): its payments would wait for them if they took any.
+      const keys = [0, 1, 2].map(() => randomUUID());
+      const arrivals = countArrivals(t.app.getHttpServer() as Server);
+      const slow = keys.map((key) => slowBody(t.url!, { path: '/payments', headers: authHeaders(CLIENT_A.key, key) }));
       sockets.push(...slow);
-      await admissionReads(t.url!, { inFlight: 2, queued: 1 });
+      await waitFor('the slow bodies to reach the app', () => arrivals.count === slow.length).finally(() => arrivals.stop());
+      expect(await admission(t.url!)).toEqual({ inFlight: 0, queued: 0 });
+
+      const paid = await Promise.all([pay(t.url!, CLIENT_A), pay(t.url!, CLIENT_A)]);
+      expect(paid.map((r) => r.status)).toEqual([201, 201]);
       const results = await Promise.all(slow.map((s) => s.result));
-      expect(results.map((r) => r.status)).toEqual([408, 408, 408]);
-      await admissionReads(t.url!, { inFlight: 0, queued: 0 });
+      expect(Math.max(...paid.map((r) => r.ended))).toBeLessThan(Math.min(...results.map((r) => r.closed)));
+      for (const r of results) {
+        expect(r.status).toBe(408);
+        expect(bodyOf(r.text)).toMatchObject({ status: 408, code: 'request_timeout' });
+      }
+      expect(await countRows(t.dataSource, 'idempotency_keys', keyIn(), [keys])).toBe(0);
+      expect(await admission(t.url!)).toEqual({ inFlight: 0, queued: 0 });
     });
   });
 
@@ -103,9 +101,11 @@ describe('slow clients (e2e)', () => {
       const hanging = [0, 1, 2, 3].map((i) => pay(t.url!, CLIENT_A, paymentBody({ source: 'tok_chargeThenHang', amount: 200 + i })));
       // Two at work, two waiting: the two other slots stay free for other clients.
       await admissionReads(t.url!, { inFlight: 2, queued: 2 });
-      // Past its share of the queue (4 × 2/4), A is refused at once.
+      // Alone in the queue, A may fill it; past it, A is refused at once.
+      const queued = [pay(t.url!, CLIENT_A), pay(t.url!, CLIENT_A)];
+      await admissionReads(t.url!, { inFlight: 2, queued: 4 });
       const refused = await pay(t.url!, CLIENT_A);
-      expect(refused.status).toBe(429);
+      expect(refused.status).toBe(503);
       expect(refused.headers['retry-after']).toMatch(/^[1-9]\d*$/);
 
       const b = await pay(t.url!, CLIENT_B);
@@ -113,6 +113,7 @@ describe('slow clients (e2e)', () => {
       const answers = await Promise.all(hanging);
       expect(b.ended).toBeLessThan(Math.min(...answers.map((a) => a.ended)));
       expect(refused.ended).toBeLessThan(Math.min(...answers.map((a) => a.ended)));
+      expect((await Promise.all(queued)).map((r) => r.status)).toEqual([201, 201]);
       await admissionReads(t.url!, { inFlight: 0, queued: 0 });
     });
   });

@@ -1,3 +1,4 @@
+import type { IncomingMessage, Server } from 'node:http';
 import { metricsAuth } from './app';
 import { send, waitFor } from './http-client';
 
@@ -14,4 +15,20 @@ export function admissionReads(baseUrl: string, expected: { inFlight: number; qu
     const now = await admission(baseUrl);
     return now.inFlight === expected.inFlight && now.queued === expected.queued;
   });
+}
+
+/**
+ * Counts the requests an app's HTTP server has received (their headers parsed and
+ * handed to Fastify), to wait for requests whose answer will not come soon.
+ */
+export function countArrivals(server: Server, method = 'POST'): { readonly count: number; stop(): void } {
+  let count = 0;
+  const listener = (req: IncomingMessage) => void (req.method === method && count++);
+  server.on('request', listener);
+  return {
+    get count() {
+      return count;
+    },
+    stop: () => void server.off('request', listener),
+  };
 }
