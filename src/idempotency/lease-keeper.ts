@@ -17,10 +17,11 @@ import { IdempotencyKeyStore, Ownership } from './idempotency.store';
  *   statement (`end`: completion, release, yield) stops the renewals first.
  * - The lease is believed held only while the last renewal said so and a lease
  *   has not passed since that renewal was sent (on this process's monotonic
- *   clock: never longer than the store's own). A renewal that finds the key no
- *   longer ours, or a database that cannot be reached for a whole lease, makes
- *   `assertHeld` throw LeaseLostError: an owner that lost its lease stops
- *   before its next call to the outside world (PhasedOperation.call).
+ *   clock: never longer than the store's own). Before a call to the outside
+ *   world (PhasedOperation.call), `confirm` renews at once when less than a
+ *   third of the lease is known to be left (a busy event loop can delay the
+ *   timer), and throws LeaseLostError when the key is no longer ours or the
+ *   store cannot say: an owner that lost its lease stops before its next call.
  */
 export class LeaseKeeper {
   private readonly logger = new Logger('Idempotency');
@@ -41,7 +42,7 @@ export class LeaseKeeper {
     claimedAt = performance.now(),
   ) {
     this.heldUntil = claimedAt + leaseMs;
-    this.timer = setInterval(() => this.renew(), Math.max(1, Math.floor(leaseMs / 3)));
+    this.timer = setInterval(() => void this.renew(), Math.max(1, Math.floor(leaseMs / 3)));
     this.timer.unref();
   }
 
@@ -50,8 +51,15 @@ export class LeaseKeeper {
     return !this.lost && performance.now() < this.heldUntil;
   }
 
-  /** Throws LeaseLostError when the lease may no longer be this owner's. */
-  assertHeld(): void {
+  /**
+   * Resolves while the lease is this owner's for at least a third of it more;
+   * renews first when less is known to be left. LeaseLostError otherwise.
+   */
+  async confirm(): Promise<void> {
+    if (this.lost) throw new LeaseLostError();
+    if (performance.now() < this.heldUntil - this.leaseMs / 3) return;
+    await this.renewing;
+    if (!this.stopped && !this.lost && performance.now() >= this.heldUntil - this.leaseMs / 3) await this.renew();
     if (!this.held) throw new LeaseLostError();
   }
 
@@ -82,8 +90,10 @@ export class LeaseKeeper {
     await this.renewing;
   }
 
-  private renew(): void {
-    if (this.renewing || this.fencing > 0 || this.stopped || this.lost) return;
+  /** One renewal, unless one is in flight (its promise then) or a fenced statement runs. */
+  private renew(): Promise<void> {
+    if (this.renewing) return this.renewing;
+    if (this.fencing > 0 || this.stopped || this.lost) return Promise.resolve();
     const sentAt = performance.now();
     this.renewing = this.store
       .renew(this.owner, this.leaseMs)
@@ -105,5 +115,6 @@ export class LeaseKeeper {
       .finally(() => {
         this.renewing = undefined;
       });
+    return this.renewing;
   }
 }

@@ -94,7 +94,7 @@ export class PhasedOperation<S = unknown> {
    */
   async call<T>(outside: () => Promise<T>): Promise<T> {
     this.assertOpen();
-    this.lease.assertHeld();
+    await this.lease.confirm();
     return outside();
   }
 
