@@ -13,6 +13,7 @@ import {
   RefundState,
   UnknownNetworkObjectError,
 } from './card-network';
+import { CARD_TOKEN } from './stripe-rules';
 
 export interface StripeSettings {
   /** The API base, e.g. https://api.stripe.com or the simulator's http://127.0.0.1:4242. */
@@ -186,7 +187,7 @@ export class StripeCardNetwork extends CardNetwork {
  * name: tok_visa -> pm_card_visa. A PaymentMethod id goes as it is.
  */
 export function paymentSource(source: string): { payment_method: string } | { payment_method_data: Stripe.PaymentIntentCreateParams.PaymentMethodData } {
-  if (/^tok_[0-9][A-Za-z0-9]*$/.test(source)) {
+  if (CARD_TOKEN.test(source)) {
     // Stripe accepts a card token here; the SDK's types list only the other method types.
     return { payment_method_data: { type: 'card', card: { token: source } } as unknown as Stripe.PaymentIntentCreateParams.PaymentMethodData };
   }
