@@ -178,10 +178,15 @@ const schema = z
       .refine((v) => /^sk_(test|live)_[A-Za-z0-9_]+$/.test(v.trim()), { message: 'expected a secret key sk_test_... or sk_live_...' }),
     CARD_NETWORK_TIMEOUT: duration('5s'),
     CARD_NETWORK_MAX_RETRIES: integer(2, 0, 10),
+    // Several while a secret is rolled or several endpoints deliver here: an event verifies with any of them.
     STRIPE_WEBHOOK_SECRET: z
       .string()
       .default(DEFAULT_WEBHOOK_SECRET)
-      .refine((v) => /^whsec_[A-Za-z0-9_]{8,}$/.test(v.trim()), { message: 'expected a webhook signing secret whsec_...' }),
+      .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+      .refine((secrets) => secrets.length > 0 && secrets.every((s) => /^whsec_[A-Za-z0-9_]{8,}$/.test(s)), {
+        // Never echo the secrets.
+        message: 'expected webhook signing secrets whsec_..., separated by commas',
+      }),
     WEBHOOK_EVENT_RETENTION: duration('7d'),
     PAYMENTS_CONCURRENCY: integer(90, 0, 100_000),
     PAYMENTS_QUEUE_LIMIT: integer(1000, 0, 1_000_000),
@@ -269,8 +274,8 @@ export interface AppConfig {
     delayMs: number;
     timeoutMs: number;
     maxRetries: number;
-    /** Verifies the network's webhooks (Stripe-Signature). */
-    webhookSecret: string;
+    /** Verify the network's webhooks (Stripe-Signature): an event signed with any of them. The first signs the embedded simulator's. */
+    webhookSecrets: string[];
     /** How long a processed webhook event id is kept (longer than the network retries). */
     webhookEventRetentionMs: number;
   };
@@ -346,7 +351,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       delayMs: e.CARD_NETWORK_DELAY,
       timeoutMs: e.CARD_NETWORK_TIMEOUT,
       maxRetries: e.CARD_NETWORK_MAX_RETRIES,
-      webhookSecret: e.STRIPE_WEBHOOK_SECRET.trim(),
+      webhookSecrets: e.STRIPE_WEBHOOK_SECRET,
       webhookEventRetentionMs: e.WEBHOOK_EVENT_RETENTION,
     },
     recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },

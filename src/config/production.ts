@@ -34,7 +34,7 @@ export function refuseUnsafeProductionConfig(config: AppConfig): void {
   if (demo) {
     refuse(`API_KEYS gives client "${demo.name}" the published demo key, which anyone can use; set a secret of your own`);
   }
-  const { url, apiKey, webhookSecret } = config.cardNetwork;
+  const { url, apiKey, webhookSecrets } = config.cardNetwork;
   if (!url) {
     refuse('CARD_NETWORK_URL is not set, so the embedded card network simulator would take the payments and no money would move; set it to your card network (e.g. https://api.stripe.com)');
   } else if (!url.startsWith('https://') && !isLoopbackUrl(url)) {
@@ -43,8 +43,8 @@ export function refuseUnsafeProductionConfig(config: AppConfig): void {
   if (apiKey === DEFAULT_CARD_NETWORK_SECRET) {
     refuse("STRIPE_API_KEY is the card network simulator's published test key; set your card network's secret key");
   }
-  if (webhookSecret === DEFAULT_WEBHOOK_SECRET) {
-    refuse("STRIPE_WEBHOOK_SECRET is the card network simulator's published webhook secret, so anyone could sign a webhook; set your webhook endpoint's signing secret");
+  if (webhookSecrets.includes(DEFAULT_WEBHOOK_SECRET)) {
+    refuse("STRIPE_WEBHOOK_SECRET holds the card network simulator's published webhook secret, so anyone could sign a webhook; set only your webhook endpoints' signing secrets");
   }
   if (!config.database.url) {
     refuse('DATABASE_URL is not set, so the embedded development PostgreSQL would hold the payments; set it to your PostgreSQL');

@@ -172,7 +172,7 @@ describe('loadConfig defaults', () => {
         delayMs: 50,
         timeoutMs: 5_000,
         maxRetries: 2,
-        webhookSecret: 'whsec_simulator_0123456789abcdef',
+        webhookSecrets: ['whsec_simulator_0123456789abcdef'],
         webhookEventRetentionMs: 604_800_000,
       },
       recovery: { enabled: true, intervalMs: 60_000 },
@@ -216,6 +216,18 @@ describe('loadConfig defaults', () => {
     ['WEBHOOK_EVENT_RETENTION', '0s'],
   ])('refuses %s=%s', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`${name}: `));
+  });
+
+  it('reads STRIPE_WEBHOOK_SECRET as a comma-separated list, refusing a bad entry without echoing any', () => {
+    expect(loadConfig({ STRIPE_WEBHOOK_SECRET: ' whsec_first_0123456789 , whsec_second_0123456789,' }).cardNetwork.webhookSecrets).toEqual([
+      'whsec_first_0123456789',
+      'whsec_second_0123456789',
+    ]);
+    const error = configError({ STRIPE_WEBHOOK_SECRET: 'whsec_first_0123456789,sk_live_not_a_webhook_secret' });
+    expect(error.problems).toEqual(['STRIPE_WEBHOOK_SECRET: expected webhook signing secrets whsec_..., separated by commas']);
+    expect(error.message).not.toContain('whsec_first_0123456789');
+    expect(error.message).not.toContain('sk_live_not_a_webhook_secret');
+    expect(configError({ STRIPE_WEBHOOK_SECRET: ' , ' }).problems).toEqual(['STRIPE_WEBHOOK_SECRET: expected webhook signing secrets whsec_..., separated by commas']);
   });
 
   it('reads the HTTP settings', () => {
@@ -346,7 +358,7 @@ describe('loadConfig values', () => {
         delayMs: 0,
         timeoutMs: 1000,
         maxRetries: 1,
-        webhookSecret: 'whsec_other_secret_123',
+        webhookSecrets: ['whsec_other_secret_123'],
         webhookEventRetentionMs: 259_200_000,
       },
       recovery: { enabled: false, intervalMs: 5000 },
