@@ -14,6 +14,9 @@ export const DEFAULT_CARD_NETWORK_SECRET = 'sk_test_simulator_0123456789abcdef';
 /** The documented webhook signing secret of the bundled simulator (not a secret). */
 export const DEFAULT_WEBHOOK_SECRET = 'whsec_simulator_0123456789abcdef';
 
+/** The NODE_ENV values that run without the production rules; any other value gets them (fail closed). */
+export const DEVELOPMENT_ENVIRONMENTS: readonly string[] = ['development', 'test'];
+
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 * 1024 };
 
 const duration = (fallback: string) =>
@@ -241,7 +244,9 @@ function isAddressOrCidr(value: string): boolean {
 }
 
 export interface AppConfig {
-  /** NODE_ENV=production: turns on the refusals of production.ts. */
+  /** NODE_ENV, trimmed and lower-cased. */
+  nodeEnv: string;
+  /** Every NODE_ENV but `development` and `test` (production, prod, staging, a typo): turns on the refusals of production.ts. */
   production: boolean;
   port: number;
   database: {
@@ -319,7 +324,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const e = result.data;
   return {
-    production: e.NODE_ENV === 'production',
+    nodeEnv: e.NODE_ENV,
+    production: !DEVELOPMENT_ENVIRONMENTS.includes(e.NODE_ENV),
     port: e.PORT,
     database: {
       url: e.DATABASE_URL,

@@ -152,6 +152,7 @@ describe('loadConfig defaults', () => {
 
   it('uses the documented defaults for an empty environment', () => {
     expect(config()).toEqual({
+      nodeEnv: 'development',
       production: false,
       port: 3000,
       database: { url: undefined, embeddedDir: '.data/postgres', embeddedPort: undefined, poolSize: 20, replicaUrls: [] },
@@ -271,13 +272,15 @@ describe('loadConfig defaults', () => {
   });
 
   it('ignores unrelated environment variables', () => {
-    expect(loadConfig({ HOME: '/root', PATH: '/bin', NODE_ENV: 'test' })).toEqual(config());
+    expect(loadConfig({ HOME: '/root', PATH: '/bin', NODE_ENV: 'test' })).toEqual({ ...config(), nodeEnv: 'test' });
   });
 
-  it('is in production only with NODE_ENV=production', () => {
-    expect(loadConfig({ NODE_ENV: 'production' }).production).toBe(true);
-    expect(loadConfig({ NODE_ENV: 'Production ' }).production).toBe(true);
-    expect(loadConfig({ NODE_ENV: 'test' }).production).toBe(false);
+  it.each(['production', 'Production ', 'prod', 'staging', 'preprod', 'developement'])('gets the production rules with NODE_ENV=%j (fails closed)', (value) => {
+    expect(loadConfig({ NODE_ENV: value })).toMatchObject({ production: true, nodeEnv: value.trim().toLowerCase() });
+  });
+
+  it.each([['development'], ['test'], [' Development'], ['']])('runs without the production rules with NODE_ENV=%j (empty: the default, development)', (value) => {
+    expect(loadConfig({ NODE_ENV: value }).production).toBe(false);
   });
 
   it('reads process.env when no environment is passed', () => {
@@ -329,6 +332,7 @@ describe('loadConfig values', () => {
       RATE_LIMIT_UNAUTHENTICATED: '10',
     });
     expect(config).toEqual({
+      nodeEnv: 'development',
       production: false,
       port: 8080,
       database: {
