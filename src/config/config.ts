@@ -211,6 +211,9 @@ const schema = z
     METRICS_HOST: z.string().default('127.0.0.1').transform((v) => v.trim()),
     RATE_LIMIT_PER_CLIENT: integer(100, 1, 1_000_000_000),
     RATE_LIMIT_UNAUTHENTICATED: integer(60, 1, 1_000_000_000),
+    // Order confirmations sent (POST /orders/{id}/confirmation), counted in Redis across instances.
+    CONFIRMATIONS_PER_ORDER_PER_DAY: integer(3, 1, 1_000),
+    CONFIRMATIONS_PER_CLIENT_PER_HOUR: integer(1_000, 1, 1_000_000_000),
   })
   .superRefine((env, ctx) => {
     for (const name of POSITIVE_DURATIONS) {
@@ -303,6 +306,8 @@ export interface AppConfig {
   metrics: { token?: string; port?: number; host: string };
   /** Per instance (see docs/security.md): requests per second per client; failed authentications per minute per address. */
   rateLimit: { perClientPerSecond: number; unauthenticatedPerMinute: number };
+  /** Order confirmations one order may be sent in 24 hours, and one client in an hour (counted in Redis: every instance agrees). */
+  confirmations: { perOrderPerDay: number; perClientPerHour: number };
 }
 
 export class ConfigError extends Error {
@@ -365,5 +370,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     http: { requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT, keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT, trustProxy: e.TRUST_PROXY },
     metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
     rateLimit: { perClientPerSecond: e.RATE_LIMIT_PER_CLIENT, unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED },
+    confirmations: { perOrderPerDay: e.CONFIRMATIONS_PER_ORDER_PER_DAY, perClientPerHour: e.CONFIRMATIONS_PER_CLIENT_PER_HOUR },
   };
 }

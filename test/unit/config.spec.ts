@@ -182,6 +182,7 @@ describe('loadConfig defaults', () => {
       http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
       metrics: { token: undefined, port: undefined, host: '127.0.0.1' },
       rateLimit: { perClientPerSecond: 100, unauthenticatedPerMinute: 60 },
+      confirmations: { perOrderPerDay: 3, perClientPerHour: 1000 },
     });
   });
 
@@ -330,6 +331,8 @@ describe('loadConfig values', () => {
       METRICS_HOST: '0.0.0.0',
       RATE_LIMIT_PER_CLIENT: '500',
       RATE_LIMIT_UNAUTHENTICATED: '10',
+      CONFIRMATIONS_PER_ORDER_PER_DAY: '5',
+      CONFIRMATIONS_PER_CLIENT_PER_HOUR: '200',
     });
     expect(config).toEqual({
       nodeEnv: 'development',
@@ -371,6 +374,7 @@ describe('loadConfig values', () => {
       http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
       metrics: { token: 'metrics-token-0123456789', port: 9464, host: '0.0.0.0' },
       rateLimit: { perClientPerSecond: 500, unauthenticatedPerMinute: 10 },
+      confirmations: { perOrderPerDay: 5, perClientPerHour: 200 },
     });
   });
 
