@@ -1,7 +1,11 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
 import request from 'supertest';
-import { LoggingNotifier } from '../../src/notifications/notifier';
+import { LoggingNotifier, Notification, Notifier, SentNotification } from '../../src/notifications/notifier';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
+import { createTestDatabase } from '../support/database';
+import { builtFile } from '../support/dist';
 import { createOrder } from '../support/fixtures';
 import { redisUrl } from '../support/redis-server';
 
@@ -132,5 +136,62 @@ describe('order confirmations are capped per order and per client (e2e)', () => 
     const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => confirm(i % 2 ? one : two, order.id, CLIENT_D)));
     expect(answers.map((a) => a.status).sort()).toEqual([...Array(3).fill(202), ...Array(9).fill(429)]);
     expect(sent(order.id)).toBe(3);
+  });
+});
+
+/**
+ * With the production rules, the notifier that only logs is refused: the route
+ * would answer 202 and send nothing. A real notifier bound to Notifier starts.
+ */
+describe('order confirmations in production (e2e)', () => {
+  jest.setTimeout(60_000);
+
+  it('refuses to start with REDIS_URL and the logging notifier: exit 1, one line naming REDIS_URL', async () => {
+    const db = await createTestDatabase();
+    try {
+      const env = {
+        PATH: process.env.PATH,
+        NODE_ENV: 'production',
+        PORT: '0',
+        DATABASE_URL: db.url,
+        REDIS_URL: redisUrl(),
+        CARD_NETWORK_URL: 'https://api.stripe.com',
+        STRIPE_API_KEY: 'sk_live_confirmations_spec_0123456789',
+        STRIPE_WEBHOOK_SECRET: 'whsec_confirmations_spec_0123456789',
+        LOG_LEVEL: 'warn',
+      };
+      const refused = await promisify(execFile)(process.execPath, [builtFile('src/main.js')], { env, timeout: 30_000 }).then(
+        () => undefined,
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(refused?.code).toBe(1);
+      expect(refused?.stderr.trim().split('\n')).toHaveLength(1);
+      expect(refused?.stderr.trim()).toMatch(/^refusing to start: REDIS_URL mounts POST \/orders\/\{id\}\/confirmation, whose notifier \(LoggingNotifier\) only logs/);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('starts with REDIS_URL once a real notifier is bound, and sends through it', async () => {
+    const sends: Notification[] = [];
+    const provider: Notifier = {
+      send: (n: Notification): Promise<SentNotification> => {
+        sends.push(n);
+        return Promise.resolve({ ...n, id: randomUUID(), sentAt: new Date() });
+      },
+    };
+    const t = await createTestApp({ env: { NODE_ENV: 'production', REDIS_URL: redisUrl() }, overrides: [{ provide: Notifier, useValue: provider }] });
+    try {
+      const order = await createOrder(t);
+      await request(t.app.getHttpServer())
+        .post(`/orders/${order.id}/confirmation`)
+        .set(t.auth())
+        .set('Idempotency-Key', randomUUID())
+        .send({ channel: 'email', recipient: 'buyer@example.com' })
+        .expect(202);
+      expect(sends).toEqual([expect.objectContaining({ recipient: 'buyer@example.com', subject: `Order ${order.id} confirmed` })]);
+    } finally {
+      await t.close();
+    }
   });
 });
