@@ -1,7 +1,9 @@
 import { DynamicModule, Module } from '@nestjs/common';
+import { APP_GUARD } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { AuthModule } from './auth/auth.module';
 import type { RequestWithClient } from './auth/current-client.decorator';
+import { CardNumberKeyGuard } from './common/card-number-key.guard';
 import { AppConfig } from './config/config';
 import { AppConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
@@ -94,6 +96,8 @@ export class AppModule {
         ...(config.redis.url ? [NotificationsModule] : []),
         ...(cli ? [CardNetworkModule.closed()] : []),
       ],
+      // A guard runs before every interceptor: a card number in an Idempotency-Key is refused before any claim.
+      providers: [{ provide: APP_GUARD, useClass: CardNumberKeyGuard }],
     };
   }
 }

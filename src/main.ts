@@ -7,7 +7,7 @@ import { configureApp, createHttpAdapter } from './app.setup';
 import { AppModule } from './app.module';
 import { ClientsService } from './auth/clients.service';
 import { ConfigError, loadConfig } from './config/config';
-import { UnsafeProductionConfigError, refuseUnsafeProductionConfig } from './config/production';
+import { UnsafeProductionConfigError, productionWarnings, refuseUnsafeProductionConfig } from './config/production';
 import { DatabaseStartError, openDatabase } from './database/database-server';
 import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from './payments/card-network/card-network.module';
 import { WEBHOOK_PATH } from './payments/webhooks/card-network-webhooks.controller';
@@ -20,6 +20,7 @@ async function main(): Promise<void> {
   if (existsSync('.env')) process.loadEnvFile('.env');
   const config = loadConfig();
   refuseUnsafeProductionConfig(config);
+  for (const warning of productionWarnings(config)) console.log(JSON.stringify({ level: 40, context: 'Config', msg: warning }));
   const database = await openDatabase(config, (m) => console.log(JSON.stringify({ level: 30, context: 'Database', msg: m })));
 
   let app: NestFastifyApplication;

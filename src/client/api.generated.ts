@@ -12,13 +12,14 @@ export interface CreatePaymentDto {
   amount: number;
   /** ISO 4217 code the card network charges in, any case; stored lower-case */
   currency: string;
-  /** A card token (tok_…, as Stripe.js makes them, or a test token) or PaymentMethod id (pm_…) from the card network, never card details: a value holding a card number is refused (400) and neither stored nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released), tok_refundPending / tok_refundPendingFail / tok_refundFail (charge; their refunds answer pending then succeed, pending then fail, succeeded then fail). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network. */
+  /** A card token or PaymentMethod id from the card network, never card details: a real token (tok_ and a digit, as Stripe.js makes them: tok_1N3T00LkdIwHu7ix), a real PaymentMethod (pm_1…), a test token (tok_ and letters: tok_visa) or test PaymentMethod (pm_card_visa). Anything else, and any value holding a card number (13–19 digits passing the Luhn check, with or without separators), is refused (400) and neither stored, sent nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released), tok_refundPending / tok_refundPendingFail / tok_refundFail (charge; their refunds answer pending then succeed, pending then fail, succeeded then fail). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network. */
   source: string;
   /**
    * Pay this pending order: amount and currency must match it
    * Format: uuid
    */
   order_id?: string;
+  /** Stored, returned and sent to the card network: never card data (a card number is refused, 400) */
   description?: string;
 }
 
@@ -44,6 +45,7 @@ export interface KeyOutcomeResponse {
 }
 
 export interface OrderItemDto {
+  /** Stored and returned: never card data (a card number is refused, 400) */
   sku: string;
   quantity: number;
   /** Price of one unit in minor units (cents) */

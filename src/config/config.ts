@@ -14,6 +14,9 @@ export const DEFAULT_CARD_NETWORK_SECRET = 'sk_test_simulator_0123456789abcdef';
 /** The documented webhook signing secret of the bundled simulator (not a secret). */
 export const DEFAULT_WEBHOOK_SECRET = 'whsec_simulator_0123456789abcdef';
 
+/** The NODE_ENV values that run without the production rules; any other value gets them (fail closed). */
+export const DEVELOPMENT_ENVIRONMENTS: readonly string[] = ['development', 'test'];
+
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 * 1024 };
 
 const duration = (fallback: string) =>
@@ -190,10 +193,15 @@ const schema = z
       .refine((v) => /^sk_(test|live)_[A-Za-z0-9_]+$/.test(v.trim()), { message: 'expected a secret key sk_test_... or sk_live_...' }),
     CARD_NETWORK_TIMEOUT: duration('5s'),
     CARD_NETWORK_MAX_RETRIES: integer(2, 0, 10),
+    // Several while a secret is rolled or several endpoints deliver here: an event verifies with any of them.
     STRIPE_WEBHOOK_SECRET: z
       .string()
       .default(DEFAULT_WEBHOOK_SECRET)
-      .refine((v) => /^whsec_[A-Za-z0-9_]{8,}$/.test(v.trim()), { message: 'expected a webhook signing secret whsec_...' }),
+      .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+      .refine((secrets) => secrets.length > 0 && secrets.every((s) => /^whsec_[A-Za-z0-9_]{8,}$/.test(s)), {
+        // Never echo the secrets.
+        message: 'expected webhook signing secrets whsec_..., separated by commas',
+      }),
     WEBHOOK_EVENT_RETENTION: duration('7d'),
     PAYMENTS_CONCURRENCY: integer(90, 0, 100_000),
     PAYMENTS_QUEUE_LIMIT: integer(1000, 0, 1_000_000),
@@ -215,6 +223,9 @@ const schema = z
     METRICS_HOST: z.string().default('127.0.0.1').transform((v) => v.trim()),
     RATE_LIMIT_PER_CLIENT: integer(100, 1, 1_000_000_000),
     RATE_LIMIT_UNAUTHENTICATED: integer(60, 1, 1_000_000_000),
+    // Order confirmations sent (POST /orders/{id}/confirmation), counted in Redis across instances.
+    CONFIRMATIONS_PER_ORDER_PER_DAY: integer(3, 1, 1_000),
+    CONFIRMATIONS_PER_CLIENT_PER_HOUR: integer(1_000, 1, 1_000_000_000),
   })
   .superRefine((env, ctx) => {
     for (const name of POSITIVE_DURATIONS) {
@@ -248,7 +259,9 @@ function isAddressOrCidr(value: string): boolean {
 }
 
 export interface AppConfig {
-  /** NODE_ENV=production: turns on the refusals of production.ts. */
+  /** NODE_ENV, trimmed and lower-cased. */
+  nodeEnv: string;
+  /** Every NODE_ENV but `development` and `test` (production, prod, staging, a typo): turns on the refusals of production.ts. */
   production: boolean;
   port: number;
   database: {
@@ -283,8 +296,8 @@ export interface AppConfig {
     delayMs: number;
     timeoutMs: number;
     maxRetries: number;
-    /** Verifies the network's webhooks (Stripe-Signature). */
-    webhookSecret: string;
+    /** Verify the network's webhooks (Stripe-Signature): an event signed with any of them. The first signs the embedded simulator's. */
+    webhookSecrets: string[];
     /** How long a processed webhook event id is kept (longer than the network retries). */
     webhookEventRetentionMs: number;
   };
@@ -307,6 +320,8 @@ export interface AppConfig {
   metrics: { token?: string; port?: number; host: string };
   /** Per instance (see docs/security.md): requests per second per client; failed authentications per minute per address. */
   rateLimit: { perClientPerSecond: number; unauthenticatedPerMinute: number };
+  /** Order confirmations one order may be sent in 24 hours, and one client in an hour (counted in Redis: every instance agrees). */
+  confirmations: { perOrderPerDay: number; perClientPerHour: number };
 }
 
 export class ConfigError extends Error {
@@ -328,7 +343,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const e = result.data;
   return {
-    production: e.NODE_ENV === 'production',
+    nodeEnv: e.NODE_ENV,
+    production: !DEVELOPMENT_ENVIRONMENTS.includes(e.NODE_ENV),
     port: e.PORT,
     database: {
       url: e.DATABASE_URL,
@@ -361,7 +377,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       delayMs: e.CARD_NETWORK_DELAY,
       timeoutMs: e.CARD_NETWORK_TIMEOUT,
       maxRetries: e.CARD_NETWORK_MAX_RETRIES,
-      webhookSecret: e.STRIPE_WEBHOOK_SECRET.trim(),
+      webhookSecrets: e.STRIPE_WEBHOOK_SECRET,
       webhookEventRetentionMs: e.WEBHOOK_EVENT_RETENTION,
     },
     recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
@@ -369,5 +385,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     http: { requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT, keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT, trustProxy: e.TRUST_PROXY },
     metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
     rateLimit: { perClientPerSecond: e.RATE_LIMIT_PER_CLIENT, unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED },
+    confirmations: { perOrderPerDay: e.CONFIRMATIONS_PER_ORDER_PER_DAY, perClientPerHour: e.CONFIRMATIONS_PER_CLIENT_PER_HOUR },
   };
 }

@@ -2,9 +2,11 @@ import { isIP } from 'node:net';
 import { AppConfig, DEFAULT_CARD_NETWORK_SECRET, DEFAULT_WEBHOOK_SECRET } from './config';
 
 /**
- * Settings that are fine on a laptop and dangerous in production. With
- * NODE_ENV=production the boot stops on the first one it meets, with one line
- * that names the variable and never prints a secret:
+ * Settings that are fine on a laptop and dangerous in production. Every
+ * NODE_ENV but `development` and `test` gets these rules (`production`,
+ * `prod`, `staging`, a typo: production fails closed); the boot stops on the
+ * first one it meets, with one line that names the variable and never prints a
+ * secret:
  *
  * - a published secret: the demo API key (README, .env.example), the bundled
  *   simulator's test key and webhook secret. Anyone can send them.
@@ -14,6 +16,11 @@ import { AppConfig, DEFAULT_CARD_NETWORK_SECRET, DEFAULT_WEBHOOK_SECRET } from '
  *   data would cross the network in clear.
  * - the embedded PostgreSQL (no DATABASE_URL): a development database in a
  *   local directory, with no backups and no replica.
+ * - a TRUST_PROXY range of every address (`/0`): any client would choose the
+ *   address the failed-auth limit counts by sending X-Forwarded-For.
+ * - a metrics listener on an address other hosts reach without METRICS_TOKEN.
+ * The order confirmations' notifier that only logs is refused where the
+ * notifier is bound (NotificationsModule), with the same error.
  */
 export const PUBLISHED_DEMO_KEY = 'sk_test_demo_0123456789abcdef';
 
@@ -24,17 +31,22 @@ export class UnsafeProductionConfigError extends Error {
   }
 }
 
+/** The refusal of a development-only setting, in the words every refusal uses. */
+export function unsafeProductionConfig(config: AppConfig, message: string): UnsafeProductionConfigError {
+  return new UnsafeProductionConfigError(`refusing to start: ${message} (NODE_ENV=${config.nodeEnv})`);
+}
+
 /** Throws (one line, naming the variable, never a secret) when production runs with a development-only setting. */
 export function refuseUnsafeProductionConfig(config: AppConfig): void {
   if (!config.production) return;
   const refuse = (message: string) => {
-    throw new UnsafeProductionConfigError(`refusing to start: ${message} (NODE_ENV=production)`);
+    throw unsafeProductionConfig(config, message);
   };
   const demo = config.apiKeys.find((seed) => seed.secret === PUBLISHED_DEMO_KEY);
   if (demo) {
     refuse(`API_KEYS gives client "${demo.name}" the published demo key, which anyone can use; set a secret of your own`);
   }
-  const { url, apiKey, webhookSecret } = config.cardNetwork;
+  const { url, apiKey, webhookSecrets } = config.cardNetwork;
   if (!url) {
     refuse('CARD_NETWORK_URL is not set, so the embedded card network simulator would take the payments and no money would move; set it to your card network (e.g. https://api.stripe.com)');
   } else if (!url.startsWith('https://') && !isLoopbackUrl(url)) {
@@ -43,18 +55,39 @@ export function refuseUnsafeProductionConfig(config: AppConfig): void {
   if (apiKey === DEFAULT_CARD_NETWORK_SECRET) {
     refuse("STRIPE_API_KEY is the card network simulator's published test key; set your card network's secret key");
   }
-  if (webhookSecret === DEFAULT_WEBHOOK_SECRET) {
-    refuse("STRIPE_WEBHOOK_SECRET is the card network simulator's published webhook secret, so anyone could sign a webhook; set your webhook endpoint's signing secret");
+  if (webhookSecrets.includes(DEFAULT_WEBHOOK_SECRET)) {
+    refuse("STRIPE_WEBHOOK_SECRET holds the card network simulator's published webhook secret, so anyone could sign a webhook; set only your webhook endpoints' signing secrets");
   }
   if (!config.database.url) {
     refuse('DATABASE_URL is not set, so the embedded development PostgreSQL would hold the payments; set it to your PostgreSQL');
   }
+  if (config.http.trustProxy.some((entry) => entry.split('/')[1] === '0')) {
+    refuse('TRUST_PROXY holds a range of every address (/0), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies');
+  }
+  const { port, host, token } = config.metrics;
+  if (port !== undefined && !token && !isLoopbackHost(host)) {
+    refuse(`METRICS_HOST is not this machine and METRICS_TOKEN is not set, so anyone who reaches port ${port} reads /metrics; set METRICS_TOKEN or bind METRICS_HOST to 127.0.0.1`);
+  }
+}
+
+/** Settings production accepts but an operator should know of: one line each, written at boot. */
+export function productionWarnings(config: AppConfig): string[] {
+  if (!config.production) return [];
+  const warnings: string[] = [];
+  if (config.cardNetwork.apiKey.startsWith('sk_test_')) {
+    warnings.push(`STRIPE_API_KEY is a test-mode key (sk_test_...): the card network charges no real card (NODE_ENV=${config.nodeEnv})`);
+  }
+  return warnings;
 }
 
 /** Whether the URL's host is this machine: 127.0.0.0/8, ::1 or localhost. */
 export function isLoopbackUrl(url: string): boolean {
-  if (!URL.canParse(url)) return false;
-  const host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  return URL.canParse(url) && isLoopbackHost(new URL(url).hostname);
+}
+
+/** Whether a host name or address (`[::1]` too) is this machine: 127.0.0.0/8, ::1 or localhost. */
+export function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
   if (host === 'localhost' || host === '::1') return true;
   return isIP(host) === 4 && host.startsWith('127.');
 }

@@ -13,7 +13,8 @@ import { NotificationsService } from './notifications.service';
  * transaction would roll nothing back, and a retry costs one Redis round trip.
  * The price (docs/library.md, "A Redis store"): a crash between the send and
  * the stored response, or a Redis failover, can let a retry send twice. Fine
- * for a confirmation message; never for a money movement.
+ * for a confirmation message; never for a money movement. How many are sent is
+ * capped per order and per client (ConfirmationLimits).
  */
 @ApiTags('orders')
 @ApiProblems(401)
@@ -26,7 +27,7 @@ export class NotificationsController {
   @Idempotent({ store: 'redis' })
   @ApiOperation({ summary: "Send the order's confirmation to the buyer (once per Idempotency-Key; mounted when REDIS_URL is set)" })
   @ApiAcceptedResponse({ type: OrderConfirmationResponse })
-  @ApiProblems(404)
+  @ApiProblems(404, 429)
   confirm(
     @CurrentClient() client: AuthenticatedClient,
     @Param('id', ParseIdPipe) id: string,

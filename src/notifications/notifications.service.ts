@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { OrdersService } from '../orders/orders.service';
+import { ConfirmationLimits } from './confirmation-limits';
 import { OrderConfirmationResponse, SendOrderConfirmationDto } from './dto/order-confirmation.dto';
 import { Notifier } from './notifier';
 
@@ -8,11 +9,16 @@ export class NotificationsService {
   constructor(
     private readonly orders: OrdersService,
     private readonly notifier: Notifier,
+    private readonly limits: ConfirmationLimits,
   ) {}
 
-  /** Sends the confirmation of one of the client's orders (404 for another's or none). */
+  /**
+   * Sends the confirmation of one of the client's orders (404 for another's or
+   * none; 429 past the order's or the client's cap, ConfirmationLimits).
+   */
   async confirmOrder(clientId: string, orderId: string, dto: SendOrderConfirmationDto): Promise<OrderConfirmationResponse> {
     const order = await this.orders.get(clientId, orderId);
+    await this.limits.take(clientId, order.id);
     const total = `${(order.amount_total / 100).toFixed(2)} ${order.currency.toUpperCase()}`;
     const sent = await this.notifier.send({
       clientId,

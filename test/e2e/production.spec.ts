@@ -16,10 +16,12 @@ import { builtFile } from '../support/dist';
 import { paymentBody } from '../support/fixtures';
 
 /**
- * NODE_ENV=production refuses what is only for development (the embedded card
- * network simulator, its published secrets, plain http to a remote network, the
- * embedded PostgreSQL) with one line naming the variable; it starts against a
- * real network with secrets of its own. A card number is never a `source`, and
+ * Every NODE_ENV but development and test gets the production rules, which
+ * refuse what is only for development (the embedded card network simulator,
+ * its published secrets, plain http to a remote network, the embedded
+ * PostgreSQL, a TRUST_PROXY of every address, an open metrics listener) with
+ * one line naming the variable; it starts against a real network with secrets
+ * of its own, and warns about a test-mode key. A card number is never a `source`, and
  * the simulator's fault methods are sources only while it is the network.
  */
 const run = promisify(execFile);
@@ -70,14 +72,14 @@ describe('production refuses what is only for development (e2e)', () => {
   afterAll(() => rmSync(cwd, { recursive: true, force: true }));
 
   /** Boots dist/src/main.js with PRODUCTION changed by `change` (undefined: unset); it never gets far. */
-  async function boot(change: Record<string, string | undefined>): Promise<{ code: number; stderr: string }> {
+  async function boot(change: Record<string, string | undefined>): Promise<{ code: number; stderr: string; stdout: string }> {
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...PRODUCTION, ...change };
     for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name];
     try {
       await run(process.execPath, [MAIN], { env, cwd, timeout: 30_000 });
     } catch (error) {
-      const { code, stderr } = error as { code: number; stderr: string };
-      return { code, stderr };
+      const { code, stderr, stdout } = error as { code: number; stderr: string; stdout: string };
+      return { code, stderr, stdout };
     }
     throw new Error('the app started');
   }
@@ -86,13 +88,18 @@ describe('production refuses what is only for development (e2e)', () => {
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: undefined }, /^refusing to start: CARD_NETWORK_URL is not set, so the embedded card network simulator/],
     ['STRIPE_API_KEY', { STRIPE_API_KEY: DEFAULT_CARD_NETWORK_SECRET }, /^refusing to start: STRIPE_API_KEY is the card network simulator's published test key/],
     ['STRIPE_API_KEY', { STRIPE_API_KEY: undefined }, /^refusing to start: STRIPE_API_KEY is the card network simulator's published test key/],
-    ['STRIPE_WEBHOOK_SECRET', { STRIPE_WEBHOOK_SECRET: DEFAULT_WEBHOOK_SECRET }, /^refusing to start: STRIPE_WEBHOOK_SECRET is the card network simulator's published webhook secret/],
+    ['STRIPE_WEBHOOK_SECRET', { STRIPE_WEBHOOK_SECRET: DEFAULT_WEBHOOK_SECRET }, /^refusing to start: STRIPE_WEBHOOK_SECRET holds the card network simulator's published webhook secret/],
+    ['STRIPE_WEBHOOK_SECRET', { STRIPE_WEBHOOK_SECRET: `${WEBHOOK_SECRET},${DEFAULT_WEBHOOK_SECRET}` }, /^refusing to start: STRIPE_WEBHOOK_SECRET holds the card network simulator's published webhook secret/],
     ['STRIPE_WEBHOOK_SECRET', { STRIPE_WEBHOOK_SECRET: undefined }, /^refusing to start: STRIPE_WEBHOOK_SECRET /],
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: 'http://payments.example.com' }, /^refusing to start: CARD_NETWORK_URL uses http to a host that is not this machine/],
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: 'http://10.0.0.5:4242' }, /^refusing to start: CARD_NETWORK_URL uses http/],
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: 'http://127.example.com' }, /^refusing to start: CARD_NETWORK_URL uses http/],
     ['DATABASE_URL', { DATABASE_URL: undefined }, /^refusing to start: DATABASE_URL is not set, so the embedded development PostgreSQL/],
     ['API_KEYS', { API_KEYS: `shop:${API_KEY},demo:${PUBLISHED_DEMO_KEY}` }, /^refusing to start: API_KEYS gives client "demo" the published demo key/],
+    ['TRUST_PROXY', { TRUST_PROXY: '0.0.0.0/0' }, /^refusing to start: TRUST_PROXY holds a range of every address \(\/0\)/],
+    ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.0/8, ::/0' }, /^refusing to start: TRUST_PROXY holds a range of every address/],
+    ['METRICS_HOST', { METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' }, /^refusing to start: METRICS_HOST is not this machine and METRICS_TOKEN is not set/],
+    ['METRICS_HOST', { METRICS_PORT: '9464', METRICS_HOST: '10.1.2.3' }, /^refusing to start: METRICS_HOST is not this machine and METRICS_TOKEN is not set/],
   ])('refuses %s (%j): exit 1, one line naming it, no secret printed', async (_name, change, message) => {
     const { code, stderr } = await boot(change);
     expect(code).toBe(1);
@@ -115,11 +122,42 @@ describe('production refuses what is only for development (e2e)', () => {
     for (const secret of SECRETS) expect(stderr).not.toContain(secret);
   });
 
-  it('without NODE_ENV=production, the development defaults still start', async () => {
-    // The embedded simulator and its published secrets; only the database stops it here.
-    const { code, stderr } = await boot({ NODE_ENV: undefined, CARD_NETWORK_URL: undefined, STRIPE_API_KEY: undefined, STRIPE_WEBHOOK_SECRET: undefined });
+  it.each(['staging', 'prod', 'Production', 'preprod'])('gets the production rules with NODE_ENV=%s: the embedded simulator is refused', async (nodeEnv) => {
+    const { code, stderr } = await boot({ NODE_ENV: nodeEnv, CARD_NETWORK_URL: undefined });
+    expect(code).toBe(1);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr.trim()).toMatch(/^refusing to start: CARD_NETWORK_URL is not set/);
+    expect(stderr).toContain(`(NODE_ENV=${nodeEnv.toLowerCase()})`);
+  });
+
+  it.each([
+    ['METRICS_TOKEN set', { METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0', METRICS_TOKEN: 'metrics-production-token-0123' }],
+    ['METRICS_HOST loopback', { METRICS_PORT: '9464', METRICS_HOST: '127.0.0.1' }],
+    ['TRUST_PROXY of its proxies', { TRUST_PROXY: '10.0.0.0/8,fd00::/8' }],
+  ])('passes the checks with %s (stops later, at the unreachable database)', async (_name, change) => {
+    const { code, stderr } = await boot(change);
     expect(code).toBe(1);
     expect(stderr.trim()).toMatch(/^cannot connect to PostgreSQL/);
+  });
+
+  it('warns in one line, naming STRIPE_API_KEY, about a test-mode key; not about a live one', async () => {
+    const test = await boot({});
+    const warnings = test.stdout.split('\n').filter((l) => l.includes('test-mode key'));
+    expect(warnings).toHaveLength(1);
+    expect(JSON.parse(warnings[0])).toMatchObject({ level: 40, msg: expect.stringMatching(/^STRIPE_API_KEY is a test-mode key \(sk_test_\.\.\.\)/) });
+    for (const secret of SECRETS) expect(test.stdout).not.toContain(secret);
+    const live = await boot({ STRIPE_API_KEY: 'sk_live_production_spec_network_0123' });
+    expect(live.stderr.trim()).toMatch(/^cannot connect to PostgreSQL/);
+    expect(live.stdout).not.toContain('test-mode key');
+  });
+
+  it('without NODE_ENV=production, the development defaults still start', async () => {
+    // The embedded simulator and its published secrets; only the database stops it here.
+    for (const nodeEnv of [undefined, 'development', 'test']) {
+      const { code, stderr } = await boot({ NODE_ENV: nodeEnv, CARD_NETWORK_URL: undefined, STRIPE_API_KEY: undefined, STRIPE_WEBHOOK_SECRET: undefined });
+      expect(code).toBe(1);
+      expect(stderr.trim()).toMatch(/^cannot connect to PostgreSQL/);
+    }
   });
 });
 

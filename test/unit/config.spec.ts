@@ -152,6 +152,7 @@ describe('loadConfig defaults', () => {
 
   it('uses the documented defaults for an empty environment', () => {
     expect(config()).toEqual({
+      nodeEnv: 'development',
       production: false,
       port: 3000,
       database: { url: undefined, embeddedDir: '.data/postgres', embeddedPort: undefined, poolSize: 20, replicaUrls: [] },
@@ -173,7 +174,7 @@ describe('loadConfig defaults', () => {
         delayMs: 50,
         timeoutMs: 5_000,
         maxRetries: 2,
-        webhookSecret: 'whsec_simulator_0123456789abcdef',
+        webhookSecrets: ['whsec_simulator_0123456789abcdef'],
         webhookEventRetentionMs: 604_800_000,
       },
       recovery: { enabled: true, intervalMs: 60_000 },
@@ -182,6 +183,7 @@ describe('loadConfig defaults', () => {
       http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
       metrics: { token: undefined, port: undefined, host: '127.0.0.1' },
       rateLimit: { perClientPerSecond: 100, unauthenticatedPerMinute: 60 },
+      confirmations: { perOrderPerDay: 3, perClientPerHour: 1000 },
     });
   });
 
@@ -235,6 +237,18 @@ describe('loadConfig defaults', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`${name}: `));
   });
 
+  it('reads STRIPE_WEBHOOK_SECRET as a comma-separated list, refusing a bad entry without echoing any', () => {
+    expect(loadConfig({ STRIPE_WEBHOOK_SECRET: ' whsec_first_0123456789 , whsec_second_0123456789,' }).cardNetwork.webhookSecrets).toEqual([
+      'whsec_first_0123456789',
+      'whsec_second_0123456789',
+    ]);
+    const error = configError({ STRIPE_WEBHOOK_SECRET: 'whsec_first_0123456789,sk_live_not_a_webhook_secret' });
+    expect(error.problems).toEqual(['STRIPE_WEBHOOK_SECRET: expected webhook signing secrets whsec_..., separated by commas']);
+    expect(error.message).not.toContain('whsec_first_0123456789');
+    expect(error.message).not.toContain('sk_live_not_a_webhook_secret');
+    expect(configError({ STRIPE_WEBHOOK_SECRET: ' , ' }).problems).toEqual(['STRIPE_WEBHOOK_SECRET: expected webhook signing secrets whsec_..., separated by commas']);
+  });
+
   it('reads the HTTP settings', () => {
     const c = loadConfig({ HTTP_REQUEST_TIMEOUT: '10s', HTTP_KEEP_ALIVE_TIMEOUT: '65s', TRUST_PROXY: '10.0.0.0/8, 192.168.1.7,::1,fd00::/8' });
     expect(c.http).toEqual({ requestTimeoutMs: 10_000, keepAliveTimeoutMs: 65_000, trustProxy: ['10.0.0.0/8', '192.168.1.7', '::1', 'fd00::/8'] });
@@ -276,13 +290,15 @@ describe('loadConfig defaults', () => {
   });
 
   it('ignores unrelated environment variables', () => {
-    expect(loadConfig({ HOME: '/root', PATH: '/bin', NODE_ENV: 'test' })).toEqual(config());
+    expect(loadConfig({ HOME: '/root', PATH: '/bin', NODE_ENV: 'test' })).toEqual({ ...config(), nodeEnv: 'test' });
   });
 
-  it('is in production only with NODE_ENV=production', () => {
-    expect(loadConfig({ NODE_ENV: 'production' }).production).toBe(true);
-    expect(loadConfig({ NODE_ENV: 'Production ' }).production).toBe(true);
-    expect(loadConfig({ NODE_ENV: 'test' }).production).toBe(false);
+  it.each(['production', 'Production ', 'prod', 'staging', 'preprod', 'developement'])('gets the production rules with NODE_ENV=%j (fails closed)', (value) => {
+    expect(loadConfig({ NODE_ENV: value })).toMatchObject({ production: true, nodeEnv: value.trim().toLowerCase() });
+  });
+
+  it.each([['development'], ['test'], [' Development'], ['']])('runs without the production rules with NODE_ENV=%j (empty: the default, development)', (value) => {
+    expect(loadConfig({ NODE_ENV: value }).production).toBe(false);
   });
 
   it('reads process.env when no environment is passed', () => {
@@ -332,8 +348,11 @@ describe('loadConfig values', () => {
       METRICS_HOST: '0.0.0.0',
       RATE_LIMIT_PER_CLIENT: '500',
       RATE_LIMIT_UNAUTHENTICATED: '10',
+      CONFIRMATIONS_PER_ORDER_PER_DAY: '5',
+      CONFIRMATIONS_PER_CLIENT_PER_HOUR: '200',
     });
     expect(config).toEqual({
+      nodeEnv: 'development',
       production: false,
       port: 8080,
       database: {
@@ -364,7 +383,7 @@ describe('loadConfig values', () => {
         delayMs: 0,
         timeoutMs: 1000,
         maxRetries: 1,
-        webhookSecret: 'whsec_other_secret_123',
+        webhookSecrets: ['whsec_other_secret_123'],
         webhookEventRetentionMs: 259_200_000,
       },
       recovery: { enabled: false, intervalMs: 5000 },
@@ -373,6 +392,7 @@ describe('loadConfig values', () => {
       http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
       metrics: { token: 'metrics-token-0123456789', port: 9464, host: '0.0.0.0' },
       rateLimit: { perClientPerSecond: 500, unauthenticatedPerMinute: 10 },
+      confirmations: { perOrderPerDay: 5, perClientPerHour: 200 },
     });
   });
 

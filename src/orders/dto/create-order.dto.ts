@@ -14,6 +14,7 @@ import {
   ValidationOptions,
   registerDecorator,
 } from 'class-validator';
+import { NoCardNumber } from '../../common/card-number';
 import { IsCurrency, MAX_AMOUNT } from '../../common/money';
 import { NoControlCharacters } from '../../common/text';
 
@@ -41,11 +42,12 @@ function IsPayableTotal(options?: ValidationOptions): PropertyDecorator {
 }
 
 export class OrderItemDto {
-  @ApiProperty({ example: 'sku_tshirt_m', minLength: 1, maxLength: 64 })
+  @ApiProperty({ example: 'sku_tshirt_m', minLength: 1, maxLength: 64, description: 'Stored and returned: never card data (a card number is refused, 400)' })
   @IsString()
   @Length(1, 64)
   @NoControlCharacters()
   @Matches(/^[\x21-\x7e]+$/, { message: 'sku must be printable ASCII without spaces' })
+  @NoCardNumber()
   sku!: string;
 
   @ApiProperty({ type: 'integer', example: 2, minimum: 1, maximum: 1000 })

@@ -13,7 +13,7 @@ export interface CardNetworkEndpoint {
   /**
    * The embedded simulator sends its webhooks to this URL (the app's own
    * webhook route, known once the app listens), signed with the app's
-   * STRIPE_WEBHOOK_SECRET. A no-op for a network of its own, which is told
+   * (first) STRIPE_WEBHOOK_SECRET. A no-op for a network of its own, which is told
    * its webhook URL in its own configuration.
    */
   deliverWebhooksTo(url: string): void;
@@ -33,7 +33,7 @@ const CLOSED_URL = 'http://card-network.invalid';
  * then lives as long as the app. Closed (CardNetworkModule.closed()): neither.
  */
 async function openEndpoint(config: AppConfig, closed = false): Promise<CardNetworkEndpoint> {
-  const { url, apiKey, delayMs, webhookSecret } = config.cardNetwork;
+  const { url, apiKey, delayMs, webhookSecrets } = config.cardNetwork;
   if (closed) return { url: CLOSED_URL, embedded: false, deliverWebhooksTo: () => undefined, close: async () => undefined };
   if (url) return { url, embedded: false, deliverWebhooksTo: () => undefined, close: async () => undefined };
   const simulator = await startCardNetworkSimulator({ secrets: [apiKey], delayMs, port: 0, host: '127.0.0.1' });
@@ -41,7 +41,7 @@ async function openEndpoint(config: AppConfig, closed = false): Promise<CardNetw
   return {
     url: simulator.url,
     embedded: true,
-    deliverWebhooksTo: (target) => simulator.setWebhook({ url: target, secret: webhookSecret }),
+    deliverWebhooksTo: (target) => simulator.setWebhook({ url: target, secret: webhookSecrets[0] }),
     close: () => simulator.close(),
   };
 }
@@ -72,7 +72,7 @@ class CardNetworkLifecycle implements OnApplicationShutdown {
           apiKey: config.cardNetwork.apiKey,
           timeoutMs: config.cardNetwork.timeoutMs,
           maxRetries: config.cardNetwork.maxRetries,
-          webhookSecret: config.cardNetwork.webhookSecret,
+          webhookSecrets: config.cardNetwork.webhookSecrets,
         }),
     },
     CardNetworkLifecycle,

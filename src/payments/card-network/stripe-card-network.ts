@@ -13,6 +13,7 @@ import {
   RefundState,
   UnknownNetworkObjectError,
 } from './card-network';
+import { CARD_TOKEN } from './stripe-rules';
 
 export interface StripeSettings {
   /** The API base, e.g. https://api.stripe.com or the simulator's http://127.0.0.1:4242. */
@@ -23,8 +24,8 @@ export interface StripeSettings {
   timeoutMs: number;
   /** The SDK's own retries of network errors, 409 and 5xx, always with our idempotency key. */
   maxRetries: number;
-  /** The signing secret of the network's webhooks (whsec_...). */
-  webhookSecret: string;
+  /** The signing secrets of the network's webhooks (whsec_...): an event signed with any of them verifies. */
+  webhookSecrets: readonly string[];
 }
 
 /** Stripe's default: a signature older than this is refused (a replayed delivery). */
@@ -48,14 +49,15 @@ const WEBHOOK_TOLERANCE_S = 300;
  */
 export class StripeCardNetwork extends CardNetwork {
   private readonly stripe: Stripe;
-  private readonly webhookSecret: string;
+  private readonly webhookSecrets: readonly string[];
 
   /** HTTP sends per idempotency key, of the refunds being created now (see createRefund). */
   private readonly sends = new Map<string, number>();
 
   constructor(settings: StripeSettings) {
     super();
-    this.webhookSecret = settings.webhookSecret;
+    if (settings.webhookSecrets.length === 0) throw new Error('StripeCardNetwork: at least one webhook secret is needed');
+    this.webhookSecrets = settings.webhookSecrets;
     const url = new URL(settings.url);
     const protocol = url.protocol === 'http:' ? 'http' : 'https';
     this.stripe = new Stripe(settings.apiKey, {
@@ -157,13 +159,7 @@ export class StripeCardNetwork extends CardNetwork {
   }
 
   parseWebhook(payload: Buffer, signature: string): NetworkEvent {
-    let event: Stripe.Event;
-    try {
-      event = this.stripe.webhooks.constructEvent(payload, signature, this.webhookSecret, WEBHOOK_TOLERANCE_S);
-    } catch (error) {
-      if (error instanceof Stripe.errors.StripeSignatureVerificationError) throw new InvalidWebhookError(error.message);
-      throw error;
-    }
+    const event = this.verifiedEvent(payload, signature);
     const object = event.data.object as { object?: string; id?: string; metadata?: Record<string, string> | null };
     const base = { id: event.id, type: event.type, metadata: object.metadata ?? {} };
     if (object.object === 'payment_intent' && event.type.startsWith('payment_intent.')) {
@@ -176,6 +172,24 @@ export class StripeCardNetwork extends CardNetwork {
     }
     return { ...base, object: 'other' };
   }
+
+  /**
+   * The event, if its signature verifies with one of the secrets (while a
+   * secret is rolled, or when several endpoints deliver here, an event is
+   * signed with only one of them); the SDK's last refusal otherwise.
+   */
+  private verifiedEvent(payload: Buffer, signature: string): Stripe.Event {
+    let refusal: Error | undefined;
+    for (const secret of this.webhookSecrets) {
+      try {
+        return this.stripe.webhooks.constructEvent(payload, signature, secret, WEBHOOK_TOLERANCE_S);
+      } catch (error) {
+        if (!(error instanceof Stripe.errors.StripeSignatureVerificationError)) throw error;
+        refusal = error;
+      }
+    }
+    throw new InvalidWebhookError(refusal!.message);
+  }
 }
 
 /**
@@ -186,7 +200,7 @@ export class StripeCardNetwork extends CardNetwork {
  * name: tok_visa -> pm_card_visa. A PaymentMethod id goes as it is.
  */
 export function paymentSource(source: string): { payment_method: string } | { payment_method_data: Stripe.PaymentIntentCreateParams.PaymentMethodData } {
-  if (/^tok_[0-9][A-Za-z0-9]*$/.test(source)) {
+  if (CARD_TOKEN.test(source)) {
     // Stripe accepts a card token here; the SDK's types list only the other method types.
     return { payment_method_data: { type: 'card', card: { token: source } } as unknown as Stripe.PaymentIntentCreateParams.PaymentMethodData };
   }

@@ -58,3 +58,20 @@ export function minimumCharge(currency: string): number {
 export function isStripeCurrency(currency: string): boolean {
   return STRIPE_CURRENCIES.has(currency.toLowerCase());
 }
+
+/**
+ * What a payment's `source` may be: the ids the card network issues, nothing
+ * else (Stripe's ids are at most 255 characters).
+ * - a test token, a word of letters (`tok_visa`, `tok_chargeDeclined`,
+ *   `tok_visa_debit`), and the test PaymentMethod of the same name
+ *   (`pm_card_visa`);
+ * - a real card token (Stripe.js, the token API) or PaymentMethod: the prefix,
+ *   a digit, then letters and digits (`tok_1N3T00LkdIwHu7ix`, `pm_1MqLiJ…`).
+ * Card details never fit: a test word has no digit, a real id no separator (a
+ * real id's digits may still be a card number: the DTO refuses those too).
+ */
+export const PAYMENT_SOURCE = /^(?:(?:tok|pm_card)_[A-Za-z]+(?:_[A-Za-z]+)*|(?:tok|pm)_[0-9][A-Za-z0-9]*)$/;
+export const PAYMENT_SOURCE_MAX_LENGTH = 255;
+
+/** A real card token (`tok_` and a digit), paid with through `payment_method_data[card][token]`. */
+export const CARD_TOKEN = /^tok_[0-9][A-Za-z0-9]*$/;

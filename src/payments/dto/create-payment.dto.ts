@@ -1,29 +1,9 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, MaxLength, Min, ValidateBy } from 'class-validator';
+import { NoCardNumber } from '../../common/card-number';
 import { IsCurrency, MAX_AMOUNT, isCurrency } from '../../common/money';
 import { NoControlCharacters } from '../../common/text';
-import { STRIPE_MINIMUM_CHARGE, isStripeCurrency, minimumCharge } from '../card-network/stripe-rules';
-
-/** A token or PaymentMethod id, as the card network issues them (Stripe's ids are at most 255 characters). */
-const SOURCE = /^(tok|pm)_[A-Za-z0-9_]+$/;
-const SOURCE_MAX_LENGTH = 255;
-/**
- * Shaped like a card number: 13 to 19 digits, spaces or dashes between them.
- * Such a value is card data (PCI DSS scope) and must reach neither a table nor
- * a log, so it is refused even inside something token-shaped (tok_4242…).
- */
-const CARD_NUMBER = /\d(?:[ -]*\d){12}/;
-
-/** Refuses a string holding a card number (see CARD_NUMBER); the message never carries the value. */
-function NoCardNumber(): PropertyDecorator {
-  return ValidateBy({
-    name: 'noCardNumber',
-    validator: {
-      validate: (value: unknown) => typeof value !== 'string' || !CARD_NUMBER.test(value),
-      defaultMessage: () => '$property must be a token from the card network, never a card number',
-    },
-  });
-}
+import { PAYMENT_SOURCE, PAYMENT_SOURCE_MAX_LENGTH, STRIPE_MINIMUM_CHARGE, isStripeCurrency, minimumCharge } from '../card-network/stripe-rules';
 
 /**
  * The simulator's fault test methods (tok_chargeThenDrop, …Hang, …Error and
@@ -92,16 +72,16 @@ export class CreatePaymentDto {
 
   @ApiProperty({
     example: 'tok_visa',
-    maxLength: SOURCE_MAX_LENGTH,
-    pattern: SOURCE.source,
+    maxLength: PAYMENT_SOURCE_MAX_LENGTH,
+    pattern: PAYMENT_SOURCE.source,
     description:
-      'A card token (tok_…, as Stripe.js makes them, or a test token) or PaymentMethod id (pm_…) from the card network, never card details: a value holding a card number is refused (400) and neither stored nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released), tok_refundPending / tok_refundPendingFail / tok_refundFail (charge; their refunds answer pending then succeed, pending then fail, succeeded then fail). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network.',
+      'A card token or PaymentMethod id from the card network, never card details: a real token (tok_ and a digit, as Stripe.js makes them: tok_1N3T00LkdIwHu7ix), a real PaymentMethod (pm_1…), a test token (tok_ and letters: tok_visa) or test PaymentMethod (pm_card_visa). Anything else, and any value holding a card number (13–19 digits passing the Luhn check, with or without separators), is refused (400) and neither stored, sent nor logged. Test tokens: tok_visa (succeeds), tok_chargeDeclined (402 card_declined), tok_chargeDeclinedInsufficientFunds (402 insufficient_funds), tok_processingError (502, key released), tok_refundPending / tok_refundPendingFail / tok_refundFail (charge; their refunds answer pending then succeed, pending then fail, succeeded then fail). The fault tokens tok_chargeThenDrop, tok_chargeThenHang and tok_chargeThenError are accepted only while the bundled simulator is the card network.',
   })
   @IsString()
-  @MaxLength(SOURCE_MAX_LENGTH)
+  @MaxLength(PAYMENT_SOURCE_MAX_LENGTH)
   // No $value in these messages: the refused value is never echoed.
-  @Matches(SOURCE, { message: 'source must be a card token (tok_…) or payment method id (pm_…): letters, digits and underscores' })
-  @NoCardNumber()
+  @Matches(PAYMENT_SOURCE, { message: 'source must be a card token (tok_visa, tok_1…) or PaymentMethod id (pm_card_visa, pm_1…) from the card network' })
+  @NoCardNumber({ message: 'source must be a token from the card network, never a card number' })
   source!: string;
 
   @ApiPropertyOptional({ format: 'uuid', description: 'Pay this pending order: amount and currency must match it' })
@@ -109,12 +89,13 @@ export class CreatePaymentDto {
   @IsUUID()
   order_id?: string;
 
-  @ApiPropertyOptional({ maxLength: 500, example: 'Order #1001' })
+  @ApiPropertyOptional({ maxLength: 500, example: 'Order #1001', description: 'Stored, returned and sent to the card network: never card data (a card number is refused, 400)' })
   @IsOptional()
   @IsString()
   @MaxLength(500)
   // Refused here, before the card network is asked (PostgreSQL refuses U+0000 in text).
   @NoControlCharacters()
+  @NoCardNumber()
   description?: string;
 }
 
