@@ -9,6 +9,7 @@ import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdem
 import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 import { IDEMPOTENCY_STORE, IdempotencyStore, RecoveryPoint } from './idempotency.store';
 import { LeaseKeeper } from './lease-keeper';
+import { aboutOperation, emit, inSpan } from './idempotency.telemetry';
 import { PhasedOperation } from './phased-operation';
 
 /** The name of the recovery's interval in SchedulerRegistry. */
@@ -143,7 +144,8 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     const lease = new LeaseKeeper(owner, this.store, this.options.leaseMs, takenAt);
     const operation = new PhasedOperation(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
     try {
-      return { taken: true, result: await work(operation) };
+      const result = await aboutOperation(scope, key, recovery.operation, () => inSpan('idempotency.takeover', () => work(operation)));
+      return { taken: true, result };
     } finally {
       if (!operation.outcome) await this.giveUp(lease);
       await lease.stop();
@@ -151,8 +153,15 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
   }
 
   private async resume(lease: LeaseKeeper, recovery: RecoveryPoint): Promise<'finished' | 'released' | 'failed'> {
+    const { scope, key } = lease.owner;
     try {
-      return await this.resumeUnderLease(lease, recovery);
+      return await aboutOperation(scope, key, recovery.operation, () =>
+        inSpan('idempotency.recovery', async () => {
+          const ending = await this.resumeUnderLease(lease, recovery);
+          if (ending !== 'failed') emit('recovered');
+          return ending;
+        }),
+      );
     } finally {
       await lease.stop();
     }

@@ -6,7 +6,7 @@ import { Observable, catchError, from, lastValueFrom, of, throwError } from 'rxj
 import { IdempotencyProblem, LeaseLostError, PROBLEM_JSON, idempotencyErrors } from './idempotency.errors';
 import { HttpResponse } from './http-response';
 import { IdempotencyContext } from './idempotency.context';
-import { IdempotencyMetrics } from './idempotency.metrics';
+import { IdempotencyMetrics, IdempotencyOutcome } from './idempotency.metrics';
 import {
   IDEMPOTENCY_OPTIONS,
   IDEMPOTENCY_TX_HOST,
@@ -24,6 +24,7 @@ import { parseIdempotencyKey } from './idempotency-key';
 import { fingerprint } from './fingerprint';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
 import { LeaseKeeper } from './lease-keeper';
+import { aboutOperation, emit, inSpan, openSpan } from './idempotency.telemetry';
 import { PHASED_OPERATION, PhasedOperation } from './phased-operation';
 import { ReplayCache } from './replay-cache';
 
@@ -31,6 +32,8 @@ interface RouteSettings {
   required: boolean;
   /** The operation name of a phased route (see PhasedOperation). */
   phased?: string;
+  /** What spans and events call it: the phased name, else `Controller.handler`. */
+  operation: string;
   /** How long a duplicate waits for the owner to finish (0: answer 409 at once). */
   waitMs: number;
   leaseMs: number;
@@ -120,31 +123,59 @@ export class IdempotencyInterceptor implements NestInterceptor {
       leaseMs: route.leaseMs,
       retentionMs: route.retentionMs,
     };
-    const cached = this.replays.get(scope, parsed.key, request.fingerprint);
-    if (cached) {
-      this.metrics.replayCacheHits.inc();
-      return this.replay(res, cached);
-    }
+    return aboutOperation(scope, parsed.key, route.operation, () => {
+      const cached = this.replays.get(scope, parsed.key, request.fingerprint);
+      if (cached) {
+        this.metrics.replayCacheHits.inc();
+        return this.replay(res, cached);
+      }
+      const span = openSpan('idempotency.request');
+      return span.run(() =>
+        this.claimAndRun(context, next, res, route, request).then(
+          (answer) => {
+            if (!answer.running) span.end();
+            else void answer.running.then(() => span.end(), (error: unknown) => span.end(error));
+            return answer.response;
+          },
+          (error: unknown) => {
+            span.end(error instanceof IdempotencyProblem ? undefined : error);
+            throw error;
+          },
+        ),
+      );
+    });
+  }
+
+  /** The claim, and what it leads to; `running`: the work of a claimed key, until it settles. */
+  private async claimAndRun(
+    context: ExecutionContext,
+    next: CallHandler,
+    res: HttpResponse,
+    route: RouteSettings,
+    request: ClaimRequest,
+  ): Promise<{ response: Observable<unknown>; running?: Promise<string> }> {
+    const req = context.switchToHttp().getRequest<IdempotencyRequest>();
+    const { policyUrl } = this.options;
     // Before the claim is sent: the retention it reports is counted from here.
     const sentAt = performance.now();
-    let claim = await this.claim(route.store, request);
+    let claim = await inSpan('idempotency.claim', () => this.claim(route.store, request));
     if (claim.kind === 'in_progress' && route.waitMs > 0) claim = await this.waitForOwner(route.store, request, route.waitMs);
 
     switch (claim.kind) {
       case 'completed':
         this.remember(request, claim.response, claim.retainedForMs, sentAt);
-        return this.replay(res, claim.response);
+        return { response: this.replay(res, claim.response) };
       case 'mismatch':
-        this.metrics.count('mismatch');
+        this.record('mismatch');
         throw idempotencyErrors.reused(policyUrl);
       case 'in_progress':
-        this.metrics.count('in_progress');
+        this.record('in_progress');
         // The lease (claim.retryAfterMs left of it) only bounds a crashed owner; a
         // live one usually answers within a second, so clients are asked back soon.
         throw idempotencyErrors.inProgress(policyUrl, IN_PROGRESS_RETRY_AFTER_S);
       case 'claimed': {
-        this.metrics.count(claim.takenOver ? 'taken_over' : 'claimed');
-        this.context.enter(parsed.key);
+        this.record(claim.takenOver ? 'taken_over' : 'claimed');
+        this.context.enter(request.key);
         const owner = claim.owner;
         const lease = new LeaseKeeper(owner, route.store, route.leaseMs, sentAt);
         const { retainedForMs } = claim;
@@ -166,9 +197,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
         run = run.finally(() => lease.stop());
         // Duplicates may be waiting for this key: wake them once it has settled.
         if (route.waitMs > 0) run = run.finally(() => this.announceSettled(route.store, owner));
-        return from(run);
+        return { response: from(run), running: run };
       }
     }
+  }
+
+  /** An outcome: counted on /metrics, and told to spans and the diagnostics channel. */
+  private record(outcome: IdempotencyOutcome): void {
+    this.metrics.count(outcome);
+    emit(outcome);
   }
 
   /** `committed`: answers with the response once it is stored (the transaction committed). */
@@ -190,7 +227,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     } catch (error) {
       if (error instanceof LeaseLostError) {
         // The key belongs to the attempt that took it over: nothing of ours to release.
-        this.metrics.count('lease_lost');
+        this.record('lease_lost');
         throw idempotencyErrors.leaseLost(this.options.policyUrl);
       }
       await this.release(this.store, lease);
@@ -231,7 +268,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       await lease.end((owner) => store.complete(owner, stored));
     } catch (error) {
       if (error instanceof LeaseLostError) {
-        this.metrics.count('lease_lost');
+        this.record('lease_lost');
         throw idempotencyErrors.leaseLost(this.options.policyUrl);
       }
       // The side effect happened: answer it rather than invite a retry that repeats it.
@@ -270,7 +307,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** After a phased handler failed: what becomes of the key (see PhasedOperation). */
   private async settleFailure(operation: PhasedOperation, lease: LeaseKeeper, error: unknown): Promise<void> {
     if (error instanceof LeaseLostError) {
-      this.metrics.count('lease_lost');
+      this.record('lease_lost');
       throw idempotencyErrors.leaseLost(this.options.policyUrl);
     }
     // Released: the key is gone. Held: kept, with the lease the operation asked for.
@@ -283,7 +320,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     // point, and let the next attempt take over now rather than after the lease.
     try {
       await lease.end((owner) => this.store.yieldLease(owner));
-      this.metrics.count('yielded');
+      this.record('yielded');
     } catch (yieldError) {
       this.logger.warn(`could not give up the lease after a failure: ${(yieldError as Error).message}`);
     }
@@ -329,7 +366,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private async release(store: IdempotencyKeyStore, lease: LeaseKeeper): Promise<void> {
     try {
       await lease.end((owner) => store.release(owner));
-      this.metrics.count('released');
+      this.record('released');
     } catch (error) {
       // The lease still frees the key; a retry after it takes the key over.
       this.logger.warn(`could not release key after a failure: ${(error as Error).message}`);
@@ -358,7 +395,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** A retry: the stored response, as stored, with Idempotent-Replayed. */
   private replay(res: HttpResponse, response: StoredResponse): Observable<string> {
-    this.metrics.count('replayed');
+    this.record('replayed');
     return of(this.send(res, response, true));
   }
 
@@ -387,6 +424,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       settings = {
         required: o.required ?? true,
         phased: o.phased,
+        operation: o.phased ?? `${context.getClass().name}.${handler.name}`,
         waitMs: o.wait === undefined ? 0 : parseDuration(o.wait),
         ...resolveTiming(o, this.options, where),
         fingerprint: o.fingerprint,

@@ -24,6 +24,7 @@ export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.serv
 export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
 export { IdempotencyContext } from './idempotency.context';
 export { IdempotencyKeys } from './idempotency-keys.service';
+export { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent, IdempotencyEventName } from './idempotency.telemetry';
 export type { KeyOutcome } from './idempotency.store';
 export { HttpResponse } from './http-response';
 export { ConsumedMessage, IdempotentConsumer, InvalidMessageIdError, MAX_MESSAGE_ID_LENGTH } from './idempotent-consumer';

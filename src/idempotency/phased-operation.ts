@@ -5,6 +5,7 @@ import { IdempotencyStore, RecoveryPoint, StoredResponse } from './idempotency.s
 import { LeaseLostError } from './idempotency.errors';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
 import { LeaseKeeper } from './lease-keeper';
+import { emit, inSpan } from './idempotency.telemetry';
 
 /**
  * A request whose work reaches outside the database (a card network, a
@@ -92,10 +93,12 @@ export class PhasedOperation<S = unknown> {
    * sent (the attempt that took the key over carries on). The lease is renewed
    * while the call runs.
    */
-  async call<T>(outside: () => Promise<T>): Promise<T> {
+  async call<T>(outside: () => Promise<T>, name = 'outside'): Promise<T> {
     this.assertOpen();
-    await this.lease.confirm();
-    return outside();
+    return inSpan(`idempotency.call ${name}`, async () => {
+      await this.lease.confirm();
+      return outside();
+    });
   }
 
   /**
@@ -105,7 +108,7 @@ export class PhasedOperation<S = unknown> {
   async checkpoint<T>(point: string, work: () => Promise<T>, state: (result: T) => S): Promise<T> {
     this.assertOpen();
     let saved: S | undefined;
-    const result = await this.atomic(async () => {
+    const result = await this.atomicIn(`idempotency.checkpoint ${point}`, async () => {
       const value = await work();
       saved = state(value);
       const recovery = { operation: this.name, point, state: saved, status: this.successStatus };
@@ -126,7 +129,7 @@ export class PhasedOperation<S = unknown> {
   async finish<T>(work: () => Promise<T>, options: { location?: (result: T) => string } = {}): Promise<T> {
     this.assertOpen();
     let response: StoredResponse | undefined;
-    const result = await this.atomic(async () => {
+    const result = await this.atomicIn('idempotency.finish', async () => {
       const value = await work();
       response = {
         status: this.successStatus,
@@ -148,10 +151,12 @@ export class PhasedOperation<S = unknown> {
    */
   async release(undo: () => Promise<void>): Promise<void> {
     this.assertOpen();
-    await this.txHost.withTransaction(async () => {
-      await undo();
-      await this.lease.end((owner) => this.store.releaseInTransaction(owner));
-    });
+    await inSpan('idempotency.release', () =>
+      this.txHost.withTransaction(async () => {
+        await undo();
+        await this.lease.end((owner) => this.store.releaseInTransaction(owner));
+      }),
+    );
     this.ending = { kind: 'released' };
   }
 
@@ -168,6 +173,7 @@ export class PhasedOperation<S = unknown> {
     const held = await this.lease.end((owner) => this.store.renew(owner, forMs));
     if (held === null) throw new LeaseLostError();
     this.ending = { kind: 'held' };
+    emit('held');
   }
 
   /**
@@ -175,6 +181,10 @@ export class PhasedOperation<S = unknown> {
    * response in the same transaction, which then COMMITS, and is rethrown after
    * the commit; any other error rolls the phase back.
    */
+  private atomicIn<T>(span: string, work: () => Promise<T>): Promise<T> {
+    return inSpan(span, () => this.atomic(work));
+  }
+
   private async atomic<T>(work: () => Promise<T>): Promise<T> {
     let outcome: { error: unknown; response: StoredResponse } | undefined;
     const result = await this.txHost.withTransaction(async () => {

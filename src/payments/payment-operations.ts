@@ -63,9 +63,9 @@ export class NetworkCalls {
   }
 
   /** A lookup or a confirm: any error leaves the outcome unknown (503, key and recovery point kept). */
-  async ask<T>(op: PhasedOperation, object: { kind: 'intent' | 'refund'; ids: Record<string, string> }, call: () => Promise<T>): Promise<T> {
+  async ask<T>(op: PhasedOperation, object: { kind: 'intent' | 'refund'; ids: Record<string, string> }, name: string, call: () => Promise<T>): Promise<T> {
     try {
-      return await op.call(call);
+      return await op.call(call, name);
     } catch (error) {
       if (error instanceof UnknownNetworkObjectError) return this.holdOff(op, object, error);
       throw unknownOutcome(error);

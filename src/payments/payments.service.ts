@@ -133,7 +133,9 @@ export class PaymentsService implements OnModuleInit {
     const intentId = op.recoveryPoint === INTENT ? op.state?.intent_id : undefined;
     if (!intentId) return this.createAndConfirm(op, payment);
     // The network's own word about the one intent this payment may have charged.
-    const state = await this.network.ask(op, this.intentObject(payment, intentId), () => this.cardNetwork.retrieveIntent(intentId));
+    const state = await this.network.ask(op, this.intentObject(payment, intentId), 'card_network.retrieve_intent', () =>
+      this.cardNetwork.retrieveIntent(intentId),
+    );
     if (state.status === 'requires_confirmation') return this.confirm(op, payment, intentId);
     return this.conclude(op, payment, state);
   }
@@ -155,17 +157,18 @@ export class PaymentsService implements OnModuleInit {
     try {
       intentId = await op.call(() =>
         this.cardNetwork.createIntent({
-        amount: Number(payment.amount),
-        currency: payment.currency,
-        source: payment.payment_method ?? '',
-        description: payment.description,
-        idempotencyKey: networkKeys.createIntent(payment.id),
-        metadata: {
-          payment_id: payment.id,
-          client_id: op.scope,
-          ...(payment.order_id ? { order_id: payment.order_id } : {}),
+          amount: Number(payment.amount),
+          currency: payment.currency,
+          source: payment.payment_method ?? '',
+          description: payment.description,
+          idempotencyKey: networkKeys.createIntent(payment.id),
+          metadata: {
+            payment_id: payment.id,
+            client_id: op.scope,
+            ...(payment.order_id ? { order_id: payment.order_id } : {}),
           },
         }),
+        'card_network.create_intent',
       );
     } catch (error) {
       if (error instanceof InvalidParameterError) {
@@ -187,7 +190,7 @@ export class PaymentsService implements OnModuleInit {
   }
 
   private async confirm(op: PaymentOperation, payment: PaymentRow, intentId: string): Promise<PaymentResponse> {
-    const state = await this.network.ask(op, this.intentObject(payment, intentId), () =>
+    const state = await this.network.ask(op, this.intentObject(payment, intentId), 'card_network.confirm_intent', () =>
       this.cardNetwork.confirmIntent(intentId, networkKeys.confirmIntent(payment.id)),
     );
     return this.conclude(op, payment, state);

@@ -93,7 +93,7 @@ export class RefundsService implements OnModuleInit {
   private async make(op: RefundOperation, refund: RefundRow, { firstContact }: { firstContact: boolean }): Promise<RefundResponse> {
     const intentId = await this.intentOf(op.scope, refund);
     const lookUp = () =>
-      this.network.ask(op, { kind: 'refund', ids: { refund_id: refund.id, intent_id: intentId } }, () =>
+      this.network.ask(op, { kind: 'refund', ids: { refund_id: refund.id, intent_id: intentId } }, 'card_network.find_refund', () =>
         this.cardNetwork.findRefund(intentId, { key: 'refund_id', value: refund.id }),
       );
     if (!firstContact) {
@@ -109,6 +109,7 @@ export class RefundsService implements OnModuleInit {
           idempotencyKey: networkKeys.refund(refund.id),
           metadata: { refund_id: refund.id, payment_id: refund.payment_id, client_id: op.scope },
         }),
+        'card_network.create_refund',
       );
     } catch (error) {
       if (!(error instanceof CardNetworkRefusedError)) throw unknownOutcome(error);
