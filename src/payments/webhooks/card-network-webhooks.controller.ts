@@ -12,12 +12,12 @@ export interface RawBodyRequest {
 }
 
 @ApiTags('webhooks')
-@Public()
 @Controller('webhooks')
 export class CardNetworkWebhooksController {
   constructor(private readonly webhooks: CardNetworkWebhooks) {}
 
   @Post('card-network')
+  @Public()
   @HttpCode(200)
   @ApiOperation({
     summary: "The card network's events (Stripe's webhook format)",
