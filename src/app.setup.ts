@@ -6,6 +6,7 @@ import { CLS_REQ, ClsService } from 'nestjs-cls';
 import { authenticateOnRequest } from './auth/authenticate-on-request';
 import { ClientsService } from './auth/clients.service';
 import { FailedAuthLimiter } from './auth/failed-auth.limiter';
+import { routeAccess } from './auth/public.decorator';
 import { warnOfUntrustedProxy } from './auth/untrusted-proxy.warning';
 import { parseJsonBody } from './common/json-depth';
 import { rejectNonJsonBody } from './common/json-only.hook';
@@ -22,7 +23,7 @@ import { logRequests } from './logging/request-log.hook';
 import { observeHttpRequests } from './metrics/http-metrics.hook';
 import { MetricsService } from './metrics/metrics.service';
 import { ChargeAdmission } from './payments/charge-admission';
-import { RawBodyRequest, WEBHOOK_PATH } from './payments/webhooks/card-network-webhooks.controller';
+import { WebhookSignatureLimiter } from './payments/webhooks/webhook-signature.limiter';
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
 /** Where the Swagger UI and the OpenAPI document are served (`/docs`, `/docs/*`, `/docs-json`, `/docs-yaml`): public. */
@@ -103,20 +104,25 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   // Every route that needs a key is authenticated here, before its body is read: without a
   // valid key, 401 (counted against the address) or 429 (the address is over its budget),
   // with no body read, no query for a made-up key from a blocked address, no slot taken.
-  // Public routes pass.
+  // Public routes pass; the webhooks' signatures have a budget of their own.
   fastify.addHook('onRequest', authenticateOnRequest(app.get(ClientsService), app.get(FailedAuthLimiter), config));
+  app.get(WebhookSignatureLimiter).install(fastify);
   fastify.addHook('onRequest', rejectNonJsonBody);
   // The routes that reach the card network (@ChargeRoute()), authenticated above, take turns.
   fastify.addHook('onRequest', app.get(ChargeAdmission).hook());
   // Size (bodyLimit) and depth are checked on the raw bytes, before the body is parsed or anything walks it.
   fastify.removeContentTypeParser('application/json');
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    // A signed route (the webhooks) gets the exact bytes that were signed, unparsed: nothing
+    // reads them before their signature verifies.
+    if (routeAccess(request) === 'signed') {
+      request.rawBody = body as Buffer;
+      return done(null, undefined);
+    }
     try {
       // The depth is counted on UTF-8 bytes and the text decoded as UTF-8: another charset is refused.
       const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1].toLowerCase();
       if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw UNSUPPORTED_CHARSET();
-      // A signed webhook is verified on the exact bytes that were signed.
-      if (request.routeOptions.url === WEBHOOK_PATH) (request as RawBodyRequest).rawBody = body as Buffer;
       done(null, parseJsonBody(body as Buffer));
     } catch (error) {
       done(error as Error, undefined);
