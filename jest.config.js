@@ -22,9 +22,10 @@ module.exports = {
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/examples/'],
   modulePathIgnorePatterns: ['<rootDir>/examples/', '<rootDir>/.pack/'],
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', swc] },
-  // ESM-only packages are transformed too: Nest's, and the content-disposition 2 of @fastify/static
-  // (which Swagger UI needs on Fastify), wherever it is nested.
-  transformIgnorePatterns: ['^(?!.*/node_modules/(@nestjs|content-disposition)/).*/node_modules/'],
+  // ESM-only packages are transformed too: Nest's, the content-disposition 2 of @fastify/static
+  // (which Swagger UI needs on Fastify) and the cookie 1 of light-my-request (Fastify's inject),
+  // wherever they are nested.
+  transformIgnorePatterns: ['^(?!.*/node_modules/(@nestjs|content-disposition|cookie)/).*/node_modules/'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 2,

@@ -6,6 +6,8 @@ import { CLS_REQ, ClsService } from 'nestjs-cls';
 import { authenticateOnRequest } from './auth/authenticate-on-request';
 import { ClientsService } from './auth/clients.service';
 import { FailedAuthLimiter } from './auth/failed-auth.limiter';
+import { routeAccess } from './auth/public.decorator';
+import { warnOfUntrustedProxy } from './auth/untrusted-proxy.warning';
 import { parseJsonBody } from './common/json-depth';
 import { rejectNonJsonBody } from './common/json-only.hook';
 import { ProblemException } from './common/problem';
@@ -21,9 +23,11 @@ import { logRequests } from './logging/request-log.hook';
 import { observeHttpRequests } from './metrics/http-metrics.hook';
 import { MetricsService } from './metrics/metrics.service';
 import { ChargeAdmission } from './payments/charge-admission';
-import { RawBodyRequest, WEBHOOK_PATH } from './payments/webhooks/card-network-webhooks.controller';
+import { WebhookSignatureLimiter } from './payments/webhooks/webhook-signature.limiter';
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
+/** Where the Swagger UI and the OpenAPI document are served (`/docs`, `/docs/*`, `/docs-json`, `/docs-yaml`): public. */
+const DOCS_PATH = 'docs';
 const UNSUPPORTED_CHARSET = () =>
   new ProblemException({ status: 415, code: 'unsupported_media_type', title: 'Unsupported Media Type', detail: 'Send the request body as UTF-8.' });
 
@@ -77,6 +81,8 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
  */
 export function configureApp(app: NestFastifyApplication, config: AppConfig): NestFastifyApplication {
   const fastify = app.getHttpAdapter().getInstance();
+  // Before any route is registered (the docs below, the controllers at init).
+  configureRoutes(fastify);
   // First: every hook after it, the guards, the handler and the logger run in the request's context.
   openRequestContext(fastify, app.get(ClsService));
   app.useLogger(app.get(AppLogger));
@@ -97,23 +103,31 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
     reply.raw.setHeader('X-Request-Id', request.id);
     done();
   });
-  // An address over its failed-auth budget costs no body read and no query.
-  fastify.addHook('onRequest', app.get(FailedAuthLimiter).hook());
+  warnOfUntrustedProxy(fastify, config);
+  // Every route that needs a key is authenticated here, before its body is read: without a
+  // valid key, 401 (counted against the address) or 429 (the address is over its budget),
+  // with no body read, no query for a made-up key from a blocked address, no slot taken.
+  // Public routes pass; the webhooks' signatures have a budget of their own.
+  fastify.addHook('onRequest', authenticateOnRequest(app.get(ClientsService), app.get(FailedAuthLimiter), config));
+  app.get(WebhookSignatureLimiter).install(fastify);
   fastify.addHook('onRequest', rejectNonJsonBody);
-  // The routes that reach the card network (@ChargeRoute()) are authenticated here, then
-  // take turns once their body has arrived: a request without a valid key never takes or
-  // waits for a slot, nor does a body that is slow or never comes.
-  fastify.addHook('onRequest', authenticateOnRequest(app.get(ClientsService), app.get(FailedAuthLimiter)));
+  // The routes that reach the card network (@ChargeRoute()), authenticated above, take turns
+  // once their body has arrived: a request without a valid key never takes or waits for a
+  // slot, nor does a body that is slow or never comes.
   fastify.addHook('preHandler', app.get(ChargeAdmission).hook());
   // Size (bodyLimit) and depth are checked on the raw bytes, before the body is parsed or anything walks it.
   fastify.removeContentTypeParser('application/json');
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    // A signed route (the webhooks) gets the exact bytes that were signed, unparsed: nothing
+    // reads them before their signature verifies.
+    if (routeAccess(request) === 'signed') {
+      request.rawBody = body as Buffer;
+      return done(null, undefined);
+    }
     try {
       // The depth is counted on UTF-8 bytes and the text decoded as UTF-8: another charset is refused.
       const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1].toLowerCase();
       if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw UNSUPPORTED_CHARSET();
-      // A signed webhook is verified on the exact bytes that were signed.
-      if (request.routeOptions.url === WEBHOOK_PATH) (request as RawBodyRequest).rawBody = body as Buffer;
       done(null, parseJsonBody(body as Buffer));
     } catch (error) {
       done(error as Error, undefined);
@@ -132,6 +146,24 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   }
   setupOpenApi(app, fastify);
   return app;
+}
+
+/**
+ * What routes declare for the hooks before their body is read (see RouteAccess):
+ * a route's `maxBodyBytes` becomes its Fastify `bodyLimit` (413 past it: on the
+ * Content-Length before any byte is read, else as soon as the bytes read pass it; the
+ * connection is closed with it, as after any body Fastify refuses), and the docs' routes,
+ * which @nestjs/swagger and @fastify/static register, are public.
+ */
+function configureRoutes(fastify: FastifyInstance): void {
+  fastify.addHook('onRoute', (route) => {
+    const { maxBodyBytes } = route.config ?? {};
+    if (maxBodyBytes !== undefined) route.bodyLimit = maxBodyBytes;
+    const path = route.url ?? route.path;
+    if (path === `/${DOCS_PATH}` || path.startsWith(`/${DOCS_PATH}/`) || path.startsWith(`/${DOCS_PATH}-`)) {
+      route.config = { ...route.config, access: 'public' };
+    }
+  });
 }
 
 /**
@@ -176,7 +208,7 @@ function setupOpenApi(app: NestFastifyApplication, fastify: FastifyInstance): vo
   const policy = app.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
   const markdown = policyMarkdown(policy);
   // The policy page is the `type` of every idempotency problem; it needs no key.
-  fastify.get(policy.policyUrl, (_request, reply) => {
+  fastify.get(policy.policyUrl, { config: { access: 'public' } }, (_request, reply) => {
     void reply.type('text/markdown; charset=utf-8').send(markdown);
   });
   const document = applyIdempotencyPolicy(SwaggerModule.createDocument(
@@ -191,5 +223,5 @@ function setupOpenApi(app: NestFastifyApplication, fastify: FastifyInstance): vo
     ),
     policy,
   );
-  SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
+  SwaggerModule.setup(DOCS_PATH, app, document, { jsonDocumentUrl: `${DOCS_PATH}-json` });
 }

@@ -8,9 +8,11 @@ import { FailedAuthLimiter } from './failed-auth.limiter';
 import { isPublicRoute } from './public.decorator';
 
 /**
- * Global guard: every route needs `Authorization: Bearer <key>` unless @Public().
- * A route authenticated on request (authenticateOnRequest: the charge routes)
- * arrives with its client already set, and is not looked up again.
+ * Global guard: every route needs `Authorization: Bearer <key>` unless it is
+ * declared without one (Public, MetricsTokenRoute, SignedRoute). The
+ * authentication hook (authenticateOnRequest) has already checked the key of
+ * every such request before its body was read, so the client is found on the
+ * request; the guard checks it again only where that hook did not run.
  */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
@@ -23,7 +25,9 @@ export class ApiKeyGuard implements CanActivate {
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (isPublicRoute(this.reflector, context)) return true;
     const req = context.switchToHttp().getRequest<RequestWithClient>();
-    if (!(await authenticateRequest(req, this.clients, this.failedAuth))) throw problems.unauthorized();
+    const outcome = await authenticateRequest(req, this.clients, this.failedAuth);
+    if (outcome === undefined) throw problems.unauthorized();
+    if ('blockedFor' in outcome) throw this.failedAuth.refusal(outcome.blockedFor);
     return true;
   }
 }

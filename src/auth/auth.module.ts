@@ -7,6 +7,7 @@ import type { AppConfig } from '../config/config';
 import { ApiKeyGuard } from './api-key.guard';
 import { ClientThrottlerGuard } from './client-throttler.guard';
 import { ClientKeyEntity } from './client-key.entity';
+import { ClientKeysRepository } from './client-keys.repository';
 import { ClientEntity } from './client.entity';
 import { ClientsService } from './clients.service';
 import { FailedAuthLimiter } from './failed-auth.limiter';
@@ -23,6 +24,7 @@ import { FailedAuthLimiter } from './failed-auth.limiter';
     }),
   ],
   providers: [
+    ClientKeysRepository,
     ClientsService,
     FailedAuthLimiter,
     // Guards run in this order: the client is known before it is throttled.

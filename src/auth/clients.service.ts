@@ -1,36 +1,57 @@
-import { Injectable, OnModuleInit, Logger, Inject } from '@nestjs/common';
+import { Injectable, OnModuleInit, Logger, Inject, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
+import { LRUCache } from 'lru-cache';
 import { DataSource } from 'typeorm';
 import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
 import { generateApiKey, hashApiKey, keyPrefix } from './api-key';
 import { AuthenticatedClient } from './authenticated-client';
 import { ClientKeyEntity } from './client-key.entity';
+import { ClientKeysRepository } from './client-keys.repository';
 import { ClientEntity } from './client.entity';
 
 /**
- * A key found in the database is trusted this long without asking again: a
- * revoked key (or a deleted client's) stops working within 5 s on every instance.
+ * How often each instance reads the set of active keys again: a key revoked
+ * (or a client deleted) by another instance or the CLI is refused within 5 s
+ * (this, plus the read itself).
  */
-const CACHE_TTL_MS = 5_000;
-const CACHE_MAX = 10_000;
-/** Unknown keys are remembered this long: a flood of bad keys costs no query each. */
-const NEGATIVE_TTL_MS = 5_000;
+export const KEY_SET_RELOAD_MS = 4_000;
+/** A hash looked up and not found is answered unknown this long without asking again. */
+const UNKNOWN_TTL_MS = 5_000;
+const UNKNOWN_MAX = 10_000;
 
 /**
- * Clients and their API keys. Lookups by key hash are cached for 5 s, found or
- * unknown: authentication runs on every request and must not cost a query
- * each time, and a removed key must stop working soon on every instance.
+ * Clients and their API keys.
+ *
+ * Authentication runs on every request and must not cost a query each time,
+ * nor let made-up keys cost one each: every instance holds the SHA-256 of
+ * every active key in memory (`held`), read again every KEY_SET_RELOAD_MS and
+ * changed at once by this process's create, rotate and revoke. A key created
+ * by another instance since the last read is not held yet: `lookUp` asks the
+ * database for it (one index probe, concurrent lookups of one hash share it),
+ * and remembers a hash it did not find for 5 s. The caller decides whether a
+ * key may be looked up at all (authenticateOnRequest: not from an address
+ * over its failed-auth budget).
  */
 @Injectable()
-export class ClientsService implements OnModuleInit {
+export class ClientsService implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(ClientsService.name);
-  private readonly cache = new Map<string, { client: AuthenticatedClient; expires: number }>();
-  private readonly unknown = new Map<string, number>();
+  /** The active keys: base64 of the hash, to its client. */
+  private active = new Map<string, AuthenticatedClient>();
+  /** Counts this process's changes to `active`: a read that began before one is read again. */
+  private changes = 0;
+  private reading?: Promise<void>;
+  private reloadTimer?: NodeJS.Timeout;
+  private closed = false;
+  /** Whether the last read failed (its warning is written once per outage). */
+  private readFailed = false;
+  private readonly unknown = new LRUCache<string, true>({ max: UNKNOWN_MAX, ttl: UNKNOWN_TTL_MS });
+  private readonly lookups = new Map<string, Promise<AuthenticatedClient | undefined>>();
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly clientKeys: ClientKeysRepository,
   ) {}
 
   /**
@@ -59,6 +80,17 @@ export class ClientsService implements OnModuleInit {
       if (held.revoked) this.logger.warn(`API_KEYS: the key of "${seed.name}" was revoked and stays revoked (give it a new secret)`);
     }
     if (this.config.apiKeys.length) this.logger.log(`API_KEYS: ${this.config.apiKeys.map((s) => s.name).join(', ')}`);
+    await this.reload();
+  }
+
+  onApplicationBootstrap(): void {
+    this.reloadTimer = setInterval(() => void this.reload(), KEY_SET_RELOAD_MS).unref();
+  }
+
+  onApplicationShutdown(): void {
+    this.closed = true;
+    clearInterval(this.reloadTimer);
+    this.reloadTimer = undefined;
   }
 
   /**
@@ -83,6 +115,7 @@ export class ClientsService implements OnModuleInit {
       await manager.getRepository(ClientKeyEntity).insert({ clientId: saved.id, keyHash: hashApiKey(apiKey), prefix: keyPrefix(apiKey) });
       return { id: saved.id, name: saved.name };
     });
+    this.hold(hashApiKey(apiKey), client);
     return { client, apiKey };
   }
 
@@ -92,13 +125,15 @@ export class ClientsService implements OnModuleInit {
     const apiKey = generateApiKey();
     const repo = this.dataSource.getRepository(ClientKeyEntity);
     const saved = await repo.save(repo.create({ clientId: client.id, keyHash: hashApiKey(apiKey), prefix: keyPrefix(apiKey) }));
+    this.hold(saved.keyHash, client);
     return { client, apiKey, key: toInfo(saved) };
   }
 
   /**
    * Revokes exactly one active key of the client: `ref` is its id or the start of
    * its prefix. No match, or several (the error lists their ids): ClientKeyError,
-   * nothing revoked. Other instances refuse the key within 5 s (their cache).
+   * nothing revoked. This process refuses the key at once, other instances
+   * within 5 s (their next read of the active keys).
    */
   async revoke(name: string, ref: string): Promise<ClientKeyInfo> {
     const client = await this.findByName(name);
@@ -136,36 +171,74 @@ export class ClientsService implements OnModuleInit {
     return { id: row.id, name: row.name };
   }
 
-  /** Drops a key from this instance's caches (other instances notice within CACHE_TTL_MS). */
-  private forget(hash: Buffer): void {
-    const cacheKey = hash.toString('base64');
-    this.cache.delete(cacheKey);
+  /** The client of an active key this instance holds in memory, or undefined (no query). */
+  held(apiKey: string): AuthenticatedClient | undefined {
+    return this.active.get(hashApiKey(apiKey).toString('base64'));
   }
 
-  async authenticate(apiKey: string): Promise<AuthenticatedClient | undefined> {
+  /**
+   * The client of an active key: from memory, else from the database (one
+   * query, shared by concurrent lookups of the same key), unless the key was
+   * looked up and not found in the last 5 s.
+   */
+  lookUp(apiKey: string): Promise<AuthenticatedClient | undefined> {
     const hash = hashApiKey(apiKey);
-    const cacheKey = hash.toString('base64');
-    const now = Date.now();
-    const hit = this.cache.get(cacheKey);
-    if (hit && hit.expires > now) return hit.client;
-    if ((this.unknown.get(cacheKey) ?? 0) > now) return undefined;
-
-    const row = await this.dataSource
-      .getRepository(ClientKeyEntity)
-      .createQueryBuilder('k')
-      .innerJoin('k.client', 'c')
-      .select(['c.id AS id', 'c.name AS name'])
-      .where('k.key_hash = :hash AND k.revoked_at IS NULL', { hash })
-      .getRawOne<{ id: string; name: string }>();
-    if (!row) {
-      if (this.unknown.size >= CACHE_MAX) this.unknown.clear();
-      this.unknown.set(cacheKey, now + NEGATIVE_TTL_MS);
-      return undefined;
+    const id = hash.toString('base64');
+    const held = this.active.get(id);
+    if (held) return Promise.resolve(held);
+    if (this.unknown.has(id)) return Promise.resolve(undefined);
+    let lookup = this.lookups.get(id);
+    if (lookup === undefined) {
+      lookup = this.clientKeys.activeKey(hash).then((client) => {
+        if (client) this.hold(hash, client);
+        else this.unknown.set(id, true);
+        return client;
+      });
+      const done = lookup.finally(() => this.lookups.delete(id));
+      done.catch(() => undefined);
+      this.lookups.set(id, lookup);
     }
-    const client = { id: row.id, name: row.name };
-    if (this.cache.size >= CACHE_MAX) this.cache.clear();
-    this.cache.set(cacheKey, { client, expires: now + CACHE_TTL_MS });
-    return client;
+    return lookup;
+  }
+
+  /**
+   * Reads the active keys again (a read under way is joined). A failed read
+   * keeps the keys held (with the database down, nothing could revoke one) and
+   * is warned once until a read succeeds.
+   */
+  reload(): Promise<void> {
+    this.reading ??= this.read().finally(() => (this.reading = undefined));
+    return this.reading;
+  }
+
+  private async read(): Promise<void> {
+    try {
+      for (;;) {
+        const changes = this.changes;
+        const rows = await this.clientKeys.activeKeys();
+        // This process changed the keys while the rows were read: they may miss that change.
+        if (changes !== this.changes) continue;
+        this.active = new Map(rows.map((r) => [r.hash.toString('base64'), r.client]));
+        break;
+      }
+      if (this.readFailed) this.logger.log('active API keys read again');
+      this.readFailed = false;
+    } catch (error) {
+      if (this.closed) return; // the pool is gone
+      if (!this.readFailed) this.logger.warn(`could not read the active API keys (the keys held are kept): ${(error as Error).message}`);
+      this.readFailed = true;
+    }
+  }
+
+  private hold(hash: Buffer, client: AuthenticatedClient): void {
+    this.changes++;
+    this.active.set(hash.toString('base64'), client);
+  }
+
+  /** Drops a key from this instance's keys (other instances drop it at their next read). */
+  private forget(hash: Buffer): void {
+    this.changes++;
+    this.active.delete(hash.toString('base64'));
   }
 }
 

@@ -1,15 +1,82 @@
-import { ExecutionContext, SetMetadata } from '@nestjs/common';
+import { ExecutionContext, SetMetadata, applyDecorators } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+import { RouteConfig } from '@nestjs/platform-fastify';
+import type { FastifyRequest } from 'fastify';
 
 export const IS_PUBLIC = 'auth:public';
 
-/** Marks a route (or controller) that needs no API key: health, metrics. */
-export const Public = () => SetMetadata(IS_PUBLIC, true);
+/**
+ * How a route that needs no API key is reached, as its Fastify route config
+ * `access` says (so the hooks that run before the body is read know it):
+ *
+ * - `public`: anyone (health, the docs). Never blocked or counted by the
+ *   failed-auth limit.
+ * - `signed`: the request is authenticated by a signature over its exact body
+ *   (the card network's webhooks). Never blocked or counted by the failed-auth
+ *   limit; the route keeps its body raw (`request.rawBody`), unparsed, holds
+ *   it to `maxBodyBytes`, and has a budget of bad signatures of its own.
+ * - `metrics-token`: the metrics token opens it; a wrong or missing one is a
+ *   failed authentication of the address.
+ *
+ * A route without `access` needs an API key, checked before its body is read
+ * (authenticateOnRequest).
+ */
+export type RouteAccess = 'public' | 'signed' | 'metrics-token';
 
-/** Per controller class, per handler: whether the route is @Public() (metadata never changes once the app runs). */
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** How the route is reached without an API key (see RouteAccess); absent: it needs one. */
+    access?: RouteAccess;
+    /** The largest body the route accepts (configureApp makes it the route's bodyLimit). */
+    maxBodyBytes?: number;
+  }
+  interface FastifyRequest {
+    /** The exact bytes of a `signed` route's body, kept unparsed for the signature. */
+    rawBody?: Buffer;
+  }
+}
+
+/**
+ * A route decorator (never a controller's: Nest's Fastify adapter reads route
+ * config from the handler only, and a controller-wide mark would leave its
+ * routes needing a key before the body is read while the guards let them pass).
+ */
+function routeWithoutApiKey(access: RouteAccess, extra: { maxBodyBytes?: number } = {}): MethodDecorator {
+  const decorators = applyDecorators(SetMetadata(IS_PUBLIC, true), RouteConfig({ access, ...extra }));
+  return (target, key, descriptor) => {
+    if (descriptor === undefined) throw new Error(`@${access} access is declared on a route handler, not on a controller`);
+    decorators(target, key, descriptor);
+  };
+}
+
+/** Marks a route that anyone may call, with no API key (health). */
+export const Public = (): MethodDecorator => routeWithoutApiKey('public');
+
+/** Marks a route opened by the metrics token instead of an API key. */
+export const MetricsTokenRoute = (): MethodDecorator => routeWithoutApiKey('metrics-token');
+
+/** Marks a route authenticated by a signature over its body, which is kept raw and held to `maxBodyBytes`. */
+export const SignedRoute = (maxBodyBytes: number): MethodDecorator => routeWithoutApiKey('signed', { maxBodyBytes });
+
+/** The access of a request's route; undefined: it needs an API key (so does a path no route matches). */
+export function routeAccess(request: FastifyRequest): RouteAccess | undefined {
+  return request.routeOptions.config?.access;
+}
+
+/**
+ * A browser's CORS preflight: an OPTIONS request with
+ * Access-Control-Request-Method, which by the Fetch standard never carries
+ * credentials. It is answered by the CORS plugin (or 404 when CORS is off)
+ * without a key.
+ */
+export function isCorsPreflight(request: FastifyRequest): boolean {
+  return request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined;
+}
+
+/** Per controller class, per handler: whether the route needs no API key (metadata never changes once the app runs). */
 const publicRoutes = new WeakMap<object, WeakMap<object, boolean>>();
 
-/** Whether the route of a request is @Public() (on its handler or its controller), looked up once per route. */
+/** Whether the route of a request needs no API key (Public, MetricsTokenRoute, SignedRoute), looked up once per route. */
 export function isPublicRoute(reflector: Reflector, context: ExecutionContext): boolean {
   const handler = context.getHandler();
   const controller = context.getClass();

@@ -7,12 +7,12 @@ import { problems } from '../common/problem';
 import { HealthService } from './health.service';
 
 @ApiTags('health')
-@Public()
 @Controller('health')
 export class HealthController {
   constructor(private readonly health: HealthService) {}
 
   @Get()
+  @Public()
   @HealthCheck({ swaggerDocumentation: false })
   @ApiOperation({ summary: 'Liveness and database reachability, from a check at most 1 s old (no API key needed)' })
   @ApiOkResponse({ description: 'The database answers.' })

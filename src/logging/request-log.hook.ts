@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Level, Logger } from 'pino';
+import { ClientErrorDigest } from './client-error-digest';
 import { describeForLog } from './describe-error';
 
 declare module 'fastify' {
@@ -15,7 +16,8 @@ declare module 'fastify' {
  * signature, a header a proxy adds tomorrow) never reaches the log, without
  * anyone having to name it. Idempotency-Key is shown: it is the handle a client
  * and support share for one operation and its retries, and it grants nothing
- * without the client's API key (keys are scoped per client).
+ * without the client's API key (keys are scoped per client). Each value is cut
+ * to MAX_LOGGED_CHARS.
  */
 export const LOGGED_REQUEST_HEADERS = [
   'host',
@@ -29,9 +31,16 @@ export const LOGGED_REQUEST_HEADERS = [
 ] as const;
 
 /**
+ * The longest URL or header value a request line shows; a longer one is cut
+ * there and marked with its length (`…(8000 chars)`). With the allow-list,
+ * this bounds a request line to about 3 KB whatever the request.
+ */
+export const MAX_LOGGED_CHARS = 256;
+
+/**
  * The level of a finished request's line: 5xx are errors, other 4xx warnings,
  * the rest info. 401 and 429 write no line (a flood would flood the log):
- * FailedAuthLimiter warns once a minute per address.
+ * FailedAuthLimiter sums them up once a minute.
  */
 export function requestLogLevel(statusCode: number): Level | 'silent' {
   if (statusCode >= 500) return 'error';
@@ -50,19 +59,23 @@ export function recordRequestError(request: object, error: unknown): void {
 }
 
 /**
- * One JSON line per finished request, with its id, method, url, the headers of
- * LOGGED_REQUEST_HEADERS, status, response headers and time; a 5xx's line has,
+ * One JSON line per finished request, with its id, method, URL (query
+ * included), the headers of LOGGED_REQUEST_HEADERS, each cut to
+ * MAX_LOGGED_CHARS, status and time; no response header. A 5xx's line has,
  * as `err`, the class, message and stack of the exception it failed with (see
- * recordRequestError), and no `err` when no exception caused it. A Fastify
- * `onResponse` hook: it sees every request, answered by a route, a middleware
- * or Fastify itself, and Fastify times it. When the level drops the line (a 2xx
- * at warn) it compares two numbers and returns: nothing is built, no listener
- * added, no logger made.
+ * recordRequestError), and no `err` when no exception caused it. The 4xx
+ * answers to requests without an API client are summed up per address and
+ * minute (ClientErrorDigest): the first one's line, then one line with the
+ * count. A Fastify `onResponse` hook: it sees every request, answered by a
+ * route, a middleware or Fastify itself, and Fastify times it. When the level
+ * drops the line (a 2xx at warn) it compares two numbers and returns: nothing
+ * is built, no listener added, no logger made.
  */
 export function logRequests(fastify: FastifyInstance, logger: Logger): void {
+  const digest = new ClientErrorDigest(logger);
   fastify.decorateRequest('failure', undefined);
   fastify.addHook('onResponse', (request, reply, done) => {
-    writeRequestLine(logger, request, reply);
+    writeRequestLine(logger, digest, request, reply);
     done();
   });
   // A request the client abandons never finishes (no onResponse): its line is written when the
@@ -71,39 +84,48 @@ export function logRequests(fastify: FastifyInstance, logger: Logger): void {
   if (logger.isLevelEnabled('info')) {
     fastify.addHook('onRequest', (request, reply, done) => {
       reply.raw.once('close', () => {
-        if (!reply.raw.writableFinished) writeRequestLine(logger, request, reply);
+        if (!reply.raw.writableFinished) writeRequestLine(logger, digest, request, reply);
       });
       done();
     });
   }
+  fastify.addHook('onClose', (_instance, done) => {
+    digest.flush();
+    done();
+  });
 }
 
-function loggedHeaders(request: FastifyRequest): Record<string, string | string[]> {
-  const headers: Record<string, string | string[]> = {};
+/** A value of at most MAX_LOGGED_CHARS characters. */
+function bounded(value: string): string {
+  return value.length <= MAX_LOGGED_CHARS ? value : `${value.slice(0, MAX_LOGGED_CHARS)}…(${value.length} chars)`;
+}
+
+function loggedHeaders(request: FastifyRequest): Record<string, string> {
+  const headers: Record<string, string> = {};
   for (const name of LOGGED_REQUEST_HEADERS) {
     const value = request.headers[name];
-    if (value !== undefined) headers[name] = value;
+    if (value !== undefined) headers[name] = bounded(Array.isArray(value) ? value.join(', ') : value);
   }
   return headers;
 }
 
-function writeRequestLine(logger: Logger, request: FastifyRequest, reply: FastifyReply): void {
+function writeRequestLine(logger: Logger, digest: ClientErrorDigest, request: FastifyRequest, reply: FastifyReply): void {
   const { statusCode } = reply;
   const level = requestLogLevel(statusCode);
   if (level === 'silent' || !logger.isLevelEnabled(level)) return;
+  if (statusCode >= 400 && statusCode < 500 && request.client === undefined && !digest.admit(request.ip, statusCode)) return;
   const res = reply.raw;
   const line: Record<string, unknown> = {
     reqId: request.id,
     req: {
       id: request.id,
       method: request.method,
-      url: request.url,
-      query: request.query,
+      url: bounded(request.url),
       headers: loggedHeaders(request),
       remoteAddress: request.socket.remoteAddress,
       remotePort: request.socket.remotePort,
     },
-    res: { statusCode, headers: res.getHeaders() },
+    res: { statusCode },
   };
   // describeForLog: the error's class, code, message and stack, never its data (SQL parameters, pg's detail).
   if (statusCode >= 500 && request.failure !== undefined) line.err = describeForLog(request.failure);

@@ -13,12 +13,13 @@ import { RefundsService } from './refunds.service';
 import { RefundEntity } from './refund.entity';
 import { CardNetworkWebhooksController } from './webhooks/card-network-webhooks.controller';
 import { CardNetworkWebhooks } from './webhooks/card-network-webhooks.service';
+import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
 
 @Module({
   imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule],
   controllers: [PaymentsController, CardNetworkWebhooksController],
   // ChargeAdmission's hook is installed by configureApp (a Fastify hook, app-wide, acting on @ChargeRoute() routes).
-  providers: [PaymentsService, RefundsService, NetworkCalls, RefundSettlementJob, PaymentsRepository, ChargeAdmission, CardNetworkWebhooks],
+  providers: [PaymentsService, RefundsService, NetworkCalls, RefundSettlementJob, PaymentsRepository, ChargeAdmission, CardNetworkWebhooks, WebhookSignatureLimiter],
   exports: [PaymentsService, ChargeAdmission],
 })
 export class PaymentsModule {}

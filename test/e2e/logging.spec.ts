@@ -1,8 +1,11 @@
 import { get } from 'node:http';
 import { Controller, Get, HttpCode, Logger, Module } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import Stripe from 'stripe';
 import request from 'supertest';
+import { FailedAuthLimiter } from '../../src/auth/failed-auth.limiter';
 import { LOG_DESTINATION } from '../../src/logging/logging.constants';
-import { LOGGED_REQUEST_HEADERS } from '../../src/logging/request-log.hook';
+import { LOGGED_REQUEST_HEADERS, MAX_LOGGED_CHARS } from '../../src/logging/request-log.hook';
 import { CLIENT_A, TestApp, createTestApp } from '../support/app';
 import { waitFor } from '../support/http-client';
 
@@ -15,6 +18,10 @@ class LogCapture {
   write(chunk: string): void {
     this.text += chunk;
     this.lines.push(JSON.parse(chunk) as Line);
+  }
+  /** Bytes written so far. */
+  get bytes(): number {
+    return Buffer.byteLength(this.text);
   }
   /** The request line of the request with this id (it is written once the response has finished). */
   requestLine(reqId: string): Promise<Line> {
@@ -110,9 +117,12 @@ describe('request logging (e2e)', () => {
           url: '/orders/00000000-0000-4000-8000-000000000000',
           headers: { 'x-request-id': 'log-4xx', 'idempotency-key': 'log-4xx-key', 'user-agent': 'log-test/1.0' },
         },
-        res: { statusCode: 404, headers: { 'x-request-id': 'log-4xx' } },
+        res: { statusCode: 404 },
         msg: 'request completed',
       });
+      // No response header, and the query is in the URL only.
+      expect(line.res).toEqual({ statusCode: 404 });
+      expect(line.req).not.toHaveProperty('query');
       const logged = Object.keys((line.req as { headers: object }).headers);
       expect(logged.every((name) => (LOGGED_REQUEST_HEADERS as readonly string[]).includes(name))).toBe(true);
       for (const name of ['authorization', 'cookie', 'x-card-network-signature', 'proxy-authorization']) expect(logged).not.toContain(name);
@@ -172,6 +182,76 @@ describe('request logging (e2e)', () => {
       const line = await log.requestLine('log-503');
       expect(line).toMatchObject({ level: 50, res: { statusCode: 503 }, msg: 'request errored' });
       expect(line).not.toHaveProperty('err');
+    });
+  });
+
+  describe('the size of the log under abuse (LOG_LEVEL=info, the default budget of 60 failed authentications a minute)', () => {
+    let t: TestApp;
+    const log = new LogCapture();
+    const signer = new Stripe('sk_test_signer_only');
+    // What a scanner sends: a long query and user agent (within Node's 16 KB of headers), and a body that is not JSON.
+    const longUrl = (path: string) => `${path}?${'q='.padEnd(6_000, 'x')}`;
+    const longAgent = 'scanner/'.padEnd(6_000, 'y');
+    beforeAll(async () => {
+      t = await createTestApp({ env: { LOG_LEVEL: 'info', RATE_LIMIT_UNAUTHENTICATED: '60' }, overrides: [{ provide: LOG_DESTINATION, useValue: log }] });
+    });
+    let closed = false;
+    const close = async () => {
+      if (!closed) await t.close();
+      closed = true;
+    };
+    afterAll(close);
+
+    it('keeps every request line short: URL and headers cut, no response headers, the query once', async () => {
+      await request(t.app.getHttpServer())
+        .post(longUrl('/orders'))
+        .set(t.auth())
+        .set('User-Agent', longAgent)
+        .set('Idempotency-Key', 'k'.repeat(3_000))
+        .set('X-Request-Id', 'log-long')
+        .set('Content-Type', 'application/json')
+        .send('{"bad')
+        .expect(400);
+      const line = await log.requestLine('log-long');
+      const req = line.req as { url: string; headers: Record<string, string> };
+      expect(req.url).toBe(`${longUrl('/orders').slice(0, MAX_LOGGED_CHARS)}…(${longUrl('/orders').length} chars)`);
+      expect(req.headers['user-agent']).toBe(`${longAgent.slice(0, MAX_LOGGED_CHARS)}…(6000 chars)`);
+      expect(req.headers['idempotency-key']).toHaveLength(MAX_LOGGED_CHARS + '…(3000 chars)'.length);
+      expect(req).not.toHaveProperty('query');
+      expect(line.res).toEqual({ statusCode: 400 });
+      expect(Buffer.byteLength(JSON.stringify(line))).toBeLessThan(2_048);
+    });
+
+    it('writes a few hundred bytes for 200 keyless malformed requests, and two lines per address for 200 forged webhooks', async () => {
+      const http = () => request(t.app.getHttpServer());
+      const before = log.bytes;
+      const keyless: number[] = [];
+      for (let i = 0; i < 200; i++) {
+        const res = await http().post(longUrl('/orders')).set('User-Agent', longAgent).set('Content-Type', 'application/json').send('{"bad');
+        keyless.push(res.status);
+      }
+      expect(keyless).toEqual([...Array<number>(60).fill(401), ...Array<number>(140).fill(429)]);
+      // The failed authentications: one line at once, one summary for the minute.
+      t.app.get(FailedAuthLimiter).writeSummary();
+      const afterKeyless = log.bytes;
+      expect(afterKeyless - before).toBeLessThan(1_024);
+
+      // A public route: 200 forged deliveries from one address, with the same long URL and agent.
+      const firstWebhookLine = log.lines.length;
+      const forged: number[] = [];
+      for (let i = 0; i < 200; i++) {
+        const payload = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'customer.created', data: { object: { object: 'customer' } } });
+        const signature = signer.webhooks.generateTestHeaderString({ payload, secret: 'whsec_forged_0123456789abcdef' });
+        const res = await http().post(longUrl('/webhooks/card-network')).set('User-Agent', longAgent).set('Content-Type', 'application/json').set('Stripe-Signature', signature).send(payload);
+        forged.push(res.status);
+      }
+      expect(forged).toEqual([...Array<number>(60).fill(400), ...Array<number>(140).fill(429)]);
+      // The first 400's line, the webhooks' first-failure warning, and (written at closing: the minute is not over) the digest of the other 59.
+      await close();
+      const webhookLines = log.lines.slice(firstWebhookLine);
+      expect(webhookLines.filter((l) => l.req)).toHaveLength(1);
+      expect(webhookLines).toContainEqual(expect.objectContaining({ level: 40, address: '127.0.0.1', count: 59, statuses: { 400: 59 } }));
+      expect(log.bytes - afterKeyless).toBeLessThan(3_072);
     });
   });
 

@@ -1,8 +1,29 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
 import request from 'supertest';
+import { ClientKeysRepository } from '../../src/auth/client-keys.repository';
 import { ClientsService } from '../../src/auth/clients.service';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { waitFor } from '../support/http-client';
+
+/** The app's repository of client keys, counting the queries it runs (each on the main pool). */
+@Injectable()
+class CountingClientKeysRepository extends ClientKeysRepository {
+  /** Lookups of one key by its hash. */
+  lookups = 0;
+  /** Reads of every active key. */
+  reads = 0;
+
+  override activeKey(hash: Buffer) {
+    this.lookups++;
+    return super.activeKey(hash);
+  }
+
+  override activeKeys() {
+    this.reads++;
+    return super.activeKeys();
+  }
+}
 
 /** Per client (RATE_LIMIT_PER_CLIENT a second) and per address for failed authentications (RATE_LIMIT_UNAUTHENTICATED a minute). */
 describe('rate limits (e2e)', () => {
@@ -54,8 +75,8 @@ describe('rate limits (e2e)', () => {
     });
     afterAll(() => t.close());
 
-    it('answers a flood of bad keys 429 before the body is parsed, while a valid key this instance never saw works', async () => {
-      // Created after the app started and never used: no cache of this instance knows it.
+    it('answers a flood of bad keys 429 before the body is parsed, while a valid key works', async () => {
+      // Created after the app started and never used.
       const fresh = await t.app.get(ClientsService).create(`fresh-${randomUUID()}`);
       const freshAuth = { Authorization: `Bearer ${fresh.apiKey}` };
       for (let i = 0; i < 10; i++) {
@@ -94,23 +115,82 @@ describe('rate limits (e2e)', () => {
     });
   });
 
-  describe('unknown keys', () => {
+  describe('made-up keys (counted: the queries of ClientKeysRepository)', () => {
     let t: TestApp;
+    let repository: CountingClientKeysRepository;
+    // Each test sends from addresses of its own (X-Forwarded-For, past the trusted 127.0.0.1).
+    const from = (address: string) => ({ 'X-Forwarded-For': address });
+    const madeUp = () => ({ Authorization: `Bearer sk_${randomBytes(32).toString('base64url')}` });
+    const statuses = (answers: request.Response[]) => {
+      const counts: Record<number, number> = {};
+      for (const a of answers) counts[a.status] = (counts[a.status] ?? 0) + 1;
+      return counts;
+    };
     beforeAll(async () => {
-      t = await createTestApp();
+      t = await createTestApp({
+        env: { RATE_LIMIT_UNAUTHENTICATED: '10', TRUST_PROXY: '127.0.0.1' },
+        overrides: [{ provide: ClientKeysRepository, useClass: CountingClientKeysRepository }],
+        listen: true,
+      });
+      repository = t.app.get(ClientKeysRepository);
     });
     afterAll(() => t.close());
 
-    it('are remembered for a few seconds: the same bad key again costs no query', async () => {
-      const lookups = jest.spyOn(t.dataSource, 'getRepository');
-      try {
-        for (let i = 0; i < 20; i++) {
-          await request(t.app.getHttpServer()).get('/orders').set('Authorization', 'Bearer sk_unknown_0123456789abcdef').expect(401);
-        }
-        expect(lookups).toHaveBeenCalledTimes(1);
-      } finally {
-        lookups.mockRestore();
-      }
+    it('cost one query each up to the address budget, however many arrive at once, and none once it is blocked', async () => {
+      const http = () => request(t.url!);
+      const before = repository.lookups;
+      // 300 at once from an address within its budget: its lookups run in turn and stop at the budget.
+      const burst = await Promise.all(Array.from({ length: 300 }, () => http().get('/orders').set(from('203.0.113.10')).set(madeUp())));
+      expect(statuses(burst)).toEqual({ 401: 10, 429: 290 });
+      expect(repository.lookups - before).toBe(10);
+      // 300 more from the blocked address: refused before any lookup.
+      const blocked: request.Response[] = [];
+      for (let i = 0; i < 300; i++) blocked.push(await http().get('/orders').set(from('203.0.113.10')).set(madeUp()));
+      expect(statuses(blocked)).toEqual({ 429: 300 });
+      expect(repository.lookups - before).toBe(10);
+      // A key the instance holds still works from that address, with no query either.
+      await http().get('/orders').set(from('203.0.113.10')).set(t.auth()).expect(200);
+      expect(repository.lookups - before).toBe(10);
+    });
+
+    it('the same unknown key again costs no query for a few seconds', async () => {
+      const before = repository.lookups;
+      const key = madeUp();
+      for (let i = 0; i < 5; i++) await request(t.url!).get('/orders').set(from('203.0.113.20')).set(key).expect(401);
+      expect(repository.lookups - before).toBe(1);
+    });
+
+    it('a key created by another instance works at once from an address within its budget, and from a blocked one once the keys are read again', async () => {
+      const http = () => request(t.url!);
+      const insertKey = async (name: string) => {
+        const key = `sk_${randomBytes(32).toString('base64url')}`;
+        await t.dataSource.query('INSERT INTO clients (name) VALUES ($1)', [name]);
+        await t.dataSource.query(`INSERT INTO client_keys (client_id, key_hash) SELECT id, sha256($2::text::bytea) FROM clients WHERE name = $1`, [name, key]);
+        return { Authorization: `Bearer ${key}` };
+      };
+      for (let i = 0; i < 10; i++) await http().get('/orders').set(from('203.0.113.30')).expect(401);
+
+      const first = await insertKey(`elsewhere-${randomUUID()}`);
+      let before = repository.lookups;
+      // From the blocked address: refused without a lookup, until this instance holds it.
+      expect((await http().get('/orders').set(from('203.0.113.30')).set(first)).status).toBe(429);
+      expect(repository.lookups - before).toBe(0);
+      // From another address: one lookup, and the instance holds it from then on.
+      await http().get('/orders').set(from('203.0.113.31')).set(first).expect(200);
+      expect(repository.lookups - before).toBe(1);
+      await http().get('/orders').set(from('203.0.113.30')).set(first).expect(200);
+      expect(repository.lookups - before).toBe(1);
+
+      // Left to the periodic read of the active keys (every 4 s): works from the blocked address, no lookup.
+      const second = await insertKey(`elsewhere-${randomUUID()}`);
+      before = repository.lookups;
+      const reads = repository.reads;
+      await waitFor('the key to be read', async () => (await http().get('/orders').set(from('203.0.113.30')).set(second)).status === 200, {
+        timeoutMs: 6_000,
+        intervalMs: 250,
+      });
+      expect(repository.lookups - before).toBe(0);
+      expect(repository.reads).toBeGreaterThan(reads);
     });
   });
 });

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ProblemException } from '../../common/problem';
 import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation } from '../../idempotency';
-import { CardNetwork, InvalidWebhookError, NetworkEvent } from '../card-network/card-network';
+import { NetworkEvent } from '../card-network/card-network';
 import { unknownOutcome } from '../payment-operations';
 import { PaymentOperation, PaymentsService } from '../payments.service';
 import { RefundOperation, RefundSettlement, RefundsService } from '../refunds.service';
@@ -23,8 +23,8 @@ type Event<K extends NetworkEvent['object']> = NetworkEvent & { object: K };
 
 /**
  * The card network's webhooks, consumed the idempotent-consumer way: each
- * event is verified (its signature over the exact bytes, at most 5 minutes
- * old), then its id is claimed in the same transaction as its effect, so a
+ * event, verified (WebhookSignatureGuard: its signature over the exact bytes,
+ * at most 5 minutes old), has its id claimed in the same transaction as its effect, so a
  * repeat or a concurrent duplicate delivery is answered 2xx with no second
  * effect (a duplicate waits on the first one's claim, then sees it).
  *
@@ -46,15 +46,14 @@ export class CardNetworkWebhooks {
   private readonly logger = new Logger('CardNetworkWebhooks');
 
   constructor(
-    private readonly cardNetwork: CardNetwork,
     private readonly payments: PaymentsService,
     private readonly refunds: RefundsService,
     private readonly recovery: IdempotencyRecovery,
     private readonly consumer: IdempotentConsumer,
   ) {}
 
-  async receive(payload: Buffer | undefined, signature: string | undefined): Promise<WebhookReceipt> {
-    const event = this.verify(payload, signature);
+  /** Acts on a verified event. */
+  async receive(event: NetworkEvent): Promise<WebhookReceipt> {
     const effect = event.object === 'payment_intent' ? await this.onIntent(event) : event.object === 'refund' ? await this.onRefund(event) : 'nothing_to_do';
     if (effect === 'settled') this.logger.log(`${event.type} ${event.id}: settled`);
     return { received: true, effect };
@@ -101,20 +100,6 @@ export class CardNetworkWebhooks {
     const taken = await this.recovery.takeOver(scope, key, work);
     if (!taken.taken) throw inProgress();
   }
-
-  private verify(payload: Buffer | undefined, signature: string | undefined): NetworkEvent {
-    if (!payload || !signature) throw invalidSignature('The Stripe-Signature header and the raw body are required.');
-    try {
-      return this.cardNetwork.parseWebhook(payload, signature);
-    } catch (error) {
-      if (error instanceof InvalidWebhookError) throw invalidSignature('The signature does not verify, or is too old.');
-      throw error;
-    }
-  }
-}
-
-function invalidSignature(detail: string): ProblemException {
-  return new ProblemException({ status: 400, code: 'invalid_webhook_signature', title: 'Invalid Webhook Signature', detail });
 }
 
 function inProgress(): ProblemException {
