@@ -48,8 +48,8 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
     requestIdHeader: false,
     clientErrorHandler: answerMalformedRequestWithProblem,
     // A request must arrive whole (headers and body) within HTTP_REQUEST_TIMEOUT, else
-    // 408 and the connection is closed (answerMalformedRequestWithProblem), which gives
-    // back its charge slot or queue place: a trickled body holds nothing for long.
+    // 408 and the connection is closed (answerMalformedRequestWithProblem): a trickled
+    // body holds a socket for that long, never a charge slot (taken after the body).
     requestTimeout: config.http.requestTimeoutMs,
     // A socket silent in both directions this long is dropped (a client that stops
     // reading its answer): longer than a request may take to arrive plus a lease of
