@@ -406,11 +406,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async outcome(scope: string, key: string): Promise<KeyOutcome> {
-    const { rows } = await this.claimPool.query<{ status: number | null; forgotten: boolean; remaining_ms: string; expires_at: string }>({
-      name: 'idempotency_outcome',
-      text: this.sql.outcome,
-      values: [keyId(scope, key)],
-    });
+    const { rows } = await this.claimPool.query<{ status: number | null; forgotten: boolean; remaining_ms: string; expires_at: string }>(
+      this.statement('idempotency_outcome', this.sql.outcome, [keyId(scope, key)]),
+    );
     const row = rows[0];
     if (!row || row.forgotten) return { state: 'unknown' };
     if (row.status === null) return { state: 'in_progress', retryAfterMs: Number(row.remaining_ms) };

@@ -140,6 +140,11 @@ describe('behind PgBouncer in transaction mode (e2e)', () => {
       expect(await network.ledger.chargesDescribed(description)).toHaveLength(1);
       expect(servers).toBeLessThanOrEqual(POOL_SIZE);
       expect(clients).toBeGreaterThan(POOL_SIZE);
+      // The outcome by key, asked on both instances, goes through PgBouncer too.
+      for (const app of apps) {
+        const outcome = await send(app.url, { path: `/idempotency-keys/${key}`, headers: authHeaders(PROCESS_CLIENT.key) });
+        expect(outcome.json()).toMatchObject({ key, state: 'completed', status: 201 });
+      }
     });
 
     it('phased payments on a slow network (two 300 ms calls each): 60 at once, each charged once, none refused', async () => {
