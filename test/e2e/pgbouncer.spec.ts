@@ -10,10 +10,13 @@ import { CardNetworkProcess, startCardNetworkProcess } from '../support/card-net
 import { TestDatabase, adminUrl, createTestDatabase } from '../support/database';
 import { DemoModule } from '../support/demo/demo.module';
 import { NOW_US } from '../support/db-clock';
+import { Ledger } from '../support/card-network';
+import { paymentBody } from '../support/fixtures';
 import { RawResponse, authHeaders, send, waitFor } from '../support/http-client';
 import { keyIn, keyIs } from '../support/keys';
-import { PgBouncer, startPgBouncer } from '../support/pgbouncer';
+import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../support/pgbouncer';
 import { histogram, timed } from '../support/race';
+import { ReplicatedPostgres, createReplicatedPostgres } from '../support/replicated-postgres';
 import { lockTableWrites } from '../support/table-lock';
 
 /**
@@ -30,16 +33,25 @@ import { lockTableWrites } from '../support/table-lock';
  *   on both instances (a transaction-level lock), and `wait` by polling.
  * - With DATABASE_DIRECT_URL, waiting duplicates are woken through LISTEN on
  *   the direct connection, never on a pooled one.
+ * - With read replicas, the primary and a replica 2 s behind each behind a
+ *   PgBouncer of its own: keys from the primary, listings from the replica.
  * - The control: the same fleet with prepared statements on fails as PgBouncer
  *   before 1.21 makes it fail (`prepared statement "..." already exists` or
  *   `does not exist`), so the setting is what makes the rest pass.
  */
 jest.setTimeout(180_000);
 
+/** Like the Redis suites: without pgbouncer installed, skipped with one line; under CI it runs (and fails, naming the package). */
+function pgbouncerSuite(): jest.Describe {
+  if (pgbouncerBinary() || process.env.CI) return describe;
+  process.stderr.write(`PgBouncer suite skipped: ${PGBOUNCER_MISSING}\n`);
+  return describe.skip;
+}
+
 const POOL_SIZE = 8;
 const LEASE = '3s';
 
-describe('behind PgBouncer in transaction mode (e2e)', () => {
+pgbouncerSuite()('behind PgBouncer in transaction mode (e2e)', () => {
   let bouncer: PgBouncer;
   let network: CardNetworkProcess;
   /** A direct session to the database of the current group (never through PgBouncer). */
@@ -304,6 +316,76 @@ describe('behind PgBouncer in transaction mode (e2e)', () => {
       } finally {
         await t.close();
       }
+    });
+  });
+
+  describe('read replicas beside it: the primary and a lagging replica, each behind a PgBouncer of its own', () => {
+    const APPLY_DELAY_MS = 2_000;
+    let cluster: ReplicatedPostgres;
+    let primary: PgBouncer;
+    let replica: PgBouncer;
+    let t: TestApp;
+    beforeAll(async () => {
+      cluster = await createReplicatedPostgres({ applyDelay: `${APPLY_DELAY_MS}ms` });
+      primary = await startPgBouncer({ serverUrl: cluster.primary.url(), poolSize: POOL_SIZE });
+      replica = await startPgBouncer({ serverUrl: cluster.replicaUrl(), poolSize: POOL_SIZE });
+      const name = `pooled_replicas_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+      await cluster.primary.createDatabase(name);
+      await cluster.caughtUp();
+      t = await createTestApp({
+        listen: true,
+        database: { url: primary.url(name), name, drop: async () => undefined },
+        env: {
+          DATABASE_URL: primary.url(name),
+          DATABASE_REPLICA_URLS: replica.url(name),
+          DATABASE_PREPARED_STATEMENTS: 'off',
+          IDEMPOTENCY_REPLAY_CACHE: '0',
+          CARD_NETWORK_DELAY: '50ms',
+        },
+      });
+      await cluster.caughtUp();
+    });
+    afterAll(async () => {
+      await t?.close();
+      await replica?.stop();
+      await primary?.stop();
+      await cluster?.destroy();
+    });
+
+    it('100 identical payments charge once', async () => {
+      const key = randomUUID();
+      const description = `pooled replicas race ${key}`;
+      const body = paymentBody({ amount: 777, description });
+      const answers = await Promise.all(
+        Array.from({ length: 100 }, () => timed(request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', key).send(body))),
+      );
+      console.log(`pgbouncer with replicas: 100 identical payments: ${JSON.stringify(histogram(answers))}`);
+      expect(answers.filter((a) => a.status === 201 && a.headers['idempotent-replayed'] === undefined)).toHaveLength(1);
+      for (const a of answers) expect([201, 409]).toContain(a.status);
+      expect(await Ledger.of(t).chargesDescribed(description)).toHaveLength(1);
+      expect(await countRows(t.dataSource, 'payments', 'description = $1', [description])).toBe(1);
+    });
+
+    it('a retry right after the 201 is its replay (keys from the primary); the listing (the replica) lags, then shows it', async () => {
+      const key = randomUUID();
+      const description = `pooled replicas retry ${key}`;
+      const post = () => request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', key).send(paymentBody({ amount: 4321, description }));
+      const first = await post().expect(201);
+      const created = Date.now();
+      const retry = await post();
+      const listing = await request(t.url!).get('/payments?limit=100').set(t.auth()).expect(200);
+      const probesDoneMs = Date.now() - created;
+      const listed = (res: request.Response) => (res.body.data as { id: string }[]).some((p) => p.id === first.body.id);
+      expect(probesDoneMs).toBeLessThan(APPLY_DELAY_MS / 2);
+      expect(retry.status).toBe(201);
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(retry.text).toBe(first.text);
+      expect(listed(listing)).toBe(false);
+      await waitFor('the replica to list the payment', async () => listed(await request(t.url!).get('/payments?limit=100').set(t.auth())) || undefined, {
+        timeoutMs: 15_000,
+        intervalMs: 100,
+      });
+      expect(await Ledger.of(t).chargesDescribed(description)).toHaveLength(1);
     });
   });
 
