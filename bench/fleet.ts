@@ -16,8 +16,9 @@ import { Percentiles, round, sleep, summarize } from './lib/stats';
  * (`serverConnections` server connections), one card network process (50 ms a
  * call), and `clients` clients paying for `seconds`, each payment a fresh key
  * retried with that key until it is answered 201 (on connection errors, 5xx,
- * 409 after Retry-After), on whichever instance is up. Every `killEvery`
- * seconds one instance is SIGKILLed and started again at once. Then every
+ * 409 after Retry-After), on whichever instance is up. `killEvery` seconds
+ * after the fleet is whole, one instance is SIGKILLed and started again at
+ * once (one down at a time, mid-payment as the load goes). Then every
  * payment is reconciled with the database (through a direct connection) and
  * the card network's ledger: one payment row, one charge, the id the client
  * was answered. Lost and doubled must both be 0.
@@ -95,6 +96,8 @@ interface Answer {
   status: number;
   retryAfter?: number;
   id?: string;
+  /** The problem's code, for an error. */
+  code?: string;
 }
 
 function pay(agent: Agent, port: number, key: string, body: string): Promise<Answer> {
@@ -106,13 +109,14 @@ function pay(agent: Agent, port: number, key: string, body: string): Promise<Ans
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', () => resolve({ status: 0 }));
         res.on('end', () => {
-          let id: string | undefined;
+          let parsed: { id?: string; code?: string };
           try {
-            id = (JSON.parse(Buffer.concat(chunks).toString()) as { id?: string }).id;
+            parsed = JSON.parse(Buffer.concat(chunks).toString()) as { id?: string; code?: string };
           } catch {
-            id = undefined;
+            parsed = {};
           }
-          resolve({ status: res.statusCode ?? 0, retryAfter: Number(res.headers['retry-after'] ?? NaN), id });
+          const status = res.statusCode ?? 0;
+          resolve({ status, retryAfter: Number(res.headers['retry-after'] ?? NaN), id: status === 201 ? parsed.id : undefined, code: parsed.code });
         });
       },
     );
@@ -201,7 +205,7 @@ export async function fleetSoak(
           }
           const answer = await pay(agent, instance.port, op.key, body);
           attempts++;
-          const label = answer.status === 0 ? 'connection error' : String(answer.status);
+          const label = answer.status === 0 ? 'connection error' : answer.status === 201 ? '201' : `${answer.status} ${answer.code ?? ''}`.trim();
           byAnswer[label] = (byAnswer[label] ?? 0) + 1;
           if (answer.status === 201) {
             op.id = answer.id;
@@ -214,33 +218,26 @@ export async function fleetSoak(
       }
     };
 
+    // One instance down at a time: killed, started again at once, and the next kill
+    // `killEvery` seconds after it is back.
     let kills = 0;
     const restartMs: number[] = [];
-    const restarts: Promise<void>[] = [];
     const chaos = (async () => {
       while (performance.now() + options.killEvery * 1000 < loadEnds) {
         await sleep(options.killEvery * 1000);
-        const up = fleet.filter((i) => i.up);
-        if (up.length < 2) continue;
-        const victim = up[Math.floor(Math.random() * up.length)];
+        const victim = fleet[Math.floor(Math.random() * fleet.length)];
         victim.up = false;
         victim.child.kill('SIGKILL');
         kills++;
         const restartedAt = performance.now();
-        restarts.push(
-          startInstance(victim.slot, env).then((fresh) => {
-            restartMs.push(performance.now() - restartedAt);
-            fleet[fleet.indexOf(victim)] = fresh;
-          }),
-        );
+        const fresh = await startInstance(victim.slot, env);
+        restartMs.push(performance.now() - restartedAt);
+        fleet[fleet.indexOf(victim)] = fresh;
       }
     })();
 
     const loadStarted = performance.now();
-    const { clients: peakClients, servers: peakServers } = await bouncer.peak(database, async () => {
-      await Promise.all([...Array.from({ length: options.clients }, client), chaos]);
-      await Promise.all(restarts);
-    });
+    const { clients: peakClients, servers: peakServers } = await bouncer.peak(database, () => Promise.all([...Array.from({ length: options.clients }, client), chaos]));
     const loadSeconds = Math.min(performance.now(), loadEnds) - loadStarted;
     log(`fleet: ${operations.length} payments, ${kills} instances killed and restarted; reconciling`);
 
