@@ -110,7 +110,8 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
         'reserve_pool_size = 0',
         'min_pool_size = 0',
         `max_client_conn = ${options.maxClientConn ?? 1000}`,
-        'auth_type = scram-sha-256',
+        // The server's password, checked as the server would; a server without one: trust.
+        `auth_type = ${password ? 'scram-sha-256' : 'trust'}`,
         `auth_file = ${authFile}`,
         `admin_users = ${user}`,
         `logfile = ${logFile}`,
