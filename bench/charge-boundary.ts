@@ -121,7 +121,7 @@ async function measure(port: number, design: BoundaryRun['design'], clients: num
 }
 
 /** The card network as a process of its own, as a real provider is: its work is not the app's. */
-async function startNetwork(delay: string): Promise<{ url: string; stop(): void }> {
+export async function startNetwork(delay: string): Promise<{ url: string; stop(): void }> {
   const child = fork(join(__dirname, '../src/card-network-simulator/main.js'), [], {
     env: { PATH: process.env.PATH ?? '', CARD_NETWORK_PORT: '0', CARD_NETWORK_DELAY: delay },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

@@ -10,6 +10,7 @@ import { BenchDatabase, openBenchDatabase } from './lib/database';
 import { SqlCounter } from './lib/sql-counter';
 import { fmt, round, table } from './lib/stats';
 import { PileupResult, pileup } from './pileup';
+import { PoolerResult, poolerBench } from './pooler';
 import { PurgeBenchResult, purgeBench } from './purge';
 import { PathCost, storeCost } from './store-cost';
 import { StorageResult, storage } from './storage';
@@ -23,6 +24,7 @@ import { latencyChart } from './svg';
  *   §2 duplicate pile-up, ours vs the reference claim   §5 purge speed, claim p99 during it
  *   §3 HTTP throughput (autocannon), protected vs not   §6 100 identical concurrent requests
  *   §7 the charge boundary: phased vs pool-bound payments under a 300 ms card network
+ *   §8 behind PgBouncer (transaction mode): new keys and payments, direct vs through it
  *
  * Prints the tables, writes bench/results.json (every figure) and bench/latency.svg.
  * Every comparison is a ratio of two figures from this same run.
@@ -53,6 +55,9 @@ const SETTINGS = {
   boundaryClients: env('BENCH_BOUNDARY_CLIENTS', 200),
   boundarySeconds: env('BENCH_BOUNDARY_SECONDS', 15),
   boundaryDelay: '300ms',
+  poolerSeconds: env('BENCH_POOLER_SECONDS', 8),
+  poolerClients: env('BENCH_POOLER_CLIENTS', 100),
+  poolerServerConnections: env('BENCH_POOLER_SERVER_CONNECTIONS', 8),
 };
 const TARGETS = {
   statementsPerLookup: 1,
@@ -153,6 +158,16 @@ async function main(): Promise<void> {
       chargeBoundary(db!.url, { clients: SETTINGS.boundaryClients, seconds: SETTINGS.boundarySeconds, delay: SETTINGS.boundaryDelay }),
     );
 
+    const pooler: PoolerResult = await timed('§8 PgBouncer', () =>
+      poolerBench(db!.url, {
+        seconds: SETTINGS.poolerSeconds,
+        slices: 2,
+        clients: SETTINGS.poolerClients,
+        poolSize: SETTINGS.poolerServerConnections,
+        log,
+      }),
+    );
+
     const stored: StorageResult = await timed('§4 storage', () => storage(harness, SETTINGS.storageKeys, SETTINGS.storageConcurrency));
     const storedPayments: StorageResult = await timed('§4 storage, payment responses', () =>
       storage(harness, SETTINGS.storagePaymentKeys, SETTINGS.storageConcurrency, 'payment'),
@@ -211,6 +226,7 @@ async function main(): Promise<void> {
       storagePayments: storedPayments,
       purge: purged,
       chargeBoundary: boundary,
+      pooler,
       ratios,
       targetsMet: targets,
     };
@@ -282,6 +298,7 @@ function report(
     storagePayments: StorageResult;
     purge: PurgeBenchResult;
     chargeBoundary: BoundaryResult;
+    pooler: PoolerResult;
     ratios: Record<string, number>;
   },
   targets: Target[],
@@ -435,6 +452,30 @@ function report(
       b.waitPileup.rounds
         .map((x) => `${x.created} created + ${x.replays} replays + ${x.conflicts409} × 409 in ${fmt(x.allAnsweredMs, 0)} ms`)
         .join('; '),
+    '',
+  );
+
+  const q = r.pooler;
+  out.push(
+    `§8 Behind PgBouncer ${q.pgbouncer} (transaction mode, ${q.poolSize} server connections): new keys (POST /orders, autocannon 20 connections) and ` +
+      `payments (${q.paymentClients} clients, two 300 ms network calls each), ${q.secondsPerLoad} s each in ${q.slices} interleaved slices`,
+  );
+  const connections = (x: { serverConnections: number; clientConnections?: number }) =>
+    x.clientConnections === undefined ? String(x.serverConnections) : `${x.serverConnections} (for ${x.clientConnections} clients)`;
+  out.push(
+    table(
+      ['configuration', 'new keys req/s', 'p99 ms', 'server connections', 'payments/s', 'p99 ms', 'server connections', 'errors'],
+      q.runs.map((x) => [
+        x.config,
+        fmt(x.newKeys.reqPerSec, 0),
+        fmt(x.newKeys.ms.p99, 0),
+        connections(x.newKeys),
+        fmt(x.payments.perSecond, 1),
+        fmt(x.payments.ms.p99, 0),
+        connections(x.payments),
+        `${x.newKeys.non2xx + x.newKeys.errors} / ${Object.values(x.payments.errors).reduce((a, b) => a + b, 0)}`,
+      ]),
+    ),
     '',
   );
 

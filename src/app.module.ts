@@ -6,6 +6,7 @@ import type { RequestWithClient } from './auth/current-client.decorator';
 import { CardNumberKeyGuard } from './common/card-number-key.guard';
 import { AppConfig } from './config/config';
 import { AppConfigModule } from './config/config.module';
+import { databaseMode } from './database/database-mode';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { IdempotencyModule } from './idempotency';
@@ -50,6 +51,7 @@ export class AppModule {
   static register(options: AppModuleOptions): DynamicModule {
     const cli = options.role === 'cli';
     const config = cli ? forCommandLine(options.config) : options.config;
+    const mode = databaseMode(config.database);
     return {
       module: AppModule,
       imports: [
@@ -60,6 +62,8 @@ export class AppModule {
           poolSize: config.database.poolSize,
           replicaUrls: config.database.replicaUrls,
           migrate: options.migrate ?? true,
+          preparedStatements: mode.preparedStatements,
+          directUrl: mode.directUrl,
         }),
         MetricsModule,
         // The scheduler the idempotency module's purge and recovery jobs are added to.
@@ -70,6 +74,9 @@ export class AppModule {
             lease: config.idempotency.leaseMs,
             retention: config.idempotency.retentionMs,
             claimPoolSize: config.idempotency.claimPoolSize,
+            preparedStatements: mode.preparedStatements,
+            transactionPooler: mode.transactionPooler,
+            listenUrl: mode.directUrl,
             scope: (req) => (req as Pick<RequestWithClient, 'client'>).client?.id,
             // The store of the routes whose side effect is not in PostgreSQL (order confirmations).
             ...(config.redis.url ? { redis: { url: config.redis.url } } : {}),

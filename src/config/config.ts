@@ -121,6 +121,14 @@ const boolean = (fallback: boolean) =>
     })
     .transform((v) => ['true', '1'].includes(v.trim().toLowerCase()));
 
+/** A switch: on/off, true/false or 1/0. */
+const onOff = (fallback: boolean) =>
+  z
+    .string()
+    .default(fallback ? 'on' : 'off')
+    .refine((v) => ['on', 'off', 'true', 'false', '1', '0'].includes(v.trim().toLowerCase()), { message: 'expected on or off' })
+    .transform((v) => ['on', 'true', '1'].includes(v.trim().toLowerCase()));
+
 /** Durations a zero would break (a lease, a timeout, an interval, a retention). */
 const POSITIVE_DURATIONS = [
   'IDEMPOTENCY_LEASE',
@@ -147,6 +155,12 @@ const schema = z
         // Never echo the URLs: they may carry passwords.
         message: 'expected a comma-separated list of postgres:// or postgresql:// URLs',
       }),
+    // Behind a transaction pooler (docs/scale-out.md): named statements off for a pooler
+    // that does not keep them, and a direct URL for LISTEN and the migrations.
+    DATABASE_PREPARED_STATEMENTS: onOff(true),
+    DATABASE_DIRECT_URL: emptyToUndefined.refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), {
+      message: 'expected a postgres:// or postgresql:// URL',
+    }),
     // The Redis store of routes whose side effect is not in PostgreSQL (order confirmations).
     // Unset: those routes are not mounted.
     REDIS_URL: emptyToUndefined.refine((v) => v === undefined || /^rediss?:\/\//.test(v), {
@@ -235,6 +249,9 @@ const schema = z
     if (env.DATABASE_REPLICA_URLS.length > 0 && env.DATABASE_URL === undefined) {
       ctx.addIssue({ code: 'custom', path: ['DATABASE_REPLICA_URLS'], message: 'needs DATABASE_URL (the primary they replicate)' });
     }
+    if (env.DATABASE_DIRECT_URL !== undefined && env.DATABASE_URL === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['DATABASE_DIRECT_URL'], message: 'needs DATABASE_URL (the pooler in front of that server)' });
+    }
     if (env.IDEMPOTENCY_LEASE >= env.IDEMPOTENCY_RETENTION) {
       ctx.addIssue({
         code: 'custom',
@@ -271,6 +288,10 @@ export interface AppConfig {
     poolSize: number;
     /** Read replicas of `url`: the listings read from them; keys never do. Empty: none. */
     replicaUrls: string[];
+    /** Named (prepared) statements; off behind a transaction pooler that does not keep them. */
+    preparedStatements: boolean;
+    /** The primary without the pooler that `url` goes through: LISTEN and the migrations. */
+    directUrl?: string;
   };
   /** The idempotency module's Redis store; without it, POST /orders/{id}/confirmation is not mounted. */
   redis: { url?: string };
@@ -352,6 +373,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       embeddedPort: e.EMBEDDED_PG_PORT,
       poolSize: e.DATABASE_POOL_SIZE,
       replicaUrls: e.DATABASE_REPLICA_URLS,
+      preparedStatements: e.DATABASE_PREPARED_STATEMENTS,
+      directUrl: e.DATABASE_DIRECT_URL,
     },
     redis: { url: e.REDIS_URL },
     apiKeys: e.API_KEYS,

@@ -1,4 +1,4 @@
-import { DataSource } from 'typeorm';
+import { DataSource, MigrationExecutor } from 'typeorm';
 import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { migrations } from '../../migrations';
 import { IdempotencyKeyEntity } from '../idempotency';
@@ -28,7 +28,7 @@ export function dataSourceOptions(url: string, poolSize: number, replicaUrls: re
     // features' entities come through TypeOrmModule.forFeature (autoLoadEntities).
     entities: [IdempotencyKeyEntity],
     migrationsTableName: 'migrations',
-    migrationsTransactionMode: 'each',
+    migrationsTransactionMode: 'all',
     extra: {
       max: poolSize,
       // A request during an outage fails fast (503) instead of hanging: on a dead
@@ -51,20 +51,30 @@ export function primaryOnly(options: PostgresDataSourceOptions): PostgresDataSou
 const MIGRATION_LOCK = 0x5afe_0001;
 
 /**
- * Applies pending migrations under a session-level advisory lock, so instances
- * booting together on one empty database run them once: the others wait for
- * the lock, then find nothing pending.
+ * Applies pending migrations in one transaction that first takes a
+ * transaction-level advisory lock, so instances booting together on one empty
+ * database run them once: the others wait for the lock, then find nothing
+ * pending (the list of applied migrations is read after the lock, in the same
+ * transaction). Nothing relies on the session, so this works the same on a
+ * direct connection and through a transaction pooler (PgBouncer in transaction
+ * mode), where a session-level lock would stay on whichever server connection
+ * took it. All pending migrations commit together or not at all.
  */
 export async function runMigrationsLocked(dataSource: DataSource): Promise<string[]> {
-  const runner = dataSource.createQueryRunner();
+  const runner = dataSource.createQueryRunner('master');
   await runner.connect();
   try {
-    await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    await runner.startTransaction();
     try {
-      const applied = await dataSource.runMigrations({ transaction: 'each' });
+      await runner.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      const executor = new MigrationExecutor(dataSource, runner);
+      executor.transaction = 'all';
+      const applied = await executor.executePendingMigrations();
+      await runner.commitTransaction();
       return applied.map((m) => m.name);
-    } finally {
-      await runner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+    } catch (error) {
+      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+      throw error;
     }
   } finally {
     await runner.release();

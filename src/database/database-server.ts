@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { AppConfig } from '../config/config';
+import { databaseMode, describeDatabaseMode } from './database-mode';
 import { EmbeddedPostgresBusyError, startEmbeddedPostgres } from './embedded-postgres';
 
 /**
@@ -27,14 +28,14 @@ function redact(url: string): string {
   }
 }
 
-export async function verifyConnection(url: string): Promise<string> {
+export async function verifyConnection(url: string, name = 'PostgreSQL'): Promise<string> {
   const client = new Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
   try {
     await client.connect();
     const { rows } = await client.query<{ server_version: string }>('SHOW server_version');
     return rows[0].server_version;
   } catch (error) {
-    throw new DatabaseStartError(`cannot connect to PostgreSQL at ${redact(url)}: ${(error as Error).message}`);
+    throw new DatabaseStartError(`cannot connect to ${name} at ${redact(url)}: ${(error as Error).message}`);
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -53,6 +54,8 @@ export async function openDatabase(
   if (config.database.url) {
     const version = await verifyConnection(config.database.url);
     log(`using external PostgreSQL ${version} at ${redact(config.database.url)}`);
+    if (config.database.directUrl) await verifyConnection(config.database.directUrl, 'DATABASE_DIRECT_URL');
+    log(describeDatabaseMode(databaseMode(config.database)));
     return { url: config.database.url, kind: 'external', stop: async () => undefined };
   }
   let embedded;
@@ -75,5 +78,6 @@ export async function openDatabase(
       ? `using the embedded PostgreSQL ${version} of the running process ${embedded.ownerPid} at ${redact(embedded.url)} (data in ${embedded.dataDir}); it is left running`
       : `started embedded PostgreSQL ${version} at ${redact(embedded.url)} (data in ${embedded.dataDir})`,
   );
+  log(describeDatabaseMode(databaseMode(config.database)));
   return { url: embedded.url, kind: 'embedded', stop: () => embedded.stop() };
 }

@@ -4,6 +4,7 @@ import { DataSource, DataSourceOptions } from 'typeorm';
 import { transactionalClsModule } from '../idempotency';
 import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { dataSourceOptions, primaryOnly, runMigrationsLocked } from './data-source';
+import { PREPARED_STATEMENTS } from './sql-repository';
 
 export interface DatabaseModuleOptions {
   url: string;
@@ -12,6 +13,10 @@ export interface DatabaseModuleOptions {
   replicaUrls?: readonly string[];
   /** Apply pending migrations before anything else touches the database. */
   migrate: boolean;
+  /** Whether SqlRepository names its statements (off behind a pooler that does not keep them). */
+  preparedStatements: boolean;
+  /** A direct (not pooled) URL of the primary, when `url` is a transaction pooler: the migrations run there. */
+  directUrl?: string;
 }
 
 /**
@@ -25,6 +30,9 @@ export class DatabaseModule {
     const logger = new Logger('Database');
     return {
       module: DatabaseModule,
+      global: true,
+      providers: [{ provide: PREPARED_STATEMENTS, useValue: options.preparedStatements }],
+      exports: [PREPARED_STATEMENTS],
       imports: [
         TypeOrmModule.forRootAsync({
           useFactory: () => ({
@@ -37,7 +45,13 @@ export class DatabaseModule {
             if (options.migrate) {
               // On a connection of their own without the read timeout: a migration may run long.
               // On the primary only: a replica receives the schema through replication.
-              const migrator = await new DataSource({ ...primaryOnly(dsOptions as PostgresDataSourceOptions), extra: { max: 2 } } as DataSourceOptions).initialize();
+              // On the direct URL when there is one: DDL need not hold a pooled server connection.
+              const primary = primaryOnly(dsOptions as PostgresDataSourceOptions);
+              const migrator = await new DataSource({
+                ...primary,
+                ...(options.directUrl ? { url: options.directUrl } : {}),
+                extra: { max: 2 },
+              } as DataSourceOptions).initialize();
               try {
                 const applied = await runMigrationsLocked(migrator);
                 if (applied.length) logger.log(`applied migrations: ${applied.join(', ')}`);

@@ -1,9 +1,15 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { createHash } from 'node:crypto';
 import type { PoolClient, QueryConfig } from 'pg';
 import { QueryRunner, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
+
+/**
+ * Whether the repositories name their statements (DATABASE_PREPARED_STATEMENTS):
+ * a boolean provided by DatabaseModule.
+ */
+export const PREPARED_STATEMENTS = Symbol('PREPARED_STATEMENTS');
 
 /** The name of each statement text, prepared once per connection (see SqlRepository.rows). */
 const statementNames = new Map<string, string>();
@@ -29,13 +35,19 @@ function statementName(sql: string): string {
  *
  * Every statement is prepared (named) on the connection that runs it, the first
  * time it runs there: PostgreSQL then parses it once per connection, and after
- * five runs plans it once too, instead of on every request. Like the idempotency store's
- * statements, this needs PgBouncer 1.21+ with max_prepared_statements set when
- * it runs in transaction mode.
+ * five runs plans it once too, instead of on every request. Behind a transaction
+ * pooler that does not keep prepared statements across transactions (PgBouncer
+ * in transaction mode before 1.21, or without max_prepared_statements), a
+ * statement prepared in one transaction is missing (or already there) in the
+ * next: with `prepared` false (DATABASE_PREPARED_STATEMENTS=off) every
+ * statement is sent unnamed and parsed on each run instead.
  */
 @Injectable()
 export abstract class SqlRepository {
-  constructor(protected readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
+  constructor(
+    protected readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(PREPARED_STATEMENTS) private readonly prepared: boolean,
+  ) {}
 
   /**
    * The rows of a statement (RETURNING rows for INSERT, UPDATE and DELETE), on
@@ -47,7 +59,7 @@ export abstract class SqlRepository {
    * prepared on each connection for its lifetime.
    */
   protected async rows<T>(sql: string, params: unknown[]): Promise<T[]> {
-    const statement: QueryConfig = { name: statementName(sql), text: sql, values: params };
+    const statement = this.statement(sql, params);
     const manager = this.txHost.tx;
     const runner = manager.queryRunner;
     if (runner) {
@@ -73,13 +85,17 @@ export abstract class SqlRepository {
    */
   protected async replicaRows<T>(sql: string, params: unknown[]): Promise<T[]> {
     if (this.txHost.tx.queryRunner) return this.rows<T>(sql, params);
-    const statement: QueryConfig = { name: statementName(sql), text: sql, values: params };
+    const statement = this.statement(sql, params);
     const replica = this.txHost.tx.connection.createQueryRunner('slave');
     try {
       return await run<T>(replica, statement);
     } finally {
       await replica.release();
     }
+  }
+
+  private statement(sql: string, params: unknown[]): QueryConfig {
+    return this.prepared ? { name: statementName(sql), text: sql, values: params } : { text: sql, values: params };
   }
 
   /**

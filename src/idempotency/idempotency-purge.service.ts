@@ -2,7 +2,6 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBoo
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { CronJob } from 'cron';
-import type { Client } from 'pg';
 import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { REPLACEABLE } from './postgres-idempotency.store';
@@ -50,11 +49,17 @@ import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
  *   imports ScheduleModule.forRoot()), under PURGE_JOB_NAME, built from
  *   `purge.cron` the way the registry takes a job whose time is known only at
  *   runtime; the registry stops it when the app shuts down.
- * - The advisory lock. Every instance schedules the job; a session-level
- *   pg_try_advisory_lock on one dedicated connection lets one of them work and
- *   the others skip at once (no queue of purgers deleting the same rows). An
- *   in-flight flag does the same inside one process, for a tick that arrives
- *   while the previous run is still going.
+ * - The advisory lock. Every instance schedules the job; a
+ *   pg_try_advisory_xact_lock lets one of them work and the others skip at once
+ *   (no queue of purgers deleting the same rows). It is held by a transaction
+ *   of its own, open for the run on a dedicated connection, while the batches
+ *   commit one by one on others: nothing relies on a session, so the lock
+ *   works the same through a transaction pooler (PgBouncer in transaction
+ *   mode), where a session-level lock would stay behind on whichever server
+ *   connection took it. The lock's transaction holds no snapshot between its
+ *   statements and writes nothing; it ends (and the lock with it) when the run
+ *   ends, or when its connection dies. An in-flight flag does the same inside
+ *   one process, for a tick that arrives while the previous run is still going.
  */
 
 /** Advisory lock id of the purge; distinct from the migration lock (0x5afe0001). */
@@ -170,17 +175,18 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     let deleted = 0;
     let messages = 0;
     let batches = 0;
-    // Its own connection: a session-level lock belongs to the session that took it.
-    const runner = this.dataSource.createQueryRunner('master');
+    // The lock's transaction, on a connection of its own; the batches run on the pool.
+    const lock = this.dataSource.createQueryRunner('master');
     try {
-      const connection = (await runner.connect()) as Client;
-      const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [PURGE_LOCK_ID])) as {
+      await lock.startTransaction();
+      const [{ locked }] = (await lock.query('SELECT pg_try_advisory_xact_lock($1) AS locked', [PURGE_LOCK_ID])) as {
         locked: boolean;
       }[];
       if (!locked) {
         this.logger.debug('skipped: another instance is purging expired idempotency keys');
         return { deleted: 0, messages: 0, batches: 0, durationMs: elapsedMs(), skipped: true };
       }
+      const runner = this.dataSource.createQueryRunner('master');
       try {
         // One batch of each table in turn; a table is done once a batch of it comes back short.
         const pending: { sql: string; deleted(n: number): void }[] = [
@@ -209,18 +215,15 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
           if (elapsedMs() >= budgetMs || this.stopping) break;
         }
       } finally {
-        await runner.query('SELECT pg_advisory_unlock($1)', [PURGE_LOCK_ID]).catch(async (error: unknown) => {
-          // A session lock must never go back to the pool with its connection: end
-          // the session (PostgreSQL then frees the lock) and the pool drops the client.
-          this.logger.warn(`could not release the purge lock, closing its connection: ${(error as Error).message}`);
-          await connection.end().catch(() => undefined);
-        });
+        await runner.release();
       }
     } catch (error) {
       this.metrics.purgeFailures.inc();
       throw error;
     } finally {
-      await runner.release();
+      // Ends the lock's transaction (it wrote nothing), which frees the lock.
+      if (lock.isTransactionActive) await lock.rollbackTransaction().catch(() => undefined);
+      await lock.release();
     }
 
     const durationMs = elapsedMs();

@@ -78,6 +78,29 @@ export interface IdempotencyModuleOptions {
   scope?(request: IdempotencyRequest): string | undefined;
   /** Connections of the pool that commits claims and releases (synchronous_commit off). Default 10. */
   claimPoolSize?: number;
+  /**
+   * Name every statement the store sends, so that PostgreSQL parses and plans it
+   * once per connection. Default true. Turn it off behind a pooler that does not
+   * keep prepared statements across transactions (PgBouncer in transaction mode
+   * before 1.21, or without max_prepared_statements): the statements are then
+   * sent unnamed, parsed on every run.
+   */
+  preparedStatements?: boolean;
+  /**
+   * The data source reaches PostgreSQL through a transaction pooler (PgBouncer in
+   * transaction mode), whose server connections serve one transaction and then
+   * another client: nothing may rely on a session there. The claim pool then sets
+   * no session parameter (its commits take the server's synchronous_commit), and
+   * waiting duplicates LISTEN only on `listenUrl`. Default false.
+   */
+  transactionPooler?: boolean;
+  /**
+   * A direct (not pooled) URL of the same primary, where the one connection per
+   * process that wakes waiting duplicates (`@Idempotent({ wait })`) LISTENs.
+   * Default: the data source's primary, unless `transactionPooler`: then,
+   * without it, waiting duplicates ask again every 250 ms instead.
+   */
+  listenUrl?: string;
   /** Where the idempotency policy is published: the `type` of its problems and their `Link`. */
   policyUrl?: string;
   /** A prom-client registry for the module's metrics; a private one when omitted. */
@@ -164,7 +187,9 @@ export interface IdempotentOptions {
    * Opt-in: a duplicate of a request still in progress waits up to this long
    * (e.g. `'2s'`) for the owner to finish and is then answered with the replay,
    * instead of 409 at once; still 409 with Retry-After when the time is up.
-   * Woken by PostgreSQL LISTEN/NOTIFY when the key settles, not by polling.
+   * Woken by PostgreSQL LISTEN/NOTIFY when the key settles (and asking again
+   * at least once a second); behind a transaction pooler without the module's
+   * `listenUrl`, by asking again every 250 ms.
    */
   wait?: Duration;
   /**
@@ -186,6 +211,10 @@ export interface ResolvedIdempotencyOptions {
   retentionMs: number;
   scope(request: IdempotencyRequest): string | undefined;
   claimPoolSize: number;
+  preparedStatements: boolean;
+  transactionPooler: boolean;
+  /** Where waiting duplicates are woken: LISTEN on `url` (the data source's primary when absent), or `false`: they poll. */
+  listen: { url?: string } | false;
   policyUrl: string;
   purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
   /** 0: no replay cache. */
@@ -205,6 +234,8 @@ export const IDEMPOTENCY_DEFAULTS = {
   lease: '30s',
   retention: '24h',
   claimPoolSize: 10,
+  preparedStatements: true,
+  transactionPooler: false,
   policyUrl: '/docs/idempotency',
   purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5_000, budget: '60s' },
   replayCache: { enabled: true, maxBytes: 16 * 1024 * 1024 },
@@ -250,6 +281,7 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
     ...resolveTiming(o, DEFAULT_TIMING, 'IdempotencyModule'),
     scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),
     claimPoolSize: o.claimPoolSize ?? d.claimPoolSize,
+    ...resolveConnection(o),
     policyUrl: o.policyUrl ?? d.policyUrl,
     purge: {
       enabled: o.purge?.enabled ?? d.purge.enabled,
@@ -274,6 +306,19 @@ function resolveStore(o: IdempotencyModuleOptions): Pick<ResolvedIdempotencyOpti
   if (o.redis && !o.redis.url === !o.redis.client) throw new RangeError('IdempotencyModule: redis needs exactly one of url and client');
   if (store === 'redis' && !o.redis) throw new RangeError("IdempotencyModule: store 'redis' needs the redis option ({ url } or { client })");
   return { store, redis: o.redis && { url: o.redis.url, client: o.redis.client, keyPrefix: o.redis.keyPrefix ?? 'idempotency:' } };
+}
+
+function resolveConnection(o: IdempotencyModuleOptions): Pick<ResolvedIdempotencyOptions, 'preparedStatements' | 'transactionPooler' | 'listen'> {
+  const d = IDEMPOTENCY_DEFAULTS;
+  const transactionPooler = o.transactionPooler ?? d.transactionPooler;
+  if (o.listenUrl !== undefined && !/^postgres(ql)?:\/\//.test(o.listenUrl)) {
+    throw new RangeError('IdempotencyModule: listenUrl must be a postgres:// or postgresql:// URL');
+  }
+  return {
+    preparedStatements: o.preparedStatements ?? d.preparedStatements,
+    transactionPooler,
+    listen: o.listenUrl !== undefined ? { url: o.listenUrl } : transactionPooler ? false : {},
+  };
 }
 
 function resolveMessages(given: IdempotencyModuleOptions['messages']): ResolvedIdempotencyOptions['messages'] {

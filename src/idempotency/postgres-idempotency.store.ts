@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { createHash } from 'node:crypto';
-import { Client, Pool, PoolClient } from 'pg';
+import { Client, ClientConfig, Pool, PoolClient, QueryConfig } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
 import { LeaseLostError } from './idempotency.errors';
@@ -36,15 +36,20 @@ import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, Rec
  *   nothing can resume be replaced: a key with a recovery point, or whose owner
  *   still holds the lease, is never replaced and never purged, whatever its age.
  *
- * Every statement is prepared (named): behind PgBouncer in transaction mode
- * that needs PgBouncer 1.21+ with max_prepared_statements set.
+ * Every statement is prepared (named) unless `preparedStatements` is off: a
+ * transaction pooler that does not keep prepared statements across
+ * transactions (PgBouncer in transaction mode before 1.21) needs them unnamed.
+ * No statement relies on its session: each is autocommit or runs inside the
+ * business transaction.
  *
  * Claims, takeovers and releases commit with synchronous_commit = off, on a pool
  * of their own. That is safe: WAL is flushed in order, so when a business
  * transaction that followed a claim commits durably, the claim's earlier commit
  * record is flushed with it. A claim lost in a crash therefore had nothing
  * committed after it, and the key simply becomes free again. A lost release
- * leaves an in-progress key that a retry takes over after the lease.
+ * leaves an in-progress key that a retry takes over after the lease. The setting
+ * is a startup parameter of the pool's sessions, so behind a transaction pooler
+ * (`transactionPooler`), which refuses it, claims commit with the server's own.
  */
 /** The database clock in microseconds since the epoch: the unit of `lease`, the fencing token. */
 export const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
@@ -221,6 +226,8 @@ const PLAIN = new ResponseCipher();
 
 /** A waiter asks the claim again at least this often (a lost notification costs no more). */
 const MAX_WAIT_SLICE_MS = 1_000;
+/** Without a listener (behind a transaction pooler, no listenUrl), a waiter asks again this often. */
+const POLL_WAIT_SLICE_MS = 250;
 
 /**
  * A recovery point as stored: with the scope and key it belongs to, which the
@@ -245,6 +252,10 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   private readonly cipher: ResponseCipher;
   /** The retention of an operation whose recovery point does not name one. */
   private readonly defaultRetentionMs: number;
+  /** Whether statements are sent named (prepared once per connection). */
+  private readonly prepared: boolean;
+  /** Where the listener of settled keys connects, or false: waiters poll. */
+  private readonly listenAt: ClientConfig | false;
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
@@ -255,7 +266,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     this.cipher = new ResponseCipher(options.encryption);
     this.defaultRetentionMs = options.retentionMs;
     this.tableName = options.table.name;
-    this.claimPool = createClaimPool(dataSource, options.claimPoolSize);
+    this.prepared = options.preparedStatements;
+    this.claimPool = createClaimPool(dataSource, options.claimPoolSize, options.transactionPooler);
+    this.listenAt = options.listen && (options.listen.url ? { connectionString: options.listen.url } : this.claimPool.options);
     this.claimPool.on('error', (error) => this.logger.warn(`idle claim connection failed: ${error.message}`));
   }
 
@@ -266,12 +279,15 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
   /*
    * Waiting duplicates (`@Idempotent({ wait })`). One connection per process
-   * LISTENs on one channel; a settled key is announced with pg_notify on the
-   * claim pool, after its completion or release committed, with the key's
-   * row id (keyId, a hash) as payload: the key itself never travels. Every waiter also
-   * wakes at least once a second and asks the claim again, so a notification
-   * lost while the listener reconnects costs at most that second: no polling
-   * storm, and no reliance on delivery.
+   * LISTENs on one channel (a session of its own: on `listenUrl` when given,
+   * never through a transaction pooler); a settled key is announced with
+   * pg_notify on the claim pool, after its completion or release committed,
+   * with the key's row id (keyId, a hash) as payload: the key itself never
+   * travels. Every waiter also wakes at least once a second and asks the claim
+   * again, so a notification lost while the listener reconnects costs at most
+   * that second: no polling storm, and no reliance on delivery. Without a
+   * listener (a transaction pooler and no listenUrl) waiters only poll, every
+   * POLL_WAIT_SLICE_MS, each one primary-key lookup.
    */
   private listener?: Promise<Client>;
   private readonly waiters = new Map<string, Set<() => void>>();
@@ -280,7 +296,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const id = keyId(scope, key);
     let wake!: () => void;
     const settled = new Promise<void>((resolve) => (wake = resolve));
-    const timer = setTimeout(() => done(), Math.max(0, Math.min(timeoutMs, MAX_WAIT_SLICE_MS)));
+    const slice = this.listenAt ? MAX_WAIT_SLICE_MS : POLL_WAIT_SLICE_MS;
+    const timer = setTimeout(() => done(), Math.max(0, Math.min(timeoutMs, slice)));
     const done = () => {
       clearTimeout(timer);
       const set = this.waiters.get(id);
@@ -291,12 +308,12 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const set = this.waiters.get(id) ?? new Set();
     set.add(done);
     this.waiters.set(id, set);
-    void this.listen();
+    if (this.listenAt) void this.listen(this.listenAt);
     return { settled, cancel: done };
   }
 
   async announceSettled(scope: string, key: string): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_settled', text: 'SELECT pg_notify($1, $2)', values: [this.channel, keyId(scope, key)] });
+    await this.claimPool.query(this.statement('idempotency_settled', 'SELECT pg_notify($1, $2)', [this.channel, keyId(scope, key)]));
   }
 
   /** The channel of this table's settled keys (an identifier: at most 63 bytes). */
@@ -305,9 +322,14 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     return Buffer.byteLength(name) <= 63 ? name : `idempotency_settled_${createHash('sha256').update(name).digest('hex').slice(0, 16)}`;
   }
 
-  private listen(): Promise<Client | undefined> {
+  /** A statement named `name` when statements are prepared, else unnamed (parsed on each run). */
+  private statement(name: string, text: string, values: unknown[]): QueryConfig {
+    return this.prepared ? { name, text, values } : { text, values };
+  }
+
+  private listen(at: ClientConfig): Promise<Client | undefined> {
     this.listener ??= (async () => {
-      const client = new Client({ ...this.claimPool.options, application_name: 'safe-retries-waits' });
+      const client = new Client({ ...at, application_name: 'safe-retries-waits' });
       client.on('notification', (message) => {
         for (const wake of [...(this.waiters.get(message.payload ?? '') ?? [])]) wake();
       });
@@ -336,11 +358,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const { scope, key, fingerprint, leaseMs, retentionMs } = request;
     const owned = (token: string) => ({ scope, key, token, retentionMs });
     const id = keyId(scope, key);
-    const { rows } = await this.claimPool.query<ClaimRow>({
-      name: 'idempotency_claim',
-      text: this.sql.claim,
-      values: [id, fingerprint, leaseMs, retentionMs],
-    });
+    const { rows } = await this.claimPool.query<ClaimRow>(this.statement('idempotency_claim', this.sql.claim, [id, fingerprint, leaseMs, retentionMs]));
     const row = rows[0];
     if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
     // A new or replaced key is kept for retentionMs from the statement's now().
@@ -349,11 +367,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
     if (row.expired) {
       // Finished past its retention, or abandoned with nothing to resume: the key is new again.
-      const replaced = await this.claimPool.query<{ lease: string }>({
-        name: 'idempotency_replace',
-        text: this.sql.replace,
-        values: [id, row.lease, leaseMs, fingerprint, retentionMs],
-      });
+      const replaced = await this.claimPool.query<{ lease: string }>(this.statement('idempotency_replace', this.sql.replace, [id, row.lease, leaseMs, fingerprint, retentionMs]));
       return replaced.rows[0]
         ? { kind: 'claimed', owner: owned(replaced.rows[0].lease), takenOver: false, recovery: null, retainedForMs: retentionMs }
         : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
@@ -367,11 +381,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
     // In progress, lease expired: the owner crashed or is too slow (at any age:
     // an operation with a recovery point never expires for its client). One winner.
-    const taken = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint | null }>({
-      name: 'idempotency_takeover',
-      text: this.sql.takeover,
-      values: [id, row.lease, leaseMs],
-    });
+    const taken = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint | null }>(this.statement('idempotency_takeover', this.sql.takeover, [id, row.lease, leaseMs]));
     const won = taken.rows[0];
     return won
       ? {
@@ -391,20 +401,14 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async renew(owner: Ownership, leaseMs: number): Promise<string | null> {
-    const { rows } = await this.claimPool.query<{ lease: string }>({
-      name: 'idempotency_renew',
-      text: this.sql.renew,
-      values: [keyId(owner.scope, owner.key), owner.token, leaseMs],
-    });
+    const { rows } = await this.claimPool.query<{ lease: string }>(this.statement('idempotency_renew', this.sql.renew, [keyId(owner.scope, owner.key), owner.token, leaseMs]));
     return rows[0]?.lease ?? null;
   }
 
   async outcome(scope: string, key: string): Promise<KeyOutcome> {
-    const { rows } = await this.claimPool.query<{ status: number | null; forgotten: boolean; remaining_ms: string; expires_at: string }>({
-      name: 'idempotency_outcome',
-      text: this.sql.outcome,
-      values: [keyId(scope, key)],
-    });
+    const { rows } = await this.claimPool.query<{ status: number | null; forgotten: boolean; remaining_ms: string; expires_at: string }>(
+      this.statement('idempotency_outcome', this.sql.outcome, [keyId(scope, key)]),
+    );
     const row = rows[0];
     if (!row || row.forgotten) return { state: 'unknown' };
     if (row.status === null) return { state: 'in_progress', retryAfterMs: Number(row.remaining_ms) };
@@ -421,28 +425,20 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_release', text: this.sql.release, values: [keyId(owner.scope, owner.key), owner.token] });
+    await this.claimPool.query(this.statement('idempotency_release', this.sql.release, [keyId(owner.scope, owner.key), owner.token]));
   }
 
   async yieldLease(owner: Ownership): Promise<void> {
-    await this.claimPool.query({ name: 'idempotency_yield', text: this.sql.yield, values: [keyId(owner.scope, owner.key), owner.token] });
+    await this.claimPool.query(this.statement('idempotency_yield', this.sql.yield, [keyId(owner.scope, owner.key), owner.token]));
   }
 
   async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
-    const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>({
-      name: 'idempotency_take_over_abandoned',
-      text: this.sql.takeOverAbandoned,
-      values: [limit, leaseMs],
-    });
+    const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>(this.statement('idempotency_take_over_abandoned', this.sql.takeOverAbandoned, [limit, leaseMs]));
     return rows.map((r) => this.ownerOf(r.lease, r.recovery));
   }
 
   async takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
-    const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>({
-      name: 'idempotency_take_over_operation',
-      text: this.sql.takeOverOperation,
-      values: [keyId(scope, key), leaseMs],
-    });
+    const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>(this.statement('idempotency_take_over_operation', this.sql.takeOverOperation, [keyId(scope, key), leaseMs]));
     const row = rows[0];
     return row ? this.ownerOf(row.lease, row.recovery) : null;
   }
@@ -454,7 +450,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   /**
-   * A fenced statement (prepared) on the ambient business transaction's own
+   * A fenced statement on the ambient business transaction's own
    * connection (what TypeORM's `QueryRunner.connect()` answers: node-postgres's
    * client). LeaseLostError when it matched no row: the key is no longer the
    * owner's, and the caller's transaction rolls back.
@@ -466,7 +462,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const runner = this.txHost.tx.queryRunner;
     if (!runner) throw new Error('the ambient transaction has no query runner');
     const connection = (await runner.connect()) as PoolClient;
-    const { rowCount } = await connection.query({ name, text, values });
+    const { rowCount } = await connection.query(this.statement(name, text, values));
     if (!rowCount) throw new LeaseLostError();
   }
 }
@@ -485,9 +481,10 @@ interface Credentials {
  * The claim pool connects to the primary, always: with TypeORM's replication
  * options that is `replication.master`, never one of the `slaves`. A claim or
  * replay lookup answered by a lagging replica would see no key and run the
- * request a second time.
+ * request a second time. Behind a transaction pooler it sets no session
+ * parameter (PgBouncer refuses `options` at connect).
  */
-function createClaimPool(dataSource: DataSource, max: number): Pool {
+function createClaimPool(dataSource: DataSource, max: number, transactionPooler: boolean): Pool {
   const options = dataSource.options as Credentials & {
     replication?: { master: Credentials };
     extra?: { connectionTimeoutMillis?: number };
@@ -507,6 +504,6 @@ function createClaimPool(dataSource: DataSource, max: number): Pool {
     query_timeout: 5_000,
     keepAlive: true,
     application_name: 'safe-retries-claims',
-    options: '-c synchronous_commit=off',
+    ...(transactionPooler ? {} : { options: '-c synchronous_commit=off' }),
   });
 }

@@ -18,14 +18,14 @@ class ItemsRepository extends SqlRepository {
   }
 }
 
-/** SqlRepository on a "transaction host" whose ambient EntityManager the test sets. */
-function repositoryOn(manager: () => EntityManager): ItemsRepository {
+/** SqlRepository on a "transaction host" whose ambient EntityManager the test sets; named statements unless `prepared` is false. */
+function repositoryOn(manager: () => EntityManager, prepared = true): ItemsRepository {
   const host = {
     get tx() {
       return manager();
     },
   } as unknown as TransactionHost<TransactionalAdapterTypeOrm>;
-  return new (ItemsRepository as unknown as new (host: TransactionHost<TransactionalAdapterTypeOrm>) => ItemsRepository)(host);
+  return new (ItemsRepository as unknown as new (host: TransactionHost<TransactionalAdapterTypeOrm>, prepared: boolean) => ItemsRepository)(host, prepared);
 }
 
 describe('SqlRepository: prepared statements on the ambient transaction or the pool', () => {
@@ -85,6 +85,25 @@ describe('SqlRepository: prepared statements on the ambient transaction or the p
       }
     } finally {
       await single.destroy();
+    }
+  });
+
+  it('with prepared statements off (behind a transaction pooler): sends them unnamed, nothing stays prepared', async () => {
+    // A connection of its own: the other tests' connections have these texts prepared.
+    const fresh = new DataSource({ type: 'postgres', url: db.url, extra: { max: 1 } });
+    await fresh.initialize();
+    const runner = fresh.createQueryRunner();
+    await runner.connect();
+    try {
+      const repo = repositoryOn(() => runner.manager, false);
+      await runner.startTransaction();
+      expect(await repo.insert(30, 'u')).toEqual([{ id: 30, v: 'u' }]);
+      expect(await repo.update(30, 'w')).toEqual([{ id: 30, v: 'w' }]);
+      await runner.commitTransaction();
+      expect(await prepared(runner)).toEqual([]);
+    } finally {
+      await runner.release();
+      await fresh.destroy();
     }
   });
 

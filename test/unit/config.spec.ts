@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { ConfigError, loadConfig } from '../../src/config/config';
 import { formatDuration, parseDuration } from '../../src/config/duration';
+import { databaseMode } from '../../src/database/database-mode';
 
 /** Runs loadConfig and returns the ConfigError it throws (fails the test if it does not throw one). */
 function configError(env: NodeJS.ProcessEnv): ConfigError {
@@ -138,6 +139,22 @@ describe('loadConfig defaults', () => {
     expect(loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URLS: ' , ' }).database.replicaUrls).toEqual([]);
   });
 
+  it('reads the transaction pooler settings, and derives the database mode from them', () => {
+    const pooler = 'postgres://u:p@pgbouncer:6432/app';
+    const direct = 'postgres://u:p@db:5432/app';
+    const mode = (env: NodeJS.ProcessEnv) => databaseMode(loadConfig(env).database);
+    expect(mode({ DATABASE_URL: direct })).toEqual({ transactionPooler: false, preparedStatements: true, directUrl: undefined });
+    expect(mode({ DATABASE_URL: pooler, DATABASE_PREPARED_STATEMENTS: 'off' })).toEqual({ transactionPooler: true, preparedStatements: false, directUrl: undefined });
+    expect(mode({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: direct })).toEqual({ transactionPooler: true, preparedStatements: true, directUrl: direct });
+    for (const [value, on] of [['on', true], ['OFF', false], ['true', true], ['0', false]] as const) {
+      expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: value }).database.preparedStatements).toBe(on);
+    }
+    expect(() => loadConfig({ DATABASE_PREPARED_STATEMENTS: 'auto' })).toThrow(/DATABASE_PREPARED_STATEMENTS: expected on or off/);
+    expect(() => loadConfig({ DATABASE_DIRECT_URL: direct })).toThrow(/DATABASE_DIRECT_URL: needs DATABASE_URL/);
+    expect(() => loadConfig({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: 'mysql://u:secret@db/app' })).toThrow(/DATABASE_DIRECT_URL: expected a postgres/);
+    expect(() => loadConfig({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: 'mysql://u:secret@db/app' })).not.toThrow(/secret/);
+  });
+
   it('takes REDIS_URL as a redis:// or rediss:// URL, refusing others without echoing them', () => {
     expect(loadConfig({ REDIS_URL: 'redis://u:p@cache:6379/2' }).redis.url).toBe('redis://u:p@cache:6379/2');
     expect(loadConfig({ REDIS_URL: '' }).redis.url).toBeUndefined();
@@ -155,7 +172,15 @@ describe('loadConfig defaults', () => {
       nodeEnv: 'development',
       production: false,
       port: 3000,
-      database: { url: undefined, embeddedDir: '.data/postgres', embeddedPort: undefined, poolSize: 20, replicaUrls: [] },
+      database: {
+        url: undefined,
+        embeddedDir: '.data/postgres',
+        embeddedPort: undefined,
+        poolSize: 20,
+        replicaUrls: [],
+        preparedStatements: true,
+        directUrl: undefined,
+      },
       apiKeys: [],
       bodyLimitBytes: 102_400,
       logLevel: 'info',
@@ -322,6 +347,8 @@ describe('loadConfig values', () => {
       EMBEDDED_PG_PORT: '5433',
       DATABASE_POOL_SIZE: '50',
       DATABASE_REPLICA_URLS: 'postgres://u:p@replica-1:5432/app, postgresql://u:p@replica-2:5432/app',
+      DATABASE_PREPARED_STATEMENTS: 'off',
+      DATABASE_DIRECT_URL: 'postgres://u:p@db-direct:5432/app',
       API_KEYS: `alice:${SECRET_A},bob:${SECRET_B}`,
       BODY_LIMIT: '1mb',
       LOG_LEVEL: 'debug',
@@ -361,6 +388,8 @@ describe('loadConfig values', () => {
         embeddedPort: 5433,
         poolSize: 50,
         replicaUrls: ['postgres://u:p@replica-1:5432/app', 'postgresql://u:p@replica-2:5432/app'],
+        preparedStatements: false,
+        directUrl: 'postgres://u:p@db-direct:5432/app',
       },
       apiKeys: [
         { name: 'alice', secret: SECRET_A },

@@ -19,6 +19,18 @@ describe('idempotency options', () => {
     expect(o.scope({ client: { id: 'c1' } } as never)).toBe('c1');
   });
 
+  it('behind a transaction pooler: LISTEN only on listenUrl, else waiters poll; named statements as asked', () => {
+    expect(resolveIdempotencyOptions({})).toMatchObject({ preparedStatements: true, transactionPooler: false, listen: {} });
+    expect(resolveIdempotencyOptions({ transactionPooler: true, preparedStatements: false })).toMatchObject({
+      preparedStatements: false,
+      transactionPooler: true,
+      listen: false,
+    });
+    const listenUrl = 'postgres://app@db:5432/app';
+    expect(resolveIdempotencyOptions({ transactionPooler: true, listenUrl }).listen).toEqual({ url: listenUrl });
+    expect(() => resolveIdempotencyOptions({ listenUrl: 'db:5432' })).toThrow('IdempotencyModule: listenUrl must be a postgres:// or postgresql:// URL');
+  });
+
   it('sizes the replay cache, or turns it off', () => {
     expect(resolveIdempotencyOptions({ replayCache: { maxBytes: 1_000 } }).replayCacheBytes).toBe(1_000);
     expect(resolveIdempotencyOptions({ replayCache: { enabled: false, maxBytes: 1_000 } }).replayCacheBytes).toBe(0);
