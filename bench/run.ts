@@ -10,6 +10,7 @@ import { BenchDatabase, openBenchDatabase } from './lib/database';
 import { SqlCounter } from './lib/sql-counter';
 import { fmt, round, table } from './lib/stats';
 import { PileupResult, pileup } from './pileup';
+import { FleetResult, fleetSoak } from './fleet';
 import { PoolerResult, poolerBench } from './pooler';
 import { PurgeBenchResult, purgeBench } from './purge';
 import { PathCost, storeCost } from './store-cost';
@@ -25,6 +26,7 @@ import { latencyChart } from './svg';
  *   §3 HTTP throughput (autocannon), protected vs not   §6 100 identical concurrent requests
  *   §7 the charge boundary: phased vs pool-bound payments under a 300 ms card network
  *   §8 behind PgBouncer (transaction mode): new keys and payments, direct vs through it
+ *   §9 a fleet of four behind one PgBouncer, instances killed and restarted under load, reconciled
  *
  * Prints the tables, writes bench/results.json (every figure) and bench/latency.svg.
  * Every comparison is a ratio of two figures from this same run.
@@ -58,6 +60,9 @@ const SETTINGS = {
   poolerSeconds: env('BENCH_POOLER_SECONDS', 8),
   poolerClients: env('BENCH_POOLER_CLIENTS', 100),
   poolerServerConnections: env('BENCH_POOLER_SERVER_CONNECTIONS', 8),
+  fleetSeconds: env('BENCH_FLEET_SECONDS', 60),
+  fleetClients: env('BENCH_FLEET_CLIENTS', 40),
+  fleetKillEvery: env('BENCH_FLEET_KILL_EVERY', 6),
 };
 const TARGETS = {
   statementsPerLookup: 1,
@@ -66,7 +71,7 @@ const TARGETS = {
   protectedRatio: 0.8,
   replayRatio: 1.3,
   bytesPerKey: 250,
-  totalSeconds: 360,
+  totalSeconds: 480,
   /** §7: phased payments/s over pool-bound payments/s, the same two network calls each, in the same run. */
   boundarySpeedup: 4,
   boundaryHealthP99Ms: 100,
@@ -168,6 +173,19 @@ async function main(): Promise<void> {
       }),
     );
 
+    const fleet: FleetResult = await timed('§9 fleet soak', () =>
+      fleetSoak(db!.url, {
+        instances: 4,
+        serverConnections: SETTINGS.poolerServerConnections,
+        seconds: SETTINGS.fleetSeconds,
+        clients: SETTINGS.fleetClients,
+        killEvery: SETTINGS.fleetKillEvery,
+        log,
+      }),
+    );
+    const { lost, doubled, wrongId, unanswered } = fleet.reconciled;
+    log(`§9 fleet soak: ${fleet.operations} payments at ${fleet.paymentsPerSecond}/s, ${fleet.kills} kills; lost ${lost}, doubled ${doubled}, wrong id ${wrongId}, unanswered ${unanswered}`);
+
     const stored: StorageResult = await timed('§4 storage', () => storage(harness, SETTINGS.storageKeys, SETTINGS.storageConcurrency));
     const storedPayments: StorageResult = await timed('§4 storage, payment responses', () =>
       storage(harness, SETTINGS.storagePaymentKeys, SETTINGS.storageConcurrency, 'payment'),
@@ -198,6 +216,7 @@ async function main(): Promise<void> {
       target('bytes per key, after VACUUM', fmt(stored.afterVacuum.bytesPerKey, 1), `≤ ${TARGETS.bytesPerKey}`, stored.afterVacuum.bytesPerKey <= TARGETS.bytesPerKey),
       target('whole run', `${fmt(totalSeconds, 0)} s`, `< ${TARGETS.totalSeconds} s`, totalSeconds < TARGETS.totalSeconds),
       ...boundaryTargets(boundary),
+      target('fleet soak: payments lost, doubled, with a wrong id', `${lost}, ${doubled}, ${wrongId}`, '0, 0, 0', lost + doubled + wrongId === 0),
     ];
 
     // Load averages (1, 5, 15 min) at start and end: other work on the machine shows here.
@@ -227,6 +246,7 @@ async function main(): Promise<void> {
       purge: purged,
       chargeBoundary: boundary,
       pooler,
+      fleet,
       ratios,
       targetsMet: targets,
     };
