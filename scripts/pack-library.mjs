@@ -33,7 +33,8 @@ const STAGE = join(OUT, 'safe-retries');
 /**
  * What the module may load, and how a user gets it.
  * - peer: the app shares the one copy (Nest's singletons and decorators, the DataSource,
- *   the CLS and its transactional plugin, the prom-client Registry an app may pass in).
+ *   the CLS and its transactional plugin, the prom-client Registry an app may pass in,
+ *   @opentelemetry/api, whose global tracer provider the app's SDK registers).
  *   None is optional: each is imported at the top of a file that index.js loads.
  * - optional-peer: loaded only by a feature the app opts into; the app installs it then.
  *   ioredis: only the Redis store loads it (import() when the module has a `redis` option),
@@ -55,6 +56,7 @@ const PACKAGES = {
   pg: 'peer',
   'prom-client': 'peer',
   rxjs: 'peer',
+  '@opentelemetry/api': 'peer',
   ioredis: 'optional-peer',
   cron: 'dependency',
   'lru-cache': 'dependency',

@@ -93,7 +93,7 @@ export const idempotencyErrors = {
       409,
       IdempotencyErrorCode.LeaseLost,
       'Lease Lost',
-      'This request took longer than its lease and another attempt with the same Idempotency-Key took over; its work was rolled back. Retry with the same key to get the result.',
+      'This request stalled past its lease (it could not renew it) and another attempt with the same Idempotency-Key took over; its work was rolled back. Retry with the same key to get the result.',
       { 'Retry-After': '1' },
     ),
 };
