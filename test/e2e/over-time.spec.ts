@@ -3,7 +3,7 @@ import request from 'supertest';
 import { IdempotencyPurgeService, IdempotencyRecovery } from '../../src/idempotency';
 import { IDEMPOTENCY_STORE } from '../../src/idempotency/idempotency.store';
 import { TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
-import { CardNetworkProcess, Ledger, startCardNetworkProcess } from '../support/card-network';
+import { CardNetworkProcess, Ledger, paymentsDescribed as paymentsDescribedIn, reconcilePayment, startCardNetworkProcess } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';
 import { createOrder, orderBody, paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
@@ -74,20 +74,10 @@ describe('exactly-once over time (e2e)', () => {
         [key],
       )
     )[0];
-  const paymentsDescribed = (description: string) =>
-    t.dataSource.query<{ id: string; status: string; network_charge_id: string | null }[]>(
-      'SELECT id, status, network_charge_id FROM payments WHERE description = $1',
-      [description],
-    );
+  const paymentsDescribed = (description: string) => paymentsDescribedIn(t.dataSource, description);
 
-  /** One operation: one succeeded intent at the network, one succeeded payment here, the same. */
-  async function reconcile(description: string): Promise<string> {
-    const payments = await paymentsDescribed(description);
-    const charges = await ledger.chargesDescribed(description);
-    expect(payments.map((p) => p.status)).toEqual(['succeeded']);
-    expect(charges.map((c) => [c.id, c.metadata.payment_id])).toEqual([[payments[0].network_charge_id, payments[0].id]]);
-    return payments[0].id;
-  }
+  /** One operation, one succeeded intent at the network, one succeeded payment here, and they match. */
+  const reconcile = (description: string) => reconcilePayment(t.dataSource, ledger, description);
 
   /** By the database's clock: the key's retention, as set when it was claimed, has run out. */
   const pastRetention = (key: string) => waitFor('the retention to pass', async () => (await keyRow(key))?.expired === true, { timeoutMs: 10_000 });

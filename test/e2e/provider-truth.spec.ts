@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { IdempotencyRecovery } from '../../src/idempotency';
 import { TestApp, countRows, createTestApp } from '../support/app';
-import { CardNetworkProcess, Ledger, startCardNetworkProcess } from '../support/card-network';
+import { CardNetworkProcess, Ledger, paymentsDescribed as paymentsDescribedIn, reconcilePayment, startCardNetworkProcess } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';
 import { createPayment, paymentBody } from '../support/fixtures';
 import { keyIs } from '../support/keys';
@@ -53,25 +53,14 @@ describe('the card network is believed only about the call it answers (e2e)', ()
         [key],
       )
     )[0];
-  const paymentsDescribed = (description: string) =>
-    t.dataSource.query<{ id: string; status: string; network_charge_id: string | null }[]>(
-      'SELECT id, status, network_charge_id FROM payments WHERE description = $1',
-      [description],
-    );
+  const paymentsDescribed = (description: string) => paymentsDescribedIn(t.dataSource, description);
 
   /** The card network's intent recorded for a payment. */
   const intentOf = async (paymentId: string) =>
     (await t.dataSource.query<{ network_charge_id: string }[]>('SELECT network_charge_id FROM payments WHERE id = $1', [paymentId]))[0].network_charge_id;
 
   /** One operation, one succeeded intent at the network, one succeeded payment here, and they match. */
-  async function reconcile(description: string): Promise<string> {
-    const payments = await paymentsDescribed(description);
-    const charges = await ledger.chargesDescribed(description);
-    expect(payments).toHaveLength(1);
-    expect(payments[0].status).toBe('succeeded');
-    expect(charges.map((c) => [c.id, c.metadata.payment_id])).toEqual([[payments[0].network_charge_id, payments[0].id]]);
-    return payments[0].id;
-  }
+  const reconcile = (description: string) => reconcilePayment(t.dataSource, ledger, description);
 
   /** The first attempt: the network charges, its answer is lost (a 500 after the charge). */
   async function chargeWithLostAnswer(key: string, description: string) {

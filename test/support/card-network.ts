@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { DEFAULT_CARD_NETWORK_SECRET } from '../../src/config/config';
 import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from '../../src/payments/card-network/card-network.module';
+import type { DataSource } from 'typeorm';
 import type { TestApp } from './app';
 import { builtFile } from './dist';
 
@@ -147,6 +148,27 @@ export class Ledger {
   async held(): Promise<number> {
     return (await this.call<{ held: number }>('GET', '/_simulator/stats')).held;
   }
+}
+
+/** The payments recorded with this description. */
+export function paymentsDescribed(dataSource: DataSource, description: string) {
+  return dataSource.query<{ id: string; status: string; network_charge_id: string | null }[]>(
+    'SELECT id, status, network_charge_id FROM payments WHERE description = $1',
+    [description],
+  );
+}
+
+/**
+ * One operation reconciled at both ends: one succeeded payment recorded with
+ * this description, one succeeded intent at the network with it, and they
+ * name each other. Answers the payment's id.
+ */
+export async function reconcilePayment(dataSource: DataSource, ledger: Ledger, description: string): Promise<string> {
+  const payments = await paymentsDescribed(dataSource, description);
+  const charges = await ledger.chargesDescribed(description);
+  expect(payments.map((p) => p.status)).toEqual(['succeeded']);
+  expect(charges.map((c) => [c.id, c.metadata.payment_id])).toEqual([[payments[0].network_charge_id, payments[0].id]]);
+  return payments[0].id;
 }
 
 const SIMULATOR_MAIN = 'src/card-network-simulator/main.js';
