@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { IdempotencyRecovery } from '../../src/idempotency';
 import { TestApp, countRows, createTestApp } from '../support/app';
-import { CardNetworkProcess, Ledger, paymentsDescribed as paymentsDescribedIn, reconcilePayment, startCardNetworkProcess } from '../support/card-network';
+import { CardNetworkProcess, Ledger, paymentsDescribed as paymentsDescribedIn, reconcilePayment, startCardNetworkProcess, networkAppEnv } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';
 import { createPayment, paymentBody } from '../support/fixtures';
 import { keyIs } from '../support/keys';
@@ -37,7 +37,7 @@ describe('the card network is believed only about the call it answers (e2e)', ()
     network = await startCardNetworkProcess({ env: { CARD_NETWORK_KEY_TTL: `${KEY_TTL_MS}ms` } });
     ledger = network.ledger;
     t = await createTestApp({
-      env: { CARD_NETWORK_URL: network.url, CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '400ms', RECOVERY_ENABLED: 'false' },
+      env: networkAppEnv(network),
     });
   });
   afterAll(async () => {

@@ -4,7 +4,7 @@ import request from 'supertest';
 import { DEFAULT_WEBHOOK_SECRET } from '../../src/config/config';
 import { RefundSettlementJob } from '../../src/payments/refund-settlement.job';
 import { TestApp, countRows, createTestApp } from '../support/app';
-import { CardNetworkProcess, Ledger, NetworkEvent, startCardNetworkProcess } from '../support/card-network';
+import { CardNetworkProcess, Ledger, NetworkEvent, startCardNetworkProcess, networkAppEnv } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
 
@@ -140,7 +140,7 @@ describe('refunds in the card network states (e2e)', () => {
     network = await startCardNetworkProcess({ env: { CARD_NETWORK_PROCESSING_DELAY: `${PROCESSING_DELAY_MS}ms` } });
     ledger = network.ledger;
     t = await createTestApp({
-      env: { CARD_NETWORK_URL: network.url, CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '400ms', RECOVERY_ENABLED: 'false' },
+      env: networkAppEnv(network),
     });
   });
   afterAll(async () => {

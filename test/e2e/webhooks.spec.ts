@@ -5,7 +5,7 @@ import Stripe from 'stripe';
 import request from 'supertest';
 import { DEFAULT_WEBHOOK_SECRET } from '../../src/config/config';
 import { TestApp, countRows, createTestApp } from '../support/app';
-import { CardNetworkProcess, Ledger, NetworkEvent, startCardNetworkProcess } from '../support/card-network';
+import { CardNetworkProcess, Ledger, NetworkEvent, startCardNetworkProcess, networkAppEnv } from '../support/card-network';
 import { paymentBody, createPayment } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
 import { keyIs } from '../support/keys';
@@ -63,7 +63,7 @@ describe('card network webhooks (e2e)', () => {
     ledger = network.ledger;
     t = await createTestApp({
       listen: true,
-      env: { CARD_NETWORK_URL: network.url, CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '400ms', RECOVERY_ENABLED: 'false' },
+      env: networkAppEnv(network),
     });
     appUrl = t.url;
   });

@@ -150,6 +150,14 @@ export class Ledger {
   }
 }
 
+/**
+ * The app's environment against a card network process: one send per call (no
+ * SDK resends), a 400 ms timeout, and no recovery job (a suite runs it itself).
+ */
+export function networkAppEnv(network: { url: string }): Record<string, string> {
+  return { CARD_NETWORK_URL: network.url, CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '400ms', RECOVERY_ENABLED: 'false' };
+}
+
 /** The payments recorded with this description. */
 export function paymentsDescribed(dataSource: DataSource, description: string) {
   return dataSource.query<{ id: string; status: string; network_charge_id: string | null }[]>(
