@@ -13,11 +13,15 @@ import type { IdempotencyKeyStore, Ownership } from '../../src/idempotency/idemp
  */
 export class StalledRenewals {
   private readonly keys = new Set<string>();
+  /** Owners met while their key was stalled: they stay stalled after `resume`. */
+  private readonly stalled = new WeakSet<Ownership>();
 
   constructor(store: IdempotencyKeyStore) {
     const renew = store.renew.bind(store);
-    store.renew = (owner: Ownership, leaseMs: number) =>
-      this.keys.has(owner.key) ? Promise.reject(new Error('the renewal never reached the store (a stalled worker)')) : renew(owner, leaseMs);
+    store.renew = (owner: Ownership, leaseMs: number) => {
+      if (this.keys.has(owner.key)) this.stalled.add(owner);
+      return this.stalled.has(owner) ? Promise.reject(new Error('the renewal never reached the store (a stalled worker)')) : renew(owner, leaseMs);
+    };
   }
 
   /** From now on, the owner of `key` cannot renew its lease. */
@@ -25,7 +29,7 @@ export class StalledRenewals {
     this.keys.add(key);
   }
 
-  /** The owners of `key` renew again (a later attempt at it, once the stalled one has lost it). */
+  /** Later owners of `key` renew again (an attempt after the stalled one); an owner already stalled stays so. */
   resume(key: string): void {
     this.keys.delete(key);
   }
