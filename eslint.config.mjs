@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'dist-bench/**', 'node_modules/**', 'coverage/**', '.pack/**', 'examples/**', '**/*.mjs', '**/*.js'] },
+  { ignores: ['dist/**', 'dist-bench/**', 'node_modules/**', 'coverage/**', '.pack/**', 'examples/**', 'packages/*/dist/**', '**/*.mjs', '**/*.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -22,24 +22,13 @@ export default tseslint.config(
     },
   },
   {
-    // The app uses the idempotency module as an installed app would: through its public entry
-    // (src/idempotency/index.ts, the package root `safe-retries`), and the module imports
-    // nothing of the app.
+    // The app uses the library (packages/idempotency) as an installed app would: through its
+    // package name, `safe-retries`; the library's own build (rootDir src) keeps it from
+    // importing anything outside its package.
     files: ['src/**/*.ts'],
-    // The card network simulator is a program of its own, built alone from main.ts (its test
-    // compiles just that file): it takes only the module's dependency-free duration parser.
-    ignores: ['src/idempotency/**', 'src/card-network-simulator/main.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/idempotency/*'], message: "Import from the module's public entry ('../idempotency')." }] }],
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/packages/*'], message: "Import a workspace package by its name ('safe-retries')." }] }],
     },
-  },
-  {
-    files: ['src/idempotency/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../*'], message: 'The idempotency module imports nothing from the app.' }] }] },
-  },
-  {
-    files: ['src/idempotency/*/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../../*'], message: 'The idempotency module imports nothing from the app.' }] }] },
   },
   {
     files: ['test/**/*.ts'],

@@ -22,6 +22,12 @@ module.exports = {
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/examples/'],
   modulePathIgnorePatterns: ['<rootDir>/examples/', '<rootDir>/.pack/'],
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', swc] },
+  // The workspace packages run from their sources (as tsconfig.json's paths say), so a test
+  // that reaches a package's internals shares every class and token with the app under test.
+  moduleNameMapper: {
+    '^safe-retries$': '<rootDir>/packages/idempotency/src/index.ts',
+    '^safe-retries/(.*)$': '<rootDir>/packages/idempotency/src/$1',
+  },
   // ESM-only packages are transformed too: Nest's, the content-disposition 2 of @fastify/static
   // (which Swagger UI needs on Fastify) and the cookie 1 of light-my-request (Fastify's inject),
   // wherever they are nested.

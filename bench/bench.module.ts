@@ -4,9 +4,9 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { AuthenticatedClient } from '../src/auth/authenticated-client';
 import { CurrentClient } from '../src/auth/current-client.decorator';
 import type { ResponseHeaders } from '../src/common/http';
-import { Idempotent, Operation, PhasedOperation } from '../src/idempotency';
-import { IdempotencyStore } from '../src/idempotency/idempotency.store';
-import { LeaseKeeper } from '../src/idempotency/lease-keeper';
+import { Idempotent, Operation, PhasedOperation } from 'safe-retries';
+import { IdempotencyStore } from '../packages/idempotency/src/idempotency.store';
+import { LeaseKeeper } from '../packages/idempotency/src/lease-keeper';
 import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
 import { PaymentResponse } from '../src/payments/dto/payment.response';
 import { PaymentsModule } from '../src/payments/payments.module';

@@ -1,4 +1,4 @@
-import { idempotencyMigrations } from '../src/idempotency';
+import { idempotencyMigrations } from 'safe-retries';
 import { CreateClients1764460800000 } from './1764460800000-CreateClients';
 import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-CreateOrdersPaymentsRefunds';
 import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';

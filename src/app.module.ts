@@ -9,7 +9,7 @@ import { AppConfigModule } from './config/config.module';
 import { databaseMode } from './database/database-mode';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
-import { IdempotencyModule } from './idempotency';
+import { IdempotencyModule } from 'safe-retries';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
@@ -99,7 +99,7 @@ export class AppModule {
         OrdersModule,
         PaymentsModule,
         IdempotencyKeysModule,
-        // Its route's keys live in Redis: mounted only with REDIS_URL (docs/library.md, "A Redis store").
+        // Its route's keys live in Redis: mounted only with REDIS_URL (packages/idempotency/README.md, "A Redis store").
         ...(config.redis.url ? [NotificationsModule] : []),
         ...(cli ? [CardNetworkModule.closed()] : []),
       ],

@@ -6,9 +6,9 @@ import { ClsService } from 'nestjs-cls';
 import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { AppConfig, loadConfig } from '../../src/config/config';
-import { fingerprint } from '../../src/idempotency/fingerprint';
-import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../../src/idempotency/idempotency.options';
-import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from '../../src/idempotency/idempotency.store';
+import { fingerprint } from '../../packages/idempotency/src/fingerprint';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../../packages/idempotency/src/idempotency.options';
+import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from '../../packages/idempotency/src/idempotency.store';
 
 export const BENCH_CLIENT = { name: 'bench', key: 'sk_bench_0123456789abcdef0123456789' };
 export const PAYMENT_BODY = { amount: 1000, currency: 'usd', source: 'tok_visa' };

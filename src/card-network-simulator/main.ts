@@ -5,7 +5,7 @@
  * The secrets (API keys, the webhook signing secret) are configuration, never output.
  */
 // The bare duration parser, not the module's entry: the simulator runs without Nest.
-import { parseDuration } from '../idempotency/duration';
+import { parseDuration } from 'safe-retries';
 import { startCardNetworkSimulator } from './simulator';
 
 function fail(message: string): never {

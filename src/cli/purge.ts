@@ -1,4 +1,4 @@
-import { IdempotencyPurgeService } from '../idempotency';
+import { IdempotencyPurgeService } from 'safe-retries';
 import { runWithAppContext } from './with-app-context';
 
 /**

@@ -1,5 +1,5 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
-import { IdempotencyProblem } from '../idempotency';
+import { IdempotencyProblem } from 'safe-retries';
 import { isDatabaseUnavailable } from '../database/database-errors';
 import { describeForLog } from '../logging/describe-error';
 import { recordRequestError } from '../logging/request-log.hook';

@@ -1,5 +1,5 @@
 import { HttpException } from '@nestjs/common';
-import { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse } from '../idempotency';
+import { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse } from 'safe-retries';
 
 /**
  * RFC 9457 problem details. Every error this service sends has this shape, with

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { IDEMPOTENCY_DEFAULTS, parseKeyRing } from '../idempotency';
+import { IDEMPOTENCY_DEFAULTS, parseKeyRing } from 'safe-retries';
 import { parseDuration } from './duration';
 
 /**

@@ -1,7 +1,7 @@
 import { DataSource, MigrationExecutor } from 'typeorm';
 import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { migrations } from '../../migrations';
-import { IdempotencyKeyEntity } from '../idempotency';
+import { IdempotencyKeyEntity } from 'safe-retries';
 
 /**
  * One place that says how we talk to PostgreSQL. Migrations are given as classes,

@@ -1,7 +1,7 @@
 import { DynamicModule, Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
-import { transactionalClsModule } from '../idempotency';
+import { transactionalClsModule } from 'safe-retries';
 import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { dataSourceOptions, primaryOnly, runMigrationsLocked } from './data-source';
 import { PREPARED_STATEMENTS } from './sql-repository';

@@ -3,7 +3,7 @@ import { ApiOkResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger'
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../common/openapi';
-import { IdempotencyKeys } from '../idempotency';
+import { IdempotencyKeys } from 'safe-retries';
 import { KeyOutcomeResponse } from './dto/key-outcome.response';
 
 @ApiTags('idempotency')

@@ -6,7 +6,7 @@ import type { ResponseHeaders } from '../common/http';
 import { ApiProblems } from '../common/openapi';
 import { PageQueryDto } from '../common/pagination';
 import { ParseIdPipe } from '../common/parse-id.pipe';
-import { Idempotent } from '../idempotency';
+import { Idempotent } from 'safe-retries';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrderPage, OrderResponse } from './dto/order.response';
 import { OrdersService } from './orders.service';

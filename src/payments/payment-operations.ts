@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { LeaseLostError, PhasedOperation } from '../idempotency';
+import { LeaseLostError, PhasedOperation } from 'safe-retries';
 import { MetricsService } from '../metrics/metrics.service';
 import { CardNetworkRefusedError, CardNetworkUnavailableError, UnknownNetworkObjectError } from './card-network/card-network';
 import { CardNetworkUnavailableException, UnknownNetworkObjectException } from './payments.errors';

@@ -5,7 +5,7 @@ import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../common/openapi';
 import { PageQueryDto } from '../common/pagination';
 import { ParseIdPipe } from '../common/parse-id.pipe';
-import { Idempotent, Operation } from '../idempotency';
+import { Idempotent, Operation } from 'safe-retries';
 import { ChargeRoute } from './charge-admission';
 import { CreatePaymentDto, CreateRefundDto } from './dto/create-payment.dto';
 import { PaymentPage, PaymentResponse, RefundResponse } from './dto/payment.response';

@@ -5,7 +5,7 @@ import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { cardNetworkIsSimulator } from '../config/production';
 import { violatedConstraint } from '../database/database-errors';
-import { IdempotencyRecovery, PhasedOperation } from '../idempotency';
+import { IdempotencyRecovery, PhasedOperation } from 'safe-retries';
 import { OrdersService } from '../orders/orders.service';
 import { CardNetwork, IntentState, InvalidParameterError } from './card-network/card-network';
 import { CreatePaymentDto, isSimulatorFaultSource } from './dto/create-payment.dto';

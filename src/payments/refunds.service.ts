@@ -1,6 +1,6 @@
 import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { problems } from '../common/problem';
-import { IdempotencyRecovery, PhasedOperation } from '../idempotency';
+import { IdempotencyRecovery, PhasedOperation } from 'safe-retries';
 import { CardNetwork, CardNetworkRefusedError, RefundState, UnknownNetworkObjectError } from './card-network/card-network';
 import { CreateRefundDto } from './dto/create-payment.dto';
 import { RefundResponse } from './dto/payment.response';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { IdempotencyRecovery } from '../../src/idempotency';
+import { IdempotencyRecovery } from 'safe-retries';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';

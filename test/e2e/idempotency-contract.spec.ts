@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import type { IdempotencyStoreKind } from '../../src/idempotency/idempotency.options';
+import type { IdempotencyStoreKind } from '../../packages/idempotency/src/idempotency.options';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
-import { IdempotencyKeys } from '../../src/idempotency';
+import { IdempotencyKeys } from 'safe-retries';
 import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';
 import { TimedResponse, histogram, peakConcurrency, timed } from '../support/race';
 import { hasRedisSuites, redisSuites, redisUrl } from '../support/redis-server';
 import { StalledRenewals } from '../support/stalled-renewals';
-import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore } from '../../src/idempotency/idempotency.store';
+import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore } from '../../packages/idempotency/src/idempotency.store';
 
 /**
  * The contract of @Idempotent() that every store keeps, run against each on a

@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { migrations } from '../../migrations';
-import { idempotencyMigrations } from '../../src/idempotency';
-import { keyId, keyIdSql } from '../../src/idempotency/key-id';
+import { idempotencyMigrations } from 'safe-retries';
+import { keyId, keyIdSql } from '../../packages/idempotency/src/key-id';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
 /** The idempotency table's migrations keep what a running service has stored. */
@@ -165,7 +165,7 @@ describe('idempotency_keys migrations (e2e)', () => {
         });
         const ds = await new DataSource({ type: 'postgres', url: fresh.url, migrations: idempotencyMigrations }).initialize();
         await ds.runMigrations().finally(() => ds.destroy());
-        await query(readFileSync(join(__dirname, '../../src/idempotency/sql/idempotency-keys.sql'), 'utf8'), [], plain.url);
+        await query(readFileSync(join(__dirname, '../../packages/idempotency/sql/idempotency-keys.sql'), 'utf8'), [], plain.url);
         const fromSql = await describe(plain.url);
         expect(fromSql.columns).toHaveLength(8);
         expect(fromSql).toEqual(await describe(fresh.url));

@@ -7,7 +7,7 @@ import { waitFor } from '../support/http-client';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
 import { keyIs } from '../support/keys';
 import { StalledRenewals } from '../support/stalled-renewals';
-import { IDEMPOTENCY_STORE } from '../../src/idempotency/idempotency.store';
+import { IDEMPOTENCY_STORE } from '../../packages/idempotency/src/idempotency.store';
 
 /**
  * Every path of the @Idempotent() request flow, through HTTP, on a real

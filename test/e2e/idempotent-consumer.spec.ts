@@ -14,9 +14,9 @@ import {
   InvalidMessageIdError,
   createIdempotencyMigrations,
   transactionalClsModule,
-} from '../../src/idempotency';
-import { IdempotencyMetrics } from '../../src/idempotency/idempotency.metrics';
-import { resolveIdempotencyOptions } from '../../src/idempotency/idempotency.options';
+} from 'safe-retries';
+import { IdempotencyMetrics } from '../../packages/idempotency/src/idempotency.metrics';
+import { resolveIdempotencyOptions } from '../../packages/idempotency/src/idempotency.options';
 import { countRows } from '../support/app';
 import { TestDatabase, createTestDatabase } from '../support/database';
 import { waitFor } from '../support/http-client';

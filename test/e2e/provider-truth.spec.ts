@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { IdempotencyRecovery } from '../../src/idempotency';
+import { IdempotencyRecovery } from 'safe-retries';
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { CardNetworkProcess, Ledger, paymentsDescribed as paymentsDescribedIn, reconcilePayment, startCardNetworkProcess, networkAppEnv } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { IDEMPOTENCY_STORE } from '../../src/idempotency/idempotency.store';
+import { IDEMPOTENCY_STORE } from '../../packages/idempotency/src/idempotency.store';
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';

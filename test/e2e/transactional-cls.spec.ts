@@ -5,7 +5,7 @@ import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { CLS_REQ, ClsModule, ClsService, InjectableProxy } from 'nestjs-cls';
 import request from 'supertest';
-import { transactionalClsModule } from '../../src/idempotency';
+import { transactionalClsModule } from 'safe-retries';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
 /** A nestjs-cls Proxy Provider: one instance per request, built when the request's context is set up. */
@@ -108,7 +108,7 @@ describe('transactionalClsModule() (e2e)', () => {
   /**
    * `middleware: false` (this app's setting): nestjs-cls mounts no middleware and
    * the app opens each request's context in a Fastify onRequest hook, as
-   * docs/library.md shows and configureApp does.
+   * packages/idempotency/README.md shows and configureApp does.
    */
   describe('and the request context', () => {
     it('opens it in the middleware by default', async () => {

@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
 import { TestDatabase, createTestDatabase } from '../support/database';
 import { REPO_ROOT, assertDistIsCurrent } from '../support/dist';
 
 /**
- * Proof the library installs: pack the built module as `safe-retries` (scripts/pack-library.mjs),
+ * Proof the library installs: pack the library's workspace (packages/idempotency, `safe-retries`),
  * copy examples/fastify-ledger to a temporary folder, `npm ci` its pinned dependencies there,
  * install the tarball (not the repository's sources), and run the example's own `npm test`
  * (type check against the package's .d.ts, then its jest suite with the 50-request race) on
@@ -48,9 +48,11 @@ describe('the example app against the packed package (examples/fastify-ledger)',
   beforeAll(async () => {
     assertDistIsCurrent();
     work = mkdtempSync(join(tmpdir(), 'safe-retries-example-'));
-    const pack = await run(process.execPath, [join(REPO_ROOT, 'scripts', 'pack-library.mjs'), '--out', join(work, 'pack')], REPO_ROOT);
-    expectSuccess('scripts/pack-library.mjs', pack);
-    tgz = pack.output.trim().split('\n').pop()!;
+    const packDir = join(work, 'pack');
+    mkdirSync(packDir);
+    expectSuccess('npm pack -w safe-retries', await run('npm', ['pack', '-w', 'safe-retries', '--ignore-scripts', '--pack-destination', packDir], REPO_ROOT));
+    const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'packages', 'idempotency', 'package.json'), 'utf8')) as { version: string };
+    tgz = join(packDir, `safe-retries-${version}.tgz`);
     expect(tgz).toMatch(/safe-retries-\d+\.\d+\.\d+.*\.tgz$/);
 
     app = join(work, 'fastify-ledger');

@@ -7,11 +7,16 @@ import { join, relative, resolve } from 'node:path';
  * after an edit would silently test the old build, so those suites call
  * `assertDistIsCurrent()` (through `builtFile()` or startAppProcess) and fail
  * with one sentence saying to build. `nest build` empties dist/ first
- * (deleteOutDir), so the oldest built file is the time of the last build.
+ * (deleteOutDir), so the oldest built file is the time of the last build; the
+ * library's tsc rewrites every file it emits, which comes to the same.
  */
 export const REPO_ROOT = resolve(__dirname, '../..');
-const SOURCES = ['src', 'migrations'];
 const DIST = join(REPO_ROOT, 'dist');
+/** What `npm run build` writes, and from what: the library's workspace, then the app. */
+const BUILDS = [
+  { dist: 'packages/idempotency/dist', sources: ['packages/idempotency/src'], built: (s: string) => s.replace(/^packages\/idempotency\/src/, 'packages/idempotency/dist') },
+  { dist: 'dist', sources: ['src', 'migrations'], built: (s: string) => join('dist', s) },
+];
 
 function walk(dir: string, visit: (file: string, mtimeMs: number) => void): void {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -21,30 +26,31 @@ function walk(dir: string, visit: (file: string, mtimeMs: number) => void): void
   }
 }
 
-/** The reason dist/ cannot be trusted, or undefined when it is at least as new as every source file. */
+/** The reason a build cannot be trusted, or undefined when each is at least as new as every source file it compiles. */
 export function distStaleness(root = REPO_ROOT): string | undefined {
-  const dist = join(root, 'dist');
-  if (!existsSync(join(dist, 'src', 'main.js'))) return 'dist/ is missing';
-  let oldestBuilt = Infinity;
-  for (const dir of SOURCES.map((d) => join(dist, d)).filter(existsSync)) {
-    walk(dir, (file, mtime) => {
-      if (file.endsWith('.js')) oldestBuilt = Math.min(oldestBuilt, mtime);
-    });
+  if (!existsSync(join(root, 'dist', 'src', 'main.js'))) return 'dist/ is missing';
+  for (const build of BUILDS) {
+    let oldestBuilt = Infinity;
+    let newest = { file: '', mtime: -Infinity };
+    for (const sources of build.sources) {
+      const built = join(root, build.built(sources));
+      if (!existsSync(built)) return `${build.built(sources)}/ is missing`;
+      walk(built, (file, mtime) => {
+        if (file.endsWith('.js')) oldestBuilt = Math.min(oldestBuilt, mtime);
+      });
+      walk(join(root, sources), (file, mtime) => {
+        if (mtime > newest.mtime) newest = { file, mtime };
+      });
+    }
+    if (newest.mtime > oldestBuilt) return `${build.dist}/ is older than ${relative(root, newest.file)}`;
   }
-  let newest = { file: '', mtime: -Infinity };
-  for (const dir of SOURCES.map((d) => join(root, d)).filter(existsSync)) {
-    walk(dir, (file, mtime) => {
-      if (mtime > newest.mtime) newest = { file, mtime };
-    });
-  }
-  if (newest.mtime > oldestBuilt) return `dist/ is older than ${relative(root, newest.file)}`;
   return undefined;
 }
 
-/** Throws unless dist/ was built after the last change under src/ and migrations/. */
+/** Throws unless every build is newer than the last change to its sources. */
 export function assertDistIsCurrent(): void {
   const stale = distStaleness();
-  if (stale) throw new Error(`${stale}: build first (\`npx nest build\`; \`npm test\` does it for you)`);
+  if (stale) throw new Error(`${stale}: build first (\`npm run build\`; \`npm test\` does it for you)`);
 }
 
 /** The absolute path of a built file (e.g. 'src/main.js' under dist/), after checking dist/ is current. */

@@ -3,9 +3,9 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { keyId } from '../../src/idempotency/key-id';
-import { decodeResponse, encodeHeaders } from '../../src/idempotency/postgres-idempotency.store';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, StoredResponse } from '../../src/idempotency/idempotency.store';
+import { keyId } from '../../packages/idempotency/src/key-id';
+import { decodeResponse, encodeHeaders } from '../../packages/idempotency/src/postgres-idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, StoredResponse } from '../../packages/idempotency/src/idempotency.store';
 
 /**
  * A DELIBERATELY NAIVE store, for the race suite to prove it has teeth:

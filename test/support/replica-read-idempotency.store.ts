@@ -3,10 +3,10 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../../src/idempotency/idempotency.options';
-import { ClaimRequest, ClaimResult } from '../../src/idempotency/idempotency.store';
-import { keyId } from '../../src/idempotency/key-id';
-import { NOW_US, PostgresIdempotencyStore, decodeResponse } from '../../src/idempotency/postgres-idempotency.store';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../../packages/idempotency/src/idempotency.options';
+import { ClaimRequest, ClaimResult } from '../../packages/idempotency/src/idempotency.store';
+import { keyId } from '../../packages/idempotency/src/key-id';
+import { NOW_US, PostgresIdempotencyStore, decodeResponse } from '../../packages/idempotency/src/postgres-idempotency.store';
 
 /**
  * A DELIBERATELY WRONG store, for the replica suite to prove it has teeth: the

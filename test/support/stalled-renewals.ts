@@ -1,4 +1,4 @@
-import type { IdempotencyKeyStore, Ownership } from '../../src/idempotency/idempotency.store';
+import type { IdempotencyKeyStore, Ownership } from '../../packages/idempotency/src/idempotency.store';
 
 /**
  * A worker whose lease renewals never reach the store: the in-process stand-in

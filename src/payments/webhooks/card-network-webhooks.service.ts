@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ProblemException } from '../../common/problem';
-import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation } from '../../idempotency';
+import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation } from 'safe-retries';
 import { NetworkEvent } from '../card-network/card-network';
 import { unknownOutcome } from '../payment-operations';
 import { PaymentOperation, PaymentsService } from '../payments.service';

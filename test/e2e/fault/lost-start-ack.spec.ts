@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import request from 'supertest';
-import { IdempotencyRecovery } from '../../../src/idempotency';
+import { IdempotencyRecovery } from 'safe-retries';
 import { TestApp, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { TestDatabase, createTestDatabase } from '../../support/database';

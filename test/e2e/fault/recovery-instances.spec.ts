@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { IdempotencyRecovery } from '../../../src/idempotency';
+import { IdempotencyRecovery } from 'safe-retries';
 import { TestApp, createTestApp } from '../../support/app';
 import { CardNetworkProcess, startCardNetworkProcess } from '../../support/card-network';
 import { paymentBody } from '../../support/fixtures';

@@ -4,8 +4,8 @@ import { CurrentClient } from '../../../src/auth/current-client.decorator';
 import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
 import type { ResponseHeaders } from '../../../src/common/http';
 import { BusinessOutcomeException } from '../../../src/common/problem';
-import type { IdempotencyStoreKind } from '../../../src/idempotency/idempotency.options';
-import { Idempotent } from '../../../src/idempotency/idempotent.decorator';
+import type { IdempotencyStoreKind } from '../../../packages/idempotency/src/idempotency.options';
+import { Idempotent } from '../../../packages/idempotency/src/idempotent.decorator';
 
 /**
  * Routes for the idempotency contract that both stores must keep

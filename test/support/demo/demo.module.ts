@@ -9,7 +9,7 @@ import { CurrentClient } from '../../../src/auth/current-client.decorator';
 import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
 import type { ResponseHeaders } from '../../../src/common/http';
 import { BusinessOutcomeException } from '../../../src/common/problem';
-import { Idempotent } from '../../../src/idempotency/idempotent.decorator';
+import { Idempotent } from '../../../packages/idempotency/src/idempotent.decorator';
 
 /**
  * A small demo feature for the idempotency module's own e2e tests: it writes a

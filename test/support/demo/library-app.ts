@@ -4,9 +4,9 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { DataSource } from 'typeorm';
-import { HttpResponse } from '../../../src/idempotency';
+import { HttpResponse } from 'safe-retries';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { IdempotencyModule, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations, transactionalClsModule } from '../../../src/idempotency';
+import { IdempotencyModule, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations, transactionalClsModule } from 'safe-retries';
 import { TestDatabase, createTestDatabase } from '../database';
 
 /**

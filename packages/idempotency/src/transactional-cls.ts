@@ -22,7 +22,7 @@ import { ClsModule } from 'nestjs-cls';
  * `middleware: false` mounts no nestjs-cls middleware: the app then opens the
  * context of each request itself, before anything that uses it runs (on
  * Fastify, `cls.run(() => done())` in the first onRequest hook; see
- * docs/library.md). With no Nest middleware left, @fastify/middie copies
+ * packages/idempotency/README.md). With no Nest middleware left, @fastify/middie copies
  * nothing onto the Node request and runs no middleware chain per request.
  */
 export function transactionalClsModule(

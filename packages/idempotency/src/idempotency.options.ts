@@ -20,7 +20,7 @@ export interface IdempotencyRequest {
   body?: unknown;
 }
 
-/** Where a route's keys are kept (see docs/library.md, "A Redis store"). */
+/** Where a route's keys are kept (see packages/idempotency/README.md, "A Redis store"). */
 export const IDEMPOTENCY_STORE_KINDS = ['postgres', 'redis'] as const;
 export type IdempotencyStoreKind = (typeof IDEMPOTENCY_STORE_KINDS)[number];
 
@@ -49,7 +49,7 @@ export interface IdempotencyModuleOptions {
    * The store of routes that do not name one (`@Idempotent({ store })`).
    * Default `postgres`: the key commits with the handler's writes. `redis` needs
    * the `redis` option and suits only routes whose side effect is not in this
-   * database (docs/library.md, "A Redis store").
+   * database (packages/idempotency/README.md, "A Redis store").
    */
   store?: IdempotencyStoreKind;
   /** The Redis store, for `store: 'redis'` or routes with `@Idempotent({ store: 'redis' })`. Requires the `ioredis` package. */
@@ -195,7 +195,7 @@ export interface IdempotentOptions {
   /**
    * This route's store, overriding the module's. `redis`: the handler runs
    * without a database transaction and its response is stored after it, fenced
-   * (docs/library.md, "A Redis store"); not with `phased` or `wait` (the app
+   * (packages/idempotency/README.md, "A Redis store"); not with `phased` or `wait` (the app
    * stops at startup with the reason).
    */
   store?: IdempotencyStoreKind;

@@ -243,7 +243,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * a retry runs again. A completion refused (the lease was taken over) answers
    * 409 lease lost and leaves the newer owner's claim and response standing;
    * the side effect of this attempt has happened all the same, which is what
-   * Redis cannot prevent (docs/library.md, "A Redis store").
+   * Redis cannot prevent (packages/idempotency/README.md, "A Redis store").
    */
   private async executeWithoutTransaction(
     res: HttpResponse,

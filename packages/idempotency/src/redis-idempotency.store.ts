@@ -6,7 +6,7 @@ import { keyId } from './key-id';
 
 /**
  * The claim/complete protocol in Redis, for routes whose side effect does not
- * live in PostgreSQL (docs/library.md, "A Redis store"). One hash per key, named
+ * live in PostgreSQL (packages/idempotency/README.md, "A Redis store"). One hash per key, named
  * `<prefix><keyId(scope, key)>` (the key and the scope are never stored, as in
  * PostgreSQL), with fields
  *
