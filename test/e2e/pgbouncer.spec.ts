@@ -18,6 +18,7 @@ import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '.
 import { histogram, timed } from '../support/race';
 import { ReplicatedPostgres, createReplicatedPostgres } from '../support/replicated-postgres';
 import { lockTableWrites } from '../support/table-lock';
+import { suitesNeeding } from '../support/tool-suites';
 
 /**
  * The app behind a real PgBouncer (Debian's, 1.18) in transaction mode with a
@@ -41,17 +42,10 @@ import { lockTableWrites } from '../support/table-lock';
  */
 jest.setTimeout(180_000);
 
-/** Like the Redis suites: without pgbouncer installed, skipped with one line; under CI it runs (and fails, naming the package). */
-function pgbouncerSuite(): jest.Describe {
-  if (pgbouncerBinary() || process.env.CI) return describe;
-  process.stderr.write(`PgBouncer suite skipped: ${PGBOUNCER_MISSING}\n`);
-  return describe.skip;
-}
-
 const POOL_SIZE = 8;
 const LEASE = '3s';
 
-pgbouncerSuite()('behind PgBouncer in transaction mode (e2e)', () => {
+suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISSING)('behind PgBouncer in transaction mode (e2e)', () => {
   let bouncer: PgBouncer;
   let network: CardNetworkProcess;
   /** A direct session to the database of the current group (never through PgBouncer). */

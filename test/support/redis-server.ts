@@ -11,6 +11,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { suitesNeeding } from './tool-suites';
 
 export const REDIS_MISSING =
   'The Redis suites need a Redis server: install redis-server (Debian/Ubuntu: apt-get install -y redis-server; .ci/run does) or set REDIS_URL=redis://host:port';
@@ -25,9 +26,7 @@ export interface TestRedis {
  * Redis or CI is set, else `describe.skip`, after one line saying what to install.
  */
 export function redisSuites(): jest.Describe {
-  if (process.env.TEST_REDIS_URL || process.env.CI) return describe;
-  process.stderr.write(`Redis suites skipped: ${REDIS_MISSING}\n`);
-  return describe.skip;
+  return suitesNeeding('Redis suites', Boolean(process.env.TEST_REDIS_URL), REDIS_MISSING);
 }
 
 /** Whether the Redis suites run (see redisSuites). */
