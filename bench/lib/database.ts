@@ -1,15 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { startPostgres } from '@safe-retries/dev-postgres';
 import { Client } from 'pg';
-import { startEmbeddedPostgres } from '../../src/database/embedded-postgres';
 
 /**
  * The bench's database. With DATABASE_URL: a throwaway database created on that
  * server (and dropped at the end), so the bench never touches existing tables.
- * Without it: an embedded PostgreSQL (the same startEmbeddedPostgres main.ts
- * uses, default settings, fsync on) in a temporary folder removed at the end.
+ * Without it: a temporary PostgreSQL of @safe-retries/dev-postgres (the one the
+ * app's development mode uses), default settings with fsync on, removed at the end.
  */
 export interface BenchDatabase {
   url: string;
@@ -61,21 +58,13 @@ export async function openBenchDatabase(log: (m: string) => void): Promise<Bench
     };
   }
 
-  const dir = await mkdtemp(join(tmpdir(), 'safe-retries-bench-'));
-  // As root the server runs as the `postgres` user, which must reach the data folder.
-  await chmod(dir, 0o755);
-  const embedded = await startEmbeddedPostgres({ dataDir: join(dir, 'data') });
-  log(`started embedded PostgreSQL in ${dir}`);
+  // A temporary cluster runs with fsync off; the bench measures a durable one.
+  const embedded = await startPostgres({ database: 'safe_retries', settings: { fsync: 'on' } });
+  log(`started embedded PostgreSQL in ${embedded.dataDir}`);
   return {
-    url: embedded.url,
+    url: embedded.url(),
     kind: 'embedded',
-    version: await serverVersion(embedded.url),
-    stop: async () => {
-      try {
-        await embedded.stop();
-      } finally {
-        await rm(dir, { recursive: true, force: true });
-      }
-    },
+    version: await serverVersion(embedded.url()),
+    stop: () => embedded.destroy(),
   };
 }

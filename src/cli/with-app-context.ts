@@ -3,6 +3,7 @@ import { INestApplicationContext, LoggerService, LogLevel } from '@nestjs/common
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../app.module';
 import { AppConfig, ConfigError, loadConfig } from '../config/config';
+import { UnsafeProductionConfigError } from '../config/production';
 import { DatabaseStartError, openDatabase } from '../database/database-server';
 
 /**
@@ -43,7 +44,7 @@ export function runWithAppContext(name: string, task: (context: INestApplication
   main().then(
     () => process.exit(0),
     (error: unknown) => {
-      const known = error instanceof ConfigError || error instanceof DatabaseStartError;
+      const known = error instanceof ConfigError || error instanceof UnsafeProductionConfigError || error instanceof DatabaseStartError;
       console.error(known ? (error as Error).message : `${name} failed: ${error instanceof Error ? error.message : String(error)}`);
       process.exit(1);
     },

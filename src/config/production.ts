@@ -24,6 +24,9 @@ import { AppConfig, DEFAULT_CARD_NETWORK_SECRET, DEFAULT_WEBHOOK_SECRET } from '
  */
 export const PUBLISHED_DEMO_KEY = 'sk_test_demo_0123456789abcdef';
 
+/** Why production refuses to run without DATABASE_URL (the boot, and a CLI command, say it). */
+export const EMBEDDED_DATABASE_REFUSAL = 'DATABASE_URL is not set, so the embedded development PostgreSQL would hold the payments; set it to your PostgreSQL';
+
 export class UnsafeProductionConfigError extends Error {
   constructor(message: string) {
     super(message);
@@ -59,7 +62,7 @@ export function refuseUnsafeProductionConfig(config: AppConfig): void {
     refuse("STRIPE_WEBHOOK_SECRET holds the card network simulator's published webhook secret, so anyone could sign a webhook; set only your webhook endpoints' signing secrets");
   }
   if (!config.database.url) {
-    refuse('DATABASE_URL is not set, so the embedded development PostgreSQL would hold the payments; set it to your PostgreSQL');
+    refuse(EMBEDDED_DATABASE_REFUSAL);
   }
   if (config.http.trustProxy.some((entry) => entry.split('/')[1] === '0')) {
     refuse('TRUST_PROXY holds a range of every address (/0), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies');

@@ -1,12 +1,15 @@
 import { Client } from 'pg';
 import { AppConfig } from '../config/config';
+import { EMBEDDED_DATABASE_REFUSAL, unsafeProductionConfig } from '../config/production';
 import { databaseMode, describeDatabaseMode } from './database-mode';
-import { EmbeddedPostgresBusyError, startEmbeddedPostgres } from './embedded-postgres';
 
 /**
- * Picks the database before the app is built: DATABASE_URL when set, else an
- * embedded PostgreSQL. Either way the server is proven to answer first, so a
- * dead database ends the boot with one clear sentence, not a retry loop.
+ * Picks the database before the app is built: DATABASE_URL when set, else (in
+ * development and test only) an embedded PostgreSQL from the dev-only
+ * workspace package @safe-retries/dev-postgres, loaded by a dynamic import
+ * here and nowhere else: the production image does not hold it. Either way
+ * the server is proven to answer first, so a dead database ends the boot with
+ * one clear sentence, not a retry loop.
  */
 export interface DatabaseServer {
   url: string;
@@ -58,26 +61,36 @@ export async function openDatabase(
     log(describeDatabaseMode(databaseMode(config.database)));
     return { url: config.database.url, kind: 'external', stop: async () => undefined };
   }
-  let embedded;
+  if (config.production) throw unsafeProductionConfig(config, EMBEDDED_DATABASE_REFUSAL);
+  const embedded = await startEmbedded(config, whenRunning, log);
+  const url = embedded.url();
+  const version = await verifyConnection(url);
+  log(
+    embedded.ownerPid
+      ? `using the embedded PostgreSQL ${version} of the running process ${embedded.ownerPid} at ${redact(url)} (data in ${embedded.dataDir}); it is left running`
+      : `started embedded PostgreSQL ${version} at ${redact(url)} (data in ${embedded.dataDir})`,
+  );
+  log(describeDatabaseMode(databaseMode(config.database)));
+  return { url, kind: 'embedded', stop: () => embedded.stop() };
+}
+
+/** The embedded PostgreSQL of EMBEDDED_PG_DIR (database safe_retries), its data kept across restarts. */
+async function startEmbedded(config: AppConfig, whenRunning: 'attach' | 'refuse', log: (message: string) => void) {
+  let devPostgres: typeof import('@safe-retries/dev-postgres');
   try {
-    embedded = await startEmbeddedPostgres({
-      dataDir: config.database.embeddedDir,
-      port: config.database.embeddedPort,
-      whenRunning,
-      warn: log,
-    });
+    devPostgres = await import('@safe-retries/dev-postgres');
   } catch (error) {
-    if (error instanceof EmbeddedPostgresBusyError) throw new DatabaseStartError(error.message);
+    throw new DatabaseStartError(
+      `DATABASE_URL is unset and the embedded PostgreSQL's package (@safe-retries/dev-postgres, a development dependency) cannot be loaded: ${(error as Error).message}; install the development dependencies (npm ci) or set DATABASE_URL`,
+    );
+  }
+  const { startPostgres, PostgresBusyError } = devPostgres;
+  try {
+    return await startPostgres({ dataDir: config.database.embeddedDir, port: config.database.embeddedPort, database: 'safe_retries', whenRunning, warn: log });
+  } catch (error) {
+    if (error instanceof PostgresBusyError) throw new DatabaseStartError(`${error.message}; stop it or set EMBEDDED_PG_DIR`);
     throw new DatabaseStartError(
       `DATABASE_URL is unset and the embedded PostgreSQL in ${config.database.embeddedDir} could not start: ${(error as Error)?.message ?? error}`,
     );
   }
-  const version = await verifyConnection(embedded.url);
-  log(
-    embedded.ownerPid
-      ? `using the embedded PostgreSQL ${version} of the running process ${embedded.ownerPid} at ${redact(embedded.url)} (data in ${embedded.dataDir}); it is left running`
-      : `started embedded PostgreSQL ${version} at ${redact(embedded.url)} (data in ${embedded.dataDir})`,
-  );
-  log(describeDatabaseMode(databaseMode(config.database)));
-  return { url: embedded.url, kind: 'embedded', stop: () => embedded.stop() };
 }

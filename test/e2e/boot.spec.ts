@@ -2,7 +2,7 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../src/database/embedded-postgres';
+import { freePort } from '@safe-retries/dev-postgres';
 import { AppProcess, startAppProcess } from '../support/app-process';
 import { createTestDatabase } from '../support/database';
 import { builtFile } from '../support/dist';

@@ -9,7 +9,7 @@ import request from 'supertest';
 import { AppModule } from '../../src/app.module';
 import { createCommandContext } from '../../src/cli/with-app-context';
 import { loadConfig } from '../../src/config/config';
-import { freePort } from '../../src/database/embedded-postgres';
+import { freePort } from '@safe-retries/dev-postgres';
 import { keyIdSql } from '../../packages/idempotency/src/key-id';
 import { TestApp, createTestApp } from '../support/app';
 import { REPO_ROOT, builtFile } from '../support/dist';

@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { freePort } from '../../src/database/embedded-postgres';
+import { freePort } from '@safe-retries/dev-postgres';
 import { METRICS_TOKEN, TestApp, createTestApp, metricsAuth } from '../support/app';
 import { createTestDatabase, TestDatabase } from '../support/database';
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import { Client } from 'pg';
 import request from 'supertest';
 import { migrations } from '../../migrations';
@@ -16,7 +17,6 @@ import { RawResponse, authHeaders, send, waitFor } from '../support/http-client'
 import { keyIn, keyIs } from '../support/keys';
 import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../support/pgbouncer';
 import { histogram, timed } from '../support/race';
-import { ReplicatedPostgres, createReplicatedPostgres } from '../support/replicated-postgres';
 import { lockTableWrites } from '../support/table-lock';
 import { suitesNeeding } from '../support/tool-suites';
 
@@ -337,17 +337,17 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
 
   describe('read replicas beside it: the primary and a lagging replica, each behind a PgBouncer of its own', () => {
     const APPLY_DELAY_MS = 2_000;
-    let cluster: ReplicatedPostgres;
+    let cluster: DevPostgres;
     let primary: PgBouncer;
     let replica: PgBouncer;
     let t: TestApp;
     beforeAll(async () => {
-      cluster = await createReplicatedPostgres({ applyDelay: `${APPLY_DELAY_MS}ms` });
-      primary = await startPgBouncer({ serverUrl: cluster.primary.url(), poolSize: POOL_SIZE });
-      replica = await startPgBouncer({ serverUrl: cluster.replicaUrl(), poolSize: POOL_SIZE });
+      cluster = await startPostgres({ replica: { applyDelay: `${APPLY_DELAY_MS}ms` } });
+      primary = await startPgBouncer({ serverUrl: cluster.url(), poolSize: POOL_SIZE });
+      replica = await startPgBouncer({ serverUrl: cluster.replica!.url(), poolSize: POOL_SIZE });
       const name = `pooled_replicas_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
-      await cluster.primary.createDatabase(name);
-      await cluster.caughtUp();
+      await cluster.createDatabase(name);
+      await cluster.replica!.caughtUp();
       t = await createTestApp({
         listen: true,
         database: { url: primary.url(name), name, drop: async () => undefined },
@@ -359,7 +359,7 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
           CARD_NETWORK_DELAY: '50ms',
         },
       });
-      await cluster.caughtUp();
+      await cluster.replica!.caughtUp();
     });
     afterAll(async () => {
       await t?.close();

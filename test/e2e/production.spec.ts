@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -107,6 +107,18 @@ describe('production refuses what is only for development (e2e)', () => {
     expect(stderr.trim()).toMatch(message);
     expect(stderr).toContain('(NODE_ENV=production)');
     for (const secret of SECRETS) expect(stderr).not.toContain(secret);
+  });
+
+  it('a command (purge) without DATABASE_URL refuses in the same words, and starts no PostgreSQL', async () => {
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...PRODUCTION, EMBEDDED_PG_DIR: join(cwd, 'pg') };
+    delete env.DATABASE_URL;
+    const failed = await run(process.execPath, [builtFile('src/cli/purge.js')], { env, cwd, timeout: 30_000 }).then(
+      () => undefined,
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(failed?.code).toBe(1);
+    expect(failed!.stderr.trim()).toMatch(/^refusing to start: DATABASE_URL is not set, so the embedded development PostgreSQL.*\(NODE_ENV=production\)$/);
+    expect(existsSync(join(cwd, 'pg'))).toBe(false);
   });
 
   it.each([

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import request from 'supertest';
 import { IDEMPOTENCY_STORE } from '../../packages/idempotency/src/idempotency.store';
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
@@ -6,7 +7,6 @@ import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { histogram, timed } from '../support/race';
 import { ReplicaReadIdempotencyStore } from '../support/replica-read-idempotency.store';
-import { ReplicatedPostgres, createReplicatedPostgres } from '../support/replicated-postgres';
 
 /**
  * The app on a primary and a real streaming replica that applies each commit
@@ -34,31 +34,31 @@ async function until<T>(what: string, deadlineMs: number, probe: () => Promise<T
 
 describe('read replicas: keys from the primary, listings from a lagging replica (e2e)', () => {
   jest.setTimeout(180_000);
-  let cluster: ReplicatedPostgres;
+  let cluster: DevPostgres;
 
   beforeAll(async () => {
-    cluster = await createReplicatedPostgres({ applyDelay: `${APPLY_DELAY_MS}ms` });
+    cluster = await startPostgres({ replica: { applyDelay: `${APPLY_DELAY_MS}ms` } });
   });
   afterAll(() => cluster?.destroy());
 
   /** A test app on a new database of the cluster, once its schema and clients have reached the replica. */
   async function boot(overrides: TestAppOptions['overrides'] = []): Promise<TestApp> {
     const name = `replicas_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
-    const url = await cluster.primary.createDatabase(name);
-    await cluster.caughtUp();
+    const url = await cluster.createDatabase(name);
+    await cluster.replica!.caughtUp();
     const t = await createTestApp({
       listen: true,
       database: { url, name, drop: async () => undefined },
       env: {
         DATABASE_URL: url,
-        DATABASE_REPLICA_URLS: cluster.replicaUrl(name),
+        DATABASE_REPLICA_URLS: cluster.replica!.url(name),
         DATABASE_POOL_SIZE: '20',
         IDEMPOTENCY_REPLAY_CACHE: '0',
         CARD_NETWORK_DELAY: '50ms',
       },
       overrides,
     });
-    await cluster.caughtUp();
+    await cluster.replica!.caughtUp();
     return t;
   }
 
@@ -140,7 +140,7 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
     it('a listing page after a cursor the replica has not received yet is read from the primary', async () => {
       const pay = () => request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', randomUUID()).send(paymentBody());
       const older = await pay().expect(201);
-      await cluster.caughtUp();
+      await cluster.replica!.caughtUp();
       const cursor = await pay().expect(201);
       const page = await request(t.url!).get(`/payments?limit=100&starting_after=${cursor.body.id}`).set(t.auth()).expect(200);
       expect((page.body.data as { id: string }[]).map((p) => p.id)).toContain(older.body.id);

@@ -12,9 +12,13 @@ import { join, relative, resolve } from 'node:path';
  */
 export const REPO_ROOT = resolve(__dirname, '../..');
 const DIST = join(REPO_ROOT, 'dist');
-/** What `npm run build` writes, and from what: the library's workspace, then the app. */
+/** What `npm run build` writes, and from what: the workspaces (the library, the development PostgreSQL the app loads without DATABASE_URL), then the app. */
 const BUILDS = [
-  { dist: 'packages/idempotency/dist', sources: ['packages/idempotency/src'], built: (s: string) => s.replace(/^packages\/idempotency\/src/, 'packages/idempotency/dist') },
+  ...['idempotency', 'dev-postgres'].map((name) => ({
+    dist: `packages/${name}/dist`,
+    sources: [`packages/${name}/src`],
+    built: (s: string) => s.replace(`packages/${name}/src`, `packages/${name}/dist`),
+  })),
   { dist: 'dist', sources: ['src', 'migrations'], built: (s: string) => join('dist', s) },
 ];
 

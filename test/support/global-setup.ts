@@ -1,18 +1,17 @@
 // One PostgreSQL for the whole jest run. With DATABASE_URL set (e.g. an external
-// PostgreSQL 15) it is used as the admin connection; otherwise the app's own
-// embedded PostgreSQL (src/database/embedded-postgres.ts, so a root run in a
-// private checkout works here as in `npm start`) starts in a temporary folder.
-// Each test file then creates a fresh database of its own (test/support/database.ts)
-// and the app migrates it on boot. jest transforms this file like the suites.
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { EmbeddedDatabase, startEmbeddedPostgres } from '../../src/database/embedded-postgres';
+// PostgreSQL 15) it is used as the admin connection; otherwise a temporary
+// PostgreSQL of @safe-retries/dev-postgres (the one the app's development mode
+// uses, so a root run in a private checkout works here as in `npm start`) starts
+// and globalTeardown removes it. Each test file then creates a fresh database of
+// its own (test/support/database.ts) and the app migrates it on boot. jest
+// transforms this file like the suites but loads it with Node's resolver, outside
+// its moduleNameMapper: the package's sources are reached by path, so a plain
+// `npx jest` needs no build.
+import { DevPostgres, startPostgres } from '../../packages/dev-postgres/src';
 import { TestRedis, startRedisServer } from './redis-server';
 
 declare global {
-  var __EMBEDDED_PG__: EmbeddedDatabase | undefined;
-  var __EMBEDDED_PG_DIR__: string | undefined;
+  var __TEST_POSTGRES__: DevPostgres | undefined;
   var __TEST_REDIS__: TestRedis | undefined;
 }
 
@@ -22,24 +21,10 @@ export default async function globalSetup(): Promise<void> {
     process.env.TEST_ADMIN_DATABASE_URL = process.env.DATABASE_URL;
     return;
   }
-  const dir = await mkdtemp(join(tmpdir(), 'safe-retries-test-'));
-  // Lets the postgres OS user (as whom PostgreSQL runs when we are root) reach the data folder.
-  await chmod(dir, 0o755);
-  try {
-    const pg = await startEmbeddedPostgres({
-      dataDir: join(dir, 'data'),
-      database: 'postgres',
-      ephemeral: true,
-      // A throwaway cluster: durability buys nothing here, speed does.
-      settings: { max_connections: '300', fsync: 'off' },
-    });
-    globalThis.__EMBEDDED_PG__ = pg;
-    globalThis.__EMBEDDED_PG_DIR__ = dir;
-    process.env.TEST_ADMIN_DATABASE_URL = pg.url;
-  } catch (error) {
-    await rm(dir, { recursive: true, force: true });
-    throw error;
-  }
+  // Temporary, so fsync is off: durability buys nothing here, speed does.
+  const pg = await startPostgres({ settings: { max_connections: '300' } });
+  globalThis.__TEST_POSTGRES__ = pg;
+  process.env.TEST_ADMIN_DATABASE_URL = pg.url();
 }
 
 /**

@@ -9,13 +9,12 @@
 // PostgreSQL), its folder handed to that user. A PgBouncer still running when
 // the jest worker exits is killed and its folder removed.
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { freePort, postgresOsUser } from '@safe-retries/dev-postgres';
 import { existsSync, rmSync } from 'node:fs';
 import { chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { freePort } from '../../src/database/embedded-postgres';
-import { postgresOsUser } from '../../src/database/postgres-binaries';
 
 export const PGBOUNCER_MISSING = 'The PgBouncer suite needs pgbouncer: apt-get install -y pgbouncer (Debian/Ubuntu; .ci/run installs it)';
 

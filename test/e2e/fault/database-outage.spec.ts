@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
+import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import { AppProcess, PROCESS_CLIENT, startAppProcess, stopAll } from '../../support/app-process';
 import { RawResponse, authHeaders, send, waitFor } from '../../support/http-client';
-import { PostgresServer, createPostgresServer } from '../../support/postgres-server';
 import { keyIn, keyIs } from '../../support/keys';
 
 /**
@@ -13,7 +13,7 @@ import { keyIn, keyIs } from '../../support/keys';
  * recovers by itself, the key used during the outage charges exactly once, and
  * the payments table holds exactly the payments that were answered 201.
  *
- * Runs its OWN PostgreSQL (test/support/postgres-server.ts), never the shared one.
+ * Runs its OWN PostgreSQL (a temporary one of @safe-retries/dev-postgres), never the shared one.
  */
 jest.setTimeout(120_000);
 
@@ -40,7 +40,7 @@ function expectNoLeak(res: RawResponse): void {
 }
 
 describe('fault: the database goes away and comes back', () => {
-  let server: PostgresServer;
+  let server: DevPostgres;
   let databaseUrl: string;
   let app: AppProcess | undefined;
   const times: string[] = [];
@@ -104,8 +104,7 @@ describe('fault: the database goes away and comes back', () => {
   }
 
   beforeAll(async () => {
-    server = await createPostgresServer();
-    await server.start();
+    server = await startPostgres();
     databaseUrl = await server.createDatabase('outage');
     app = await startAppProcess({
       env: { DATABASE_URL: databaseUrl, CARD_NETWORK_DELAY: '1s', IDEMPOTENCY_LEASE: '3s', CARD_NETWORK_TIMEOUT: '2s', CARD_NETWORK_MAX_RETRIES: '0' },
