@@ -1,5 +1,6 @@
 // The simulator's public face: the app (or a test) starts it in its own process
 // with startCardNetworkSimulator; main.ts runs the same thing as a separate process.
+export { STRIPE_CURRENCIES, STRIPE_MINIMUM_CHARGE } from './currencies';
 export { maskSecret, PAYMENT_INTENT_STATUSES, REFUND_STATUSES, startCardNetworkSimulator } from './simulator';
 export type { LostAnswerFault, PaymentIntentStatus, RefundStatus, RunningSimulator, SimulatorFault, SimulatorOptions } from './simulator';
 export { DEFAULT_RETRY_SCHEDULE_MS, EVENT_API_VERSION, EVENT_TYPES, WEBHOOK_FAULTS, webhookSignature } from './webhooks';
