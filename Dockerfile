@@ -16,6 +16,7 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/idempotency/package.json ./packages/idempotency/
+COPY packages/card-network-simulator/package.json ./packages/card-network-simulator/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.base.json tsconfig.json tsconfig.build.json nest-cli.json ./
 COPY packages ./packages
@@ -30,6 +31,7 @@ FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/idempotency/package.json ./packages/idempotency/
+COPY packages/card-network-simulator/package.json ./packages/card-network-simulator/
 RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 # Run: dist/, the library workspace (node_modules/safe-retries links to it) and production

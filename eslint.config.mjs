@@ -31,7 +31,18 @@ export default tseslint.config(
     },
   },
   {
-    files: ['test/**/*.ts'],
+    // The card network simulator is a tool of its own: neither its sources nor its tests
+    // reach out of its package (to the app, the library or another workspace).
+    files: ['packages/card-network-simulator/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(\\.\\./){2,}|^safe-retries(/|$)', message: 'The simulator imports nothing from outside its package.' }] },
+      ],
+    },
+  },
+  {
+    files: ['test/**/*.ts', 'packages/*/test/**/*.ts'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },
 );

@@ -12,9 +12,14 @@ import { join, relative, resolve } from 'node:path';
  */
 export const REPO_ROOT = resolve(__dirname, '../..');
 const DIST = join(REPO_ROOT, 'dist');
-/** What `npm run build` writes, and from what: the library's workspace, then the app. */
+/** What `npm run build` writes, and from what: the workspaces (the library, the card network simulator), then the app. */
 const BUILDS = [
   { dist: 'packages/idempotency/dist', sources: ['packages/idempotency/src'], built: (s: string) => s.replace(/^packages\/idempotency\/src/, 'packages/idempotency/dist') },
+  {
+    dist: 'packages/card-network-simulator/dist',
+    sources: ['packages/card-network-simulator/src'],
+    built: (s: string) => s.replace(/^packages\/card-network-simulator\/src/, 'packages/card-network-simulator/dist'),
+  },
   { dist: 'dist', sources: ['src', 'migrations'], built: (s: string) => join('dist', s) },
 ];
 
@@ -57,4 +62,10 @@ export function assertDistIsCurrent(): void {
 export function builtFile(pathInDist: string): string {
   assertDistIsCurrent();
   return join(DIST, pathInDist);
+}
+
+/** The absolute path of a workspace's built file (e.g. 'main.js' under packages/<name>/dist/), after checking every build is current. */
+export function builtPackageFile(name: string, pathInDist: string): string {
+  assertDistIsCurrent();
+  return join(REPO_ROOT, 'packages', name, 'dist', pathInDist);
 }

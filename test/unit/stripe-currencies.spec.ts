@@ -1,4 +1,4 @@
-import { STRIPE_CURRENCIES as NETWORK_CURRENCIES, STRIPE_MINIMUM_CHARGE as NETWORK_MINIMUM_CHARGE } from '../../src/card-network-simulator';
+import { STRIPE_CURRENCIES as NETWORK_CURRENCIES, STRIPE_MINIMUM_CHARGE as NETWORK_MINIMUM_CHARGE } from '@safe-retries/card-network-simulator';
 import { STRIPE_CURRENCIES, STRIPE_MINIMUM_CHARGE } from '../../src/payments/card-network/stripe-rules';
 
 /**

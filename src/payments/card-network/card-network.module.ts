@@ -1,5 +1,5 @@
 import { DynamicModule, Inject, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
-import { startCardNetworkSimulator } from '../../card-network-simulator';
+import { startCardNetworkSimulator } from '@safe-retries/card-network-simulator';
 import type { AppConfig } from '../../config/config';
 import { APP_CONFIG } from '../../config/config.module';
 import { CardNetwork } from './card-network';

@@ -1,7 +1,7 @@
 import { createServer, IncomingHttpHeaders, request } from 'node:http';
 import { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
-import { RunningSimulator, SimulatorOptions, startCardNetworkSimulator } from '../../src/card-network-simulator';
+import { RunningSimulator, SimulatorOptions, startCardNetworkSimulator } from '../src';
 
 /**
  * Raw HTTP for the simulator suites: one request per TCP connection

@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { REFUND_STATUSES, RunningSimulator } from '../../src/card-network-simulator';
+import { REFUND_STATUSES, RunningSimulator } from '../src';
 import { call, ListBody, receivers, simulators, stripeClient, VISA, waitFor } from './support';
 
 /**
