@@ -67,6 +67,7 @@ import { AddressInfo } from 'node:net';
 import { ApiError, ErrorBody, invalid, noSuch, randomId, stripeId, unixSeconds } from './api';
 import { checkCurrency, checkMinimum } from './money';
 import { prepareToken, redeemToken, TOKEN_PARAM, TOKEN_PARAMS, TokenRecord } from './tokens';
+import { WebhookDispatcher } from './webhook-dispatcher';
 import {
   EVENT_API_VERSION,
   PendingWebhookFault,
@@ -74,7 +75,6 @@ import {
   SimulatorEventType,
   WEBHOOK_FAULTS,
   WebhookChannel,
-  WebhookDispatcher,
   WebhookOptions,
   WebhookTarget,
 } from './webhooks';
