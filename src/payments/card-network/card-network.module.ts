@@ -1,5 +1,5 @@
 import { DynamicModule, Inject, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
-import type { AppConfig } from '../../config/config';
+import { type AppConfig, ConfigError } from '../../config/config';
 import { APP_CONFIG } from '../../config/config.module';
 import { CardNetwork } from './card-network';
 import { StripeCardNetwork } from './stripe-card-network';
@@ -57,16 +57,16 @@ async function startEmbedded(config: AppConfig): Promise<CardNetworkEndpoint> {
   };
 }
 
+/** The simulator package, or a configuration error (one line at boot) where it is not installed or not built. */
 async function loadSimulator(): Promise<typeof import('@safe-retries/card-network-simulator')> {
   try {
     return await import('@safe-retries/card-network-simulator');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw e;
-    throw new Error(
+    throw new ConfigError([
       'CARD_NETWORK_URL is not set and the embedded card network simulator cannot be loaded (@safe-retries/card-network-simulator: a development dependency, built by `npm run build`); set CARD_NETWORK_URL to your card network',
-      { cause: e },
-    );
+    ]);
   }
 }
 
