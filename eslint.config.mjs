@@ -24,14 +24,32 @@ export default tseslint.config(
   {
     // The app uses the library (packages/idempotency) as an installed app would: through its
     // package name, `safe-retries`; the library's own build (rootDir src) keeps it from
-    // importing anything outside its package.
+    // importing anything outside its package. The card network simulator, a development tool,
+    // is never a static import: card-network.module.ts loads it with import() when it embeds it.
     files: ['src/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/packages/*'], message: "Import a workspace package by its name ('safe-retries')." }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [{ name: '@safe-retries/card-network-simulator', message: 'A development tool: only CardNetworkModule loads it, with import(), when no CARD_NETWORK_URL is set.' }],
+          patterns: [{ group: ['**/packages/*'], message: "Import a workspace package by its name ('safe-retries')." }],
+        },
+      ],
     },
   },
   {
-    files: ['test/**/*.ts'],
+    // The card network simulator is a tool of its own: neither its sources nor its tests
+    // reach out of its package (to the app, the library or another workspace).
+    files: ['packages/card-network-simulator/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(\\.\\./){2,}|^safe-retries(/|$)', message: 'The simulator imports nothing from outside its package.' }] },
+      ],
+    },
+  },
+  {
+    files: ['test/**/*.ts', 'packages/*/test/**/*.ts'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },
 );

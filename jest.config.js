@@ -15,7 +15,7 @@ const swc = {
 module.exports = {
   testEnvironment: 'node',
   rootDir: __dirname,
-  roots: ['<rootDir>/test', '<rootDir>/packages/dev-postgres/test'],
+  roots: ['<rootDir>/test', '<rootDir>/packages/dev-postgres/test', '<rootDir>/packages/card-network-simulator/test'],
   testMatch: ['**/*.spec.ts'],
   // The example app has its own package.json, jest config and node_modules: test/library
   // runs its tests there, against the packed package; the root's jest never loads it.
@@ -28,6 +28,7 @@ module.exports = {
     '^safe-retries$': '<rootDir>/packages/idempotency/src/index.ts',
     '^safe-retries/(.*)$': '<rootDir>/packages/idempotency/src/$1',
     '^@safe-retries/dev-postgres$': '<rootDir>/packages/dev-postgres/src/index.ts',
+    '^@safe-retries/card-network-simulator$': '<rootDir>/packages/card-network-simulator/src/index.ts',
   },
   // ESM-only packages are transformed too: Nest's, the content-disposition 2 of @fastify/static
   // (which Swagger UI needs on Fastify) and the cookie 1 of light-my-request (Fastify's inject),

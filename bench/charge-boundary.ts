@@ -1,6 +1,5 @@
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { Agent, request } from 'node:http';
 import { RaceResult, race, startServer } from './http';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
@@ -120,9 +119,12 @@ async function measure(port: number, design: BoundaryRun['design'], clients: num
   };
 }
 
-/** The card network as a process of its own, as a real provider is: its work is not the app's. */
+/**
+ * The card network as a process of its own, as a real provider is: its work is not the app's.
+ * The simulator workspace's built entry, found by its package name (`npm run build` builds it).
+ */
 export async function startNetwork(delay: string): Promise<{ url: string; stop(): void }> {
-  const child = fork(join(__dirname, '../src/card-network-simulator/main.js'), [], {
+  const child = fork(require.resolve('@safe-retries/card-network-simulator/main'), [], {
     env: { PATH: process.env.PATH ?? '', CARD_NETWORK_PORT: '0', CARD_NETWORK_DELAY: delay },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });

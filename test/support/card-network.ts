@@ -3,7 +3,7 @@ import { DEFAULT_CARD_NETWORK_SECRET } from '../../src/config/config';
 import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from '../../src/payments/card-network/card-network.module';
 import type { DataSource } from 'typeorm';
 import type { TestApp } from './app';
-import { builtFile } from './dist';
+import { builtPackageFile } from './dist';
 
 /**
  * The card network as the suites see it: its ledger, read through its own
@@ -179,8 +179,6 @@ export async function reconcilePayment(dataSource: DataSource, ledger: Ledger, d
   return payments[0].id;
 }
 
-const SIMULATOR_MAIN = 'src/card-network-simulator/main.js';
-
 export interface CardNetworkProcess {
   url: string;
   ledger: Ledger;
@@ -192,9 +190,9 @@ process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-/** `npm run card-network`'s built entry as its own process, ready when it prints its address. */
+/** `npm run card-network`'s built entry (the simulator workspace's main.js) as its own process, ready when it prints its address. */
 export async function startCardNetworkProcess(options: { delay?: string; env?: Record<string, string> } = {}): Promise<CardNetworkProcess> {
-  const child = spawn(process.execPath, [builtFile(SIMULATOR_MAIN)], {
+  const child = spawn(process.execPath, [builtPackageFile('card-network-simulator', 'main.js')], {
     env: {
       PATH: process.env.PATH ?? '',
       // The OS picks the port and the simulator prints it (no race with other suites).

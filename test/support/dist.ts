@@ -12,9 +12,9 @@ import { join, relative, resolve } from 'node:path';
  */
 export const REPO_ROOT = resolve(__dirname, '../..');
 const DIST = join(REPO_ROOT, 'dist');
-/** What `npm run build` writes, and from what: the workspaces (the library, the development PostgreSQL the app loads without DATABASE_URL), then the app. */
+/** What `npm run build` writes, and from what: the workspaces (the library, the development PostgreSQL and the card network simulator the app loads in development), then the app. */
 const BUILDS = [
-  ...['idempotency', 'dev-postgres'].map((name) => ({
+  ...['idempotency', 'dev-postgres', 'card-network-simulator'].map((name) => ({
     dist: `packages/${name}/dist`,
     sources: [`packages/${name}/src`],
     built: (s: string) => s.replace(`packages/${name}/src`, `packages/${name}/dist`),
@@ -61,4 +61,10 @@ export function assertDistIsCurrent(): void {
 export function builtFile(pathInDist: string): string {
   assertDistIsCurrent();
   return join(DIST, pathInDist);
+}
+
+/** The absolute path of a workspace's built file (e.g. 'main.js' under packages/<name>/dist/), after checking every build is current. */
+export function builtPackageFile(name: string, pathInDist: string): string {
+  assertDistIsCurrent();
+  return join(REPO_ROOT, 'packages', name, 'dist', pathInDist);
 }

@@ -1,6 +1,5 @@
 import { DynamicModule, Inject, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
-import { startCardNetworkSimulator } from '../../card-network-simulator';
-import type { AppConfig } from '../../config/config';
+import { type AppConfig, ConfigError } from '../../config/config';
 import { APP_CONFIG } from '../../config/config.module';
 import { CardNetwork } from './card-network';
 import { StripeCardNetwork } from './stripe-card-network';
@@ -33,9 +32,21 @@ const CLOSED_URL = 'http://card-network.invalid';
  * then lives as long as the app. Closed (CardNetworkModule.closed()): neither.
  */
 async function openEndpoint(config: AppConfig, closed = false): Promise<CardNetworkEndpoint> {
-  const { url, apiKey, delayMs, webhookSecrets } = config.cardNetwork;
+  const { url } = config.cardNetwork;
   if (closed) return { url: CLOSED_URL, embedded: false, deliverWebhooksTo: () => undefined, close: async () => undefined };
   if (url) return { url, embedded: false, deliverWebhooksTo: () => undefined, close: async () => undefined };
+  return startEmbedded(config);
+}
+
+/**
+ * The simulator is a development and test tool (a dev dependency, its own
+ * workspace package), loaded only here: production refuses to start without
+ * CARD_NETWORK_URL (refuseUnsafeProductionConfig), so a production process never
+ * loads it and its image does not carry it.
+ */
+async function startEmbedded(config: AppConfig): Promise<CardNetworkEndpoint> {
+  const { apiKey, delayMs, webhookSecrets } = config.cardNetwork;
+  const { startCardNetworkSimulator } = await loadSimulator();
   const simulator = await startCardNetworkSimulator({ secrets: [apiKey], delayMs, port: 0, host: '127.0.0.1' });
   new Logger('CardNetwork').log(`embedded card network simulator on ${simulator.url} (set CARD_NETWORK_URL to use another)`);
   return {
@@ -44,6 +55,19 @@ async function openEndpoint(config: AppConfig, closed = false): Promise<CardNetw
     deliverWebhooksTo: (target) => simulator.setWebhook({ url: target, secret: webhookSecrets[0] }),
     close: () => simulator.close(),
   };
+}
+
+/** The simulator package, or a configuration error (one line at boot) where it is not installed or not built. */
+async function loadSimulator(): Promise<typeof import('@safe-retries/card-network-simulator')> {
+  try {
+    return await import('@safe-retries/card-network-simulator');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw e;
+    throw new ConfigError([
+      'CARD_NETWORK_URL is not set and the embedded card network simulator cannot be loaded (@safe-retries/card-network-simulator: a development dependency, built by `npm run build`); set CARD_NETWORK_URL to your card network',
+    ]);
+  }
 }
 
 @Injectable()

@@ -1,10 +1,12 @@
 /**
  * What Stripe refuses before it does anything, as facts of its API: the
  * currencies a PaymentIntent can be created in and the smallest amount it
- * charges in each. The payment DTO refuses the same before any call, and the
- * bundled simulator refuses them as Stripe does (400 invalid_request_error,
- * `param: currency` / `param: amount`), so a refusal the DTO missed still ends
- * the operation instead of keeping it open.
+ * charges in each. The payment DTO refuses the same before any call. The card
+ * network simulator (a development tool the service never loads in production)
+ * carries the network's own copy of these two tables and refuses them as Stripe
+ * does (400 invalid_request_error, `param: currency` / `param: amount`), so a
+ * refusal the DTO missed still ends the operation instead of keeping it open;
+ * test/unit/stripe-currencies.spec.ts holds the two copies equal.
  */
 
 /** Stripe's presentment currencies, lower-case (ISO 4217 codes it accepts for card payments). */

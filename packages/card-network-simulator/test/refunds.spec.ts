@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { REFUND_STATUSES, RunningSimulator } from '../../src/card-network-simulator';
+import { REFUND_STATUSES, RunningSimulator } from '../src';
 import { call, ListBody, receivers, simulators, stripeClient, VISA, waitFor } from './support';
 
 /**
@@ -166,5 +166,88 @@ describe('card network simulator: refund statuses', () => {
     const created = (await refund(sim, { payment_intent: paid.json().id as string })).json<RefundBody>();
     expect(created.status).toBe('pending');
     await settled(sim, created.id, 'succeeded');
+  });
+});
+
+/** POST /v1/refunds: partial and full refunds, what can still be refunded, the refusals, lists and replays. */
+describe('card network simulator: POST /v1/refunds', () => {
+  const start = simulators();
+
+  async function charge(url: string, amount = 1000): Promise<string> {
+    return (await call(url, { path: '/v1/payment_intents', form: { ...VISA, amount } })).json().id as string;
+  }
+
+  it('refunds partially, then what remains; never more than was received', async () => {
+    const sim = await start();
+    const pi = await charge(sim.url);
+    const partial = await call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi, amount: 300, 'metadata[reason]': 'late' } });
+    expect(partial.status).toBe(200);
+    expect(partial.json()).toEqual({
+      id: expect.stringMatching(/^re_[A-Za-z0-9]+$/),
+      object: 'refund',
+      amount: 300,
+      charge: expect.stringMatching(/^ch_/),
+      currency: 'usd',
+      payment_intent: pi,
+      status: 'succeeded',
+      metadata: { reason: 'late' },
+      created: expect.any(Number),
+    });
+    const tooMuch = await call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi, amount: 701 } });
+    expect(tooMuch.status).toBe(400);
+    expect(tooMuch.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'amount_too_large' } });
+    const rest = await call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi } });
+    expect(rest.json()).toMatchObject({ amount: 700, metadata: {} });
+    const none = await call(sim.url, { path: '/v1/refunds', form: { payment_intent: pi, amount: 1 } });
+    expect(none.status).toBe(400);
+    expect(none.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'charge_already_refunded' } });
+  });
+
+  it('refuses an unknown or unpaid intent and bad amounts', async () => {
+    const sim = await start();
+    const declined = await call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, payment_method: 'pm_card_chargeDeclined' } });
+    const declinedId = declined.json<{ error: { payment_intent: { id: string } } }>().error.payment_intent.id;
+    const pi = await charge(sim.url);
+    for (const [form, error] of [
+      [{ payment_intent: 'pi_nope' }, { code: 'resource_missing', param: 'payment_intent' }],
+      [{ payment_intent: declinedId }, { param: 'payment_intent' }],
+      [{}, { code: 'parameter_missing', param: 'payment_intent' }],
+      [{ payment_intent: pi, amount: 0 }, { code: 'amount_too_small', param: 'amount' }],
+      [{ payment_intent: pi, amount: 'x' }, { code: 'parameter_invalid_integer', param: 'amount' }],
+      [{ payment_intent: pi, reason: 'x' }, { code: 'parameter_unknown', param: 'reason' }],
+    ] as [Record<string, string | number>, Record<string, string>][]) {
+      const res = await call(sim.url, { path: '/v1/refunds', form });
+      expect({ status: res.status, body: res.json() }).toEqual({
+        status: 400,
+        body: { error: expect.objectContaining({ type: 'invalid_request_error', ...error }) },
+      });
+    }
+    const list = await call(sim.url, { path: '/v1/refunds' });
+    expect(list.json<ListBody>().data).toHaveLength(0);
+  });
+
+  it('lists refunds newest first, filtered by payment_intent; keyed refunds replay', async () => {
+    const sim = await start();
+    const a = await charge(sim.url);
+    const b = await charge(sim.url);
+    const r1 = (await call(sim.url, { path: '/v1/refunds', key: 'r1', form: { payment_intent: a, amount: 100 } })).json().id;
+    const r2 = (await call(sim.url, { path: '/v1/refunds', form: { payment_intent: b, amount: 100 } })).json().id;
+    const r3 = (await call(sim.url, { path: '/v1/refunds', form: { payment_intent: a, amount: 100 } })).json().id;
+    const replay = await call(sim.url, { path: '/v1/refunds', key: 'r1', form: { amount: 100, payment_intent: a } });
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.json().id).toBe(r1);
+
+    const all = (await call(sim.url, { path: '/v1/refunds' })).json<ListBody>();
+    expect(all.url).toBe('/v1/refunds');
+    expect(all.data.map((r) => r.id)).toEqual([r3, r2, r1]);
+    const ofA = (await call(sim.url, { path: `/v1/refunds?payment_intent=${a}&limit=1` })).json<ListBody>();
+    expect(ofA.data.map((r) => r.id)).toEqual([r3]);
+    expect(ofA.has_more).toBe(true);
+    const next = (await call(sim.url, { path: `/v1/refunds?payment_intent=${a}&limit=1&starting_after=${r3 as string}` })).json<ListBody>();
+    expect(next.data.map((r) => r.id)).toEqual([r1]);
+    expect(next.has_more).toBe(false);
+    expect((await call(sim.url, { path: `/v1/refunds/${r2 as string}` })).json()).toMatchObject({ id: r2, amount: 100 });
+    // 100 + 100 refunded of a's 1000: 800 remain.
+    expect((await call(sim.url, { path: '/v1/refunds', form: { payment_intent: a } })).json()).toMatchObject({ amount: 800 });
   });
 });

@@ -1,11 +1,11 @@
 /**
  * Stripe's refusals of a PaymentIntent's money, before anything is created: a
  * currency it does not support, an amount below the currency's minimum charge.
- * The facts come from the app's own copy of Stripe's rules, so the app's checks
- * and the network's can never drift apart; the answers are shaped as Stripe's.
+ * The facts are the network's table (currencies.ts); the answers are shaped as
+ * Stripe's.
  */
-import { isStripeCurrency, minimumCharge, STRIPE_CURRENCIES } from '../payments/card-network/stripe-rules';
 import { invalid } from './api';
+import { STRIPE_CURRENCIES, STRIPE_MINIMUM_CHARGE } from './currencies';
 
 /** Stripe's zero-decimal currencies: an amount is in whole units (¥50 is 50). */
 const ZERO_DECIMAL = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', 'mga', 'pyg', 'rwf', 'ugx', 'vnd', 'vuv', 'xaf', 'xof', 'xpf']);
@@ -23,12 +23,12 @@ const SUPPORTED = ['usd', ...[...STRIPE_CURRENCIES].filter((c) => c !== 'usd').s
 /** The currency, lower-case; 400 `param: currency` for one Stripe does not take (Stripe sends no code with it). */
 export function checkCurrency(currency: string): string {
   const lower = currency.toLowerCase();
-  if (!isStripeCurrency(lower)) throw invalid(`Invalid currency: ${lower}. Stripe currently supports these currencies: ${SUPPORTED}`, undefined, 'currency');
+  if (!STRIPE_CURRENCIES.has(lower)) throw invalid(`Invalid currency: ${lower}. Stripe currently supports these currencies: ${SUPPORTED}`, undefined, 'currency');
   return lower;
 }
 
 /** 400 `amount_too_small` for an amount below what Stripe charges at least in `currency` (lower-case). */
 export function checkMinimum(amount: number, currency: string): void {
-  const minimum = minimumCharge(currency);
+  const minimum = STRIPE_MINIMUM_CHARGE[currency] ?? 1;
   if (amount < minimum) throw invalid(`Amount must be at least ${formatMinimum(minimum, currency)}`, 'amount_too_small', 'amount');
 }

@@ -7,9 +7,9 @@ import { call, receivers, VISA, waitFor } from './support';
 
 /**
  * main.ts as a real process, compiled by tsc into a folder of its own (not
- * dist/, which `nest build` wipes while other suites may be running from it).
+ * dist/, which the package's build wipes while other suites may be running from it).
  */
-const ROOT = resolve(__dirname, '../..');
+const ROOT = resolve(__dirname, '..');
 let outDir: string;
 let mainJs: string;
 
@@ -28,12 +28,12 @@ beforeAll(() => {
       '--types', 'node',
       '--strict',
       '--skipLibCheck',
-      join(ROOT, 'src/card-network-simulator/main.ts'),
+      join(ROOT, 'src/main.ts'),
     ],
     { cwd: ROOT, stdio: 'pipe' },
   );
   writeFileSync(join(outDir, 'package.json'), '{"type":"commonjs"}\n');
-  mainJs = join(outDir, 'card-network-simulator/main.js');
+  mainJs = join(outDir, 'main.js');
 }, 60_000);
 
 afterAll(() => rmSync(outDir, { recursive: true, force: true }));

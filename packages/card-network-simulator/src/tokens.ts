@@ -11,7 +11,12 @@
  * except Stripe's fixed test tokens (`tok_visa`, `tok_chargeDeclined`, ...), which
  * stand for a fresh token on every use.
  */
+import type { Cause, Outcome } from './account';
 import { ErrorBody, invalid, noSuch, stripeId, unixSeconds } from './api';
+import { Call, form, Route } from './call';
+import { acceptPost } from './idempotency';
+import { ParsedParams, parseParams } from './params';
+import { sendJson } from './reply';
 
 export const TOKEN_PARAMS = ['card[number]', 'card[exp_month]', 'card[exp_year]', 'card[cvc]'] as const;
 
@@ -152,3 +157,32 @@ export function redeemToken(
   if (isTestMethod(fixed)) return { method: fixed, spend: () => undefined };
   throw noSuch('token', id, TOKEN_PARAM);
 }
+
+/** POST /v1/tokens: a token, or the 402 card_error of a card the network refuses (saved like a decline). */
+function createToken(cause: Cause, params: ParsedParams): () => Outcome {
+  const make = prepareToken(params.values);
+  return () => {
+    const made = make(new Date());
+    if ('error' in made) return { status: 402, body: made, save: true };
+    cause.account.tokens.set(made.record.token.id, made.record);
+    return { status: 200, body: made.record.token, save: true };
+  };
+}
+
+function create(call: Call): void {
+  const params = parseParams(form(call), TOKEN_PARAMS, false);
+  acceptPost(call, params, (cause) => createToken(cause, params));
+}
+
+function retrieve(call: Call, match: RegExpExecArray): void {
+  parseParams(call.query, [], false);
+  const id = decodeURIComponent(match[1]);
+  const found = call.account.tokens.get(id)?.token;
+  if (!found) throw noSuch('token', id, 'id', 404);
+  sendJson(call.res, 200, found);
+}
+
+export const TOKEN_ROUTES: readonly Route[] = [
+  { pattern: /^\/v1\/tokens$/, handlers: { POST: create } },
+  { pattern: /^\/v1\/tokens\/([^/]+)$/, handlers: { GET: retrieve } },
+];

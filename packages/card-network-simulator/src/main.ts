@@ -4,8 +4,7 @@
  * Stripe. The single ready line on stdout is what scripts and tests wait for.
  * The secrets (API keys, the webhook signing secret) are configuration, never output.
  */
-// The bare duration parser, not the module's entry: the simulator runs without Nest.
-import { parseDuration } from 'safe-retries';
+import { parseDuration } from './duration';
 import { startCardNetworkSimulator } from './simulator';
 
 function fail(message: string): never {

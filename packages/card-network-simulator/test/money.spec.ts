@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { STRIPE_CURRENCIES } from '../../src/payments/card-network/stripe-rules';
+import { STRIPE_CURRENCIES } from '../src/currencies';
 import { call, listIntents, simulators, stripeClient, VISA } from './support';
 
 /** PaymentIntent create refuses, as Stripe does, a currency it does not support and an amount below the currency's minimum. */

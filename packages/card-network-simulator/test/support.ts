@@ -1,7 +1,7 @@
 import { createServer, IncomingHttpHeaders, request } from 'node:http';
 import { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
-import { RunningSimulator, SimulatorOptions, startCardNetworkSimulator } from '../../src/card-network-simulator';
+import { RunningSimulator, SimulatorOptions, startCardNetworkSimulator } from '../src';
 
 /**
  * Raw HTTP for the simulator suites: one request per TCP connection
@@ -177,4 +177,23 @@ export function receivers(): (answer?: (n: number, delivery: Delivery) => number
         resolveReceiver(receiver);
       });
     });
+}
+
+/** An unconfirmed PaymentIntent as the app creates one (nothing charged yet). */
+export async function createUnconfirmed(stripe: Stripe, paymentMethod: string): Promise<Stripe.PaymentIntent> {
+  const intent = await stripe.paymentIntents.create({
+    amount: 1000,
+    currency: 'usd',
+    payment_method: paymentMethod,
+    automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+    metadata: { payment_id: 'pay_1' },
+  });
+  expect(intent).toMatchObject({ status: 'requires_confirmation', amount_received: 0, latest_charge: null });
+  return intent;
+}
+
+/** The types of the account's events, oldest first. */
+export async function eventTypes(sim: RunningSimulator): Promise<string[]> {
+  const events = (await call(sim.url, { path: '/v1/events?limit=100' })).json<ListBody<{ type: string }>>().data;
+  return events.map((e) => e.type).reverse();
 }

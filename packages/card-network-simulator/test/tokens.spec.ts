@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { RunningSimulator } from '../../src/card-network-simulator';
+import { RunningSimulator } from '../src';
 import { call, ListBody, listIntents, simulators, stripeClient } from './support';
 
 /**

@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { RunningSimulator, WebhookStats } from '../../src/card-network-simulator';
+import { RunningSimulator, WebhookStats } from '../src';
 import { call, Delivery, ListBody, OTHER_SECRET, receivers, SECRET, simulators, VISA, waitFor } from './support';
 
 /**

@@ -1,6 +1,5 @@
 import Stripe from 'stripe';
-import { RunningSimulator } from '../../src/card-network-simulator';
-import { call, ListBody, simulators, stripeClient, VISA, waitFor } from './support';
+import { call, createUnconfirmed, eventTypes, simulators, stripeClient, VISA, waitFor } from './support';
 
 /**
  * The two-step payment (create unconfirmed, confirm by id) and cancel, through the
@@ -9,23 +8,6 @@ import { call, ListBody, simulators, stripeClient, VISA, waitFor } from './suppo
  */
 describe('card network simulator: confirm and cancel', () => {
   const start = simulators();
-
-  async function createUnconfirmed(stripe: Stripe, paymentMethod: string): Promise<Stripe.PaymentIntent> {
-    const intent = await stripe.paymentIntents.create({
-      amount: 1000,
-      currency: 'usd',
-      payment_method: paymentMethod,
-      automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
-      metadata: { payment_id: 'pay_1' },
-    });
-    expect(intent).toMatchObject({ status: 'requires_confirmation', amount_received: 0, latest_charge: null });
-    return intent;
-  }
-
-  async function eventTypes(sim: RunningSimulator): Promise<string[]> {
-    const events = (await call(sim.url, { path: '/v1/events?limit=100' })).json<ListBody<{ type: string }>>().data;
-    return events.map((e) => e.type).reverse();
-  }
 
   describe('charging methods', () => {
     it.each(['pm_card_visa', 'pm_card_mastercard', 'pm_card_amex'])('%s: confirm succeeds; GET tells the same', async (pm) => {
@@ -190,83 +172,6 @@ describe('card network simulator: confirm and cancel', () => {
       expect(res.status).toBe(status);
       const body = res.json<{ status?: string; error?: { payment_intent: { status: string } } }>();
       expect(body.status ?? body.error?.payment_intent.status).toBe(intentStatus);
-    });
-  });
-
-  describe('Idempotency-Key on /confirm', () => {
-    it('replays byte for byte; refuses other parameters or another intent under the same key', async () => {
-      const sim = await start({ delayMs: 200 });
-      const stripe = stripeClient(sim);
-      const a = await createUnconfirmed(stripe, 'pm_card_visa');
-      const b = await createUnconfirmed(stripe, 'pm_card_visa');
-      const path = `/v1/payment_intents/${a.id}/confirm`;
-      const first = await call(sim.url, { path, key: 'k-confirm', form: { error_on_requires_action: 'true' } });
-      expect(first.status).toBe(200);
-      const t0 = performance.now();
-      const replay = await call(sim.url, { path, key: 'k-confirm', form: { error_on_requires_action: 'true' } });
-      expect(performance.now() - t0).toBeLessThan(150);
-      expect(replay.text).toBe(first.text);
-      expect(replay.headers['idempotent-replayed']).toBe('true');
-
-      const other = await call(sim.url, { path, key: 'k-confirm', form: { error_on_requires_action: 'false' } });
-      expect(other.status).toBe(400);
-      expect(other.json()).toMatchObject({ error: { type: 'idempotency_error' } });
-      const otherIntent = await call(sim.url, { path: `/v1/payment_intents/${b.id}/confirm`, key: 'k-confirm', form: { error_on_requires_action: 'true' } });
-      expect(otherIntent.json()).toMatchObject({ error: { type: 'idempotency_error' } });
-      expect((await stripe.paymentIntents.retrieve(b.id)).status).toBe('requires_confirmation');
-    });
-
-    it('answers 409 while the first confirm is in flight', async () => {
-      const sim = await start({ delayMs: 300 });
-      const stripe = stripeClient(sim);
-      const intent = await createUnconfirmed(stripe, 'pm_card_visa');
-      const path = `/v1/payment_intents/${intent.id}/confirm`;
-      const first = call(sim.url, { path, key: 'k-busy', form: {} });
-      await waitFor(async () => (await stripe.paymentIntents.retrieve(intent.id)).status === 'succeeded');
-      const second = await call(sim.url, { path, key: 'k-busy', form: {} });
-      expect(second.status).toBe(409);
-      expect(second.json()).toMatchObject({ error: { code: 'idempotency_key_in_use' } });
-      expect((await first).status).toBe(200);
-    });
-
-    it('after the key window, the same confirm is refused 400 payment_intent_unexpected_state: never a second charge', async () => {
-      const sim = await start({ idempotencyTtlMs: 200 });
-      const stripe = stripeClient(sim, { maxNetworkRetries: 2 });
-      const intent = await createUnconfirmed(stripe, 'pm_card_visa');
-      const confirm = () => stripe.paymentIntents.confirm(intent.id, { error_on_requires_action: true }, { idempotencyKey: 'k-window' });
-      const first = await confirm();
-      expect(first.status).toBe('succeeded');
-      const refused = await waitFor(async () => {
-        const outcome = await confirm().catch((e: unknown) => e);
-        return outcome instanceof Stripe.errors.StripeError ? outcome : undefined;
-      });
-      expect(refused).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
-      expect({ status: refused.statusCode, code: refused.code, message: refused.message }).toEqual({
-        status: 400,
-        code: 'payment_intent_unexpected_state',
-        message: 'You cannot confirm this PaymentIntent because it has already succeeded after being previously confirmed.',
-      });
-      expect(refused.payment_intent).toMatchObject({ id: intent.id, status: 'succeeded', latest_charge: first.latest_charge });
-      expect(await stripe.paymentIntents.retrieve(intent.id)).toMatchObject({ amount_received: 1000, latest_charge: first.latest_charge });
-      expect(await eventTypes(sim)).toEqual(['payment_intent.succeeded']);
-    });
-
-    it('takes queued faults, and is held and released like the other POSTs', async () => {
-      const sim = await start();
-      const stripe = stripeClient(sim);
-      const intent = await createUnconfirmed(stripe, 'pm_card_visa');
-      const path = `/v1/payment_intents/${intent.id}/confirm`;
-      await call(sim.url, { path: '/_simulator/hold', form: {} });
-      const held = call(sim.url, { path, key: 'k-held', form: {} });
-      await waitFor(async () => (await call(sim.url, { path: '/_simulator/stats' })).json<{ held: number }>().held === 1);
-      expect((await stripe.paymentIntents.retrieve(intent.id)).status).toBe('requires_confirmation');
-      await call(sim.url, { path: '/_simulator/faults', json: { fault: 'error' } });
-      await call(sim.url, { path: '/_simulator/release', form: {} });
-      expect((await held).status).toBe(500);
-      expect((await stripe.paymentIntents.retrieve(intent.id)).status).toBe('succeeded');
-      const replay = await call(sim.url, { path, key: 'k-held', form: {} });
-      expect(replay.status).toBe(200);
-      expect(replay.headers['idempotent-replayed']).toBe('true');
     });
   });
 

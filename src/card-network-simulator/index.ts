@@ -1,6 +1,0 @@
-// The simulator's public face: the app (or a test) starts it in its own process
-// with startCardNetworkSimulator; main.ts runs the same thing as a separate process.
-export { maskSecret, PAYMENT_INTENT_STATUSES, REFUND_STATUSES, startCardNetworkSimulator } from './simulator';
-export type { LostAnswerFault, PaymentIntentStatus, RefundStatus, RunningSimulator, SimulatorFault, SimulatorOptions } from './simulator';
-export { DEFAULT_RETRY_SCHEDULE_MS, EVENT_API_VERSION, EVENT_TYPES, WEBHOOK_FAULTS, webhookSignature } from './webhooks';
-export type { SimulatorEvent, SimulatorEventType, WebhookFault, WebhookOptions, WebhookStats, WebhookTarget } from './webhooks';
