@@ -14,7 +14,7 @@
 import { backoffDelay, DEFAULT_RETRY_STATUSES, isRetryableStatus, MAX_TIMER_DELAY_MS, parseRetryAfter } from './backoff';
 import { INVALID_RESPONSE_CODE, NetworkError, ProblemError, UNKNOWN_PROBLEM_CODE, type NetworkFailure } from './errors';
 import { invalidKeyReason, newIdempotencyKey } from './keys';
-import type { KeyOutcomeResponse as KeyOutcome } from './api.generated';
+import type { KeyOutcome } from './api-types';
 
 /** The subset of `fetch` the client uses; `globalThis.fetch` fits. */
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;

@@ -7,6 +7,7 @@ export type {
   CreateOrderRequest,
   CreatePaymentRequest,
   CurrencyCode,
+  KeyOutcome,
   MinorUnits,
   Order,
   OrderItem,
@@ -16,8 +17,7 @@ export type {
   Refund,
   RefundRequest,
   RefundStatus,
-} from './api';
-export type { KeyOutcomeResponse as KeyOutcome } from './api.generated';
+} from './api-types';
 export { IdempotentClient } from './idempotent-client';
 export type {
   ClientResponse,
