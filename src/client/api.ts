@@ -22,7 +22,8 @@ import type {
   Refund,
   RefundRequest,
 } from './api-types';
-import { IdempotentClient, type ClientResponse, type GetOptions, type PostOptions } from './idempotent-client';
+import { IdempotentClient } from './idempotent-client';
+import type { ClientResponse, GetOptions, PostOptions } from './client-options';
 
 /**
  * The payments API client: {@link IdempotentClient} plus one typed method per

@@ -27,7 +27,7 @@ export type {
   PostOptions,
   RetryEvent,
   RetryReason,
-} from './idempotent-client';
+} from './client-options';
 export { backoffCap, backoffDelay, DEFAULT_RETRY_STATUSES, isRetryableStatus, parseRetryAfter } from './backoff';
 export { INVALID_RESPONSE_CODE, NetworkError, ProblemError, UNKNOWN_PROBLEM_CODE } from './errors';
 export type { NetworkFailure, ProblemDetails } from './errors';
