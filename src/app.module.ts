@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { AuthModule } from './auth/auth.module';
+import { MetricsTokenAccess } from './auth/metrics-token.access';
 import type { RequestWithClient } from './auth/current-client.decorator';
 import { CardNumberKeyGuard } from './common/card-number-key.guard';
 import { AppConfig } from './config/config';
@@ -65,7 +66,8 @@ export class AppModule {
           preparedStatements: mode.preparedStatements,
           directUrl: mode.directUrl,
         }),
-        MetricsModule,
+        // /metrics opens with the metrics token; a wrong one counts as a failed authentication.
+        MetricsModule.forRoot({ imports: [AuthModule], access: MetricsTokenAccess }),
         // The scheduler the idempotency module's purge and recovery jobs are added to.
         ScheduleModule.forRoot(),
         IdempotencyModule.forRootAsync({

@@ -1,11 +1,11 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { problems } from '../common/problem';
+import { isPublicRoute } from '../common/route-access';
 import { authenticateRequest } from './authenticate-on-request';
 import { ClientsService } from './clients.service';
 import { RequestWithClient } from './current-client.decorator';
 import { FailedAuthLimiter } from './failed-auth.limiter';
-import { isPublicRoute } from './public.decorator';
 
 /**
  * Global guard: every route needs `Authorization: Bearer <key>` unless it is

@@ -11,6 +11,7 @@ import { ClientKeysRepository } from './client-keys.repository';
 import { ClientEntity } from './client.entity';
 import { ClientsService } from './clients.service';
 import { FailedAuthLimiter } from './failed-auth.limiter';
+import { MetricsTokenAccess } from './metrics-token.access';
 
 @Module({
   imports: [
@@ -27,10 +28,11 @@ import { FailedAuthLimiter } from './failed-auth.limiter';
     ClientKeysRepository,
     ClientsService,
     FailedAuthLimiter,
+    MetricsTokenAccess,
     // Guards run in this order: the client is known before it is throttled.
     { provide: APP_GUARD, useClass: ApiKeyGuard },
     { provide: APP_GUARD, useClass: ClientThrottlerGuard },
   ],
-  exports: [ClientsService, FailedAuthLimiter],
+  exports: [ClientsService, FailedAuthLimiter, MetricsTokenAccess],
 })
 export class AuthModule {}

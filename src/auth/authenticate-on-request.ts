@@ -1,14 +1,14 @@
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { sendProblem } from '../common/http';
 import { problems } from '../common/problem';
+import { isCorsPreflight, routeAccess } from '../common/route-access';
 import type { AppConfig } from '../config/config';
-import { isMetricsTokenValid } from '../metrics/metrics-access';
 import { bearerToken } from './api-key';
 import { AuthenticatedClient } from './authenticated-client';
 import { ClientsService } from './clients.service';
 import { RequestWithClient } from './current-client.decorator';
 import { Blocked, FailedAuthLimiter, closeIfBodyUnread, remoteAddress } from './failed-auth.limiter';
-import { isCorsPreflight, routeAccess } from './public.decorator';
+import { isMetricsTokenValid } from './metrics-token.access';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -2,8 +2,8 @@ import { ExecutionContext, Injectable } from '@nestjs/common';
 import { ThrottlerGuard } from '@nestjs/throttler';
 import type { ThrottlerLimitDetail } from '@nestjs/throttler';
 import { problems } from '../common/problem';
+import { isPublicRoute } from '../common/route-access';
 import { RequestWithClient } from './current-client.decorator';
-import { isPublicRoute } from './public.decorator';
 
 /**
  * RATE_LIMIT_PER_CLIENT requests a second per API client, across all routes:

@@ -19,6 +19,8 @@ export const KEY_SET_RELOAD_MS = 4_000;
 /** A hash looked up and not found is answered unknown this long without asking again. */
 const UNKNOWN_TTL_MS = 5_000;
 const UNKNOWN_MAX = 10_000;
+/** What `lookups` keeps of a hash it did not find (a hash found joins `active` instead). */
+const UNKNOWN = 'unknown';
 
 /**
  * Clients and their API keys.
@@ -36,7 +38,11 @@ const UNKNOWN_MAX = 10_000;
 @Injectable()
 export class ClientsService implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(ClientsService.name);
-  /** The active keys: base64 of the hash, to its client. */
+  /**
+   * The active keys: base64 of the hash, to its client. A plain Map, not a
+   * cache: it is the whole set (every read replaces it), and a key evicted to
+   * make room would cost a query on each of its requests.
+   */
   private active = new Map<string, AuthenticatedClient>();
   /** Counts this process's changes to `active`: a read that began before one is read again. */
   private changes = 0;
@@ -45,8 +51,25 @@ export class ClientsService implements OnModuleInit, OnApplicationBootstrap, OnA
   private closed = false;
   /** Whether the last read failed (its warning is written once per outage). */
   private readFailed = false;
-  private readonly unknown = new LRUCache<string, true>({ max: UNKNOWN_MAX, ttl: UNKNOWN_TTL_MS });
-  private readonly lookups = new Map<string, Promise<AuthenticatedClient | undefined>>();
+  /**
+   * The lookups of hashes not held, by base64 of the hash: lru-cache's `fetch`
+   * runs one query per hash however many ask at once, and keeps a hash not
+   * found (UNKNOWN) for UNKNOWN_TTL_MS, at most UNKNOWN_MAX of them. A hash
+   * found is not kept here (the fetch answers undefined): it joins `active`,
+   * where a revocation reaches it.
+   */
+  private readonly lookups = new LRUCache<string, typeof UNKNOWN, Buffer>({
+    max: UNKNOWN_MAX,
+    ttl: UNKNOWN_TTL_MS,
+    // A lookup under way that is evicted to make room still answers its callers.
+    ignoreFetchAbort: true,
+    fetchMethod: async (_id, _stale, { context: hash }) => {
+      const client = await this.clientKeys.activeKey(hash);
+      if (client === undefined) return UNKNOWN;
+      this.hold(hash, client);
+      return undefined;
+    },
+  });
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -181,24 +204,14 @@ export class ClientsService implements OnModuleInit, OnApplicationBootstrap, OnA
    * query, shared by concurrent lookups of the same key), unless the key was
    * looked up and not found in the last 5 s.
    */
-  lookUp(apiKey: string): Promise<AuthenticatedClient | undefined> {
+  async lookUp(apiKey: string): Promise<AuthenticatedClient | undefined> {
     const hash = hashApiKey(apiKey);
     const id = hash.toString('base64');
     const held = this.active.get(id);
-    if (held) return Promise.resolve(held);
-    if (this.unknown.has(id)) return Promise.resolve(undefined);
-    let lookup = this.lookups.get(id);
-    if (lookup === undefined) {
-      lookup = this.clientKeys.activeKey(hash).then((client) => {
-        if (client) this.hold(hash, client);
-        else this.unknown.set(id, true);
-        return client;
-      });
-      const done = lookup.finally(() => this.lookups.delete(id));
-      done.catch(() => undefined);
-      this.lookups.set(id, lookup);
-    }
-    return lookup;
+    if (held) return held;
+    await this.lookups.fetch(id, { context: hash });
+    // Found: the lookup made it active (and a revocation since has removed it).
+    return this.active.get(id);
   }
 
   /**

@@ -4,50 +4,26 @@
  * Idempotency-Key (random by default, or yours via `options.idempotencyKey`,
  * e.g. from `keyFor`).
  *
- * Money is always an integer amount of the currency's minor unit (cents for EUR,
- * yen for JPY), never a float.
- *
- * The request and response shapes are not written here: they are the server's
- * DTOs, as its OpenAPI document (/docs-json) states them, generated into
- * api.generated.ts by scripts/openapi-client-types.mjs. After changing a DTO, run
- * `npm run client:types` (it boots the app against a throwaway database, reads
- * /docs-json and rewrites api.generated.ts; test/e2e/client-types.spec.ts fails
- * until the committed file matches). Against a running server, the same:
- * `curl -s localhost:3000/docs-json | node scripts/openapi-client-types.mjs - src/client/api.generated.ts`.
- * The names below are the client's public ones: a renamed DTO changes only its alias here.
- *
- * The paths (`/orders`, `/orders/{id}/cancel`, `/payments`, `/payments/{id}/refunds`)
- * are the API of the README; keep them in step with the controllers.
+ * The request and response shapes are not written here: they are the server's,
+ * as its OpenAPI document (/docs-json) states them (api-types.ts, from
+ * api.generated.ts). After changing a DTO or a route, run `npm run client:types`
+ * (it boots the app against a throwaway database, reads /docs-json and rewrites
+ * api.generated.ts with openapi-typescript; test/e2e/client-types.spec.ts fails
+ * until the committed file matches). Each helper's path is one of the
+ * document's (`ApiPath`), its `{id}` filled in: a route renamed on the server
+ * breaks this file's compile.
  */
 import type {
-  CreateOrderDto,
-  CreatePaymentDto,
-  CreateRefundDto,
-  OrderItemDto,
-  OrderResponse,
-  PaymentResponse,
-  RefundResponse,
-} from './api.generated';
-import { IdempotentClient, type ClientResponse, type GetOptions, type PostOptions } from './idempotent-client';
-
-/** An integer amount in the currency's minor unit (e.g. 1250 = EUR 12.50). */
-export type MinorUnits = number;
-
-/** An ISO 4217 currency code, e.g. `usd`: the server accepts any case and answers in lower case. */
-export type CurrencyCode = string;
-
-export type OrderItem = OrderItemDto;
-export type Order = OrderResponse;
-export type OrderStatus = Order['status'];
-export type CreateOrderRequest = CreateOrderDto;
-
-export type Payment = PaymentResponse;
-export type PaymentStatus = Payment['status'];
-export type CreatePaymentRequest = CreatePaymentDto;
-
-export type Refund = RefundResponse;
-export type RefundStatus = Refund['status'];
-export type RefundRequest = CreateRefundDto;
+  ApiPath,
+  CreateOrderRequest,
+  CreatePaymentRequest,
+  Order,
+  Payment,
+  Refund,
+  RefundRequest,
+} from './api-types';
+import { IdempotentClient } from './idempotent-client';
+import type { ClientResponse, GetOptions, PostOptions } from './client-options';
 
 /**
  * The payments API client: {@link IdempotentClient} plus one typed method per
@@ -67,37 +43,42 @@ export type RefundRequest = CreateRefundDto;
 export class PaymentsClient extends IdempotentClient {
   /** `POST /orders` */
   async createOrder(input: CreateOrderRequest, options?: PostOptions): Promise<ClientResponse<Order>> {
-    return this.post<Order>('/orders', input, options);
+    return this.post<Order>(route('/orders'), input, options);
   }
 
   /** `POST /orders/{id}/cancel` */
   async cancelOrder(orderId: string, options?: PostOptions): Promise<ClientResponse<Order>> {
-    return this.post<Order>(`/orders/${segment(orderId)}/cancel`, {}, options);
+    return this.post<Order>(route('/orders/{id}/cancel', orderId), {}, options);
   }
 
   /** `GET /orders/{id}` */
   async getOrder(orderId: string, options?: GetOptions): Promise<ClientResponse<Order>> {
-    return this.get<Order>(`/orders/${segment(orderId)}`, options);
+    return this.get<Order>(route('/orders/{id}', orderId), options);
   }
 
   /** `POST /payments` */
   async createPayment(input: CreatePaymentRequest, options?: PostOptions): Promise<ClientResponse<Payment>> {
-    return this.post<Payment>('/payments', input, options);
+    return this.post<Payment>(route('/payments'), input, options);
   }
 
   /** `GET /payments/{id}` */
   async getPayment(paymentId: string, options?: GetOptions): Promise<ClientResponse<Payment>> {
-    return this.get<Payment>(`/payments/${segment(paymentId)}`, options);
+    return this.get<Payment>(route('/payments/{id}', paymentId), options);
   }
 
   /** `POST /payments/{id}/refunds`; omit `amount` to refund the remainder. */
   async refundPayment(paymentId: string, input: RefundRequest = {}, options?: PostOptions): Promise<ClientResponse<Refund>> {
-    return this.post<Refund>(`/payments/${segment(paymentId)}/refunds`, input, options);
+    return this.post<Refund>(route('/payments/{id}/refunds', paymentId), input, options);
   }
 }
 
+/** A path of the document with its `{id}` filled in, as one path segment. */
+function route(path: ApiPath, id?: string): string {
+  return path.includes('{id}') ? path.replace('{id}', () => segment(id)) : path;
+}
+
 /** An id as one path segment: `../x` or `a/b` must not reach another route. */
-function segment(id: string): string {
+function segment(id: string | undefined): string {
   if (typeof id !== 'string' || id.length === 0) throw new TypeError('An id must be a non-empty string');
   // encodeURIComponent leaves dots alone, and URL parsing resolves `.` and `..`.
   if (id === '.' || id === '..') throw new TypeError(`Invalid id "${id}"`);

@@ -6,7 +6,7 @@
  * unknown (every attempt failed), retrying later with that same key and body is
  * the only way to finish the operation without risking a second effect.
  */
-import type { KeyOutcomeResponse as KeyOutcome } from './api.generated';
+import type { KeyOutcome } from './api-types';
 
 /** An RFC 9457 problem details body as our API sends it. */
 export interface ProblemDetails {

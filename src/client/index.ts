@@ -7,6 +7,7 @@ export type {
   CreateOrderRequest,
   CreatePaymentRequest,
   CurrencyCode,
+  KeyOutcome,
   MinorUnits,
   Order,
   OrderItem,
@@ -16,8 +17,7 @@ export type {
   Refund,
   RefundRequest,
   RefundStatus,
-} from './api';
-export type { KeyOutcomeResponse as KeyOutcome } from './api.generated';
+} from './api-types';
 export { IdempotentClient } from './idempotent-client';
 export type {
   ClientResponse,
@@ -27,7 +27,7 @@ export type {
   PostOptions,
   RetryEvent,
   RetryReason,
-} from './idempotent-client';
+} from './client-options';
 export { backoffCap, backoffDelay, DEFAULT_RETRY_STATUSES, isRetryableStatus, parseRetryAfter } from './backoff';
 export { INVALID_RESPONSE_CODE, NetworkError, ProblemError, UNKNOWN_PROBLEM_CODE } from './errors';
 export type { NetworkFailure, ProblemDetails } from './errors';

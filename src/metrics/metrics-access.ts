@@ -1,14 +1,17 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
-import { bearerToken } from '../auth/api-key';
-
 /**
- * Metrics name routes, error rates and pool sizes: useful to an attacker, so
- * they are read only with a token. The comparison is constant-time: both sides
- * are hashed to 32 bytes first, so neither the content nor the length leaks.
+ * Who may read /metrics, on the API port (MetricsController) and on its own
+ * port (MetricsServer). Metrics knows no credentials: the app binds this
+ * contract when it imports MetricsModule (auth's MetricsTokenAccess: the
+ * metrics token, a failure counted against the address).
  */
-export function isMetricsTokenValid(authorization: string | undefined, token: string): boolean {
-  const presented = bearerToken(authorization);
-  if (presented === undefined) return false;
-  const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
-  return timingSafeEqual(digest(presented), digest(token));
+export abstract class MetricsAccess {
+  /** Whether a request with this Authorization header may read /metrics. Counts nothing. */
+  abstract allows(authorization: string | undefined): boolean;
+
+  /**
+   * A request from `address` that may not: counted as a failed
+   * authentication (then answered 401), unless the address is over its budget
+   * already (then 429 after `retryAfterSeconds`, not counted again).
+   */
+  abstract refuse(address: string): { retryAfterSeconds: number } | undefined;
 }

@@ -1,18 +1,17 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { Server, ServerResponse, createServer } from 'node:http';
-import { FailedAuthLimiter } from '../auth/failed-auth.limiter';
 import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
-import { isMetricsTokenValid } from './metrics-access';
+import { MetricsAccess } from './metrics-access';
 import { MetricsService } from './metrics.service';
 
 /**
  * With METRICS_PORT, /metrics is served on its own listener (loopback unless
  * METRICS_HOST says otherwise), away from the API port a load balancer exposes.
- * METRICS_TOKEN, when set, is required there too: a wrong or missing one is a
- * failed authentication of the peer's address (FailedAuthLimiter, the same
- * budget as on the API port), and an address over its budget gets 429 unless
- * its token is right.
+ * MetricsAccess decides who reads it, as on the API port: in the app,
+ * METRICS_TOKEN when set, a wrong or missing one a failed authentication of
+ * the peer's address (the same budget as on the API port), and an address over
+ * its budget gets 429 unless its token is right.
  */
 @Injectable()
 export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -21,7 +20,7 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
 
   constructor(
     private readonly metrics: MetricsService,
-    private readonly failedAuth: FailedAuthLimiter,
+    private readonly access: MetricsAccess,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -32,7 +31,7 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
       const path = (req.url ?? '').split('?')[0];
       if (req.method !== 'GET' || path !== '/metrics') {
         res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found\n');
-      } else if (token !== undefined && !isMetricsTokenValid(req.headers.authorization, token)) {
+      } else if (!this.access.allows(req.headers.authorization)) {
         this.refuse(req.socket.remoteAddress ?? 'unknown', res);
       } else {
         this.metrics.registry.metrics().then(
@@ -51,12 +50,11 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
 
   /** A wrong or missing token: 429 from an address over its failed-auth budget, else counted and 401. */
   private refuse(address: string, res: ServerResponse): void {
-    const seconds = this.failedAuth.blockedFor(address);
-    if (seconds !== undefined) {
-      res.writeHead(429, { 'Content-Type': 'text/plain', 'Retry-After': String(Math.max(1, Math.ceil(seconds))) }).end('too many failed authentications\n');
+    const blocked = this.access.refuse(address);
+    if (blocked) {
+      res.writeHead(429, { 'Content-Type': 'text/plain', 'Retry-After': String(blocked.retryAfterSeconds) }).end('too many failed authentications\n');
       return;
     }
-    this.failedAuth.recordFailure(address);
     res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' }).end('unauthorized\n');
   }
 

@@ -1,7 +1,7 @@
 import { Controller, HttpCode, Post, Req, UseGuards } from '@nestjs/common';
 import { ApiBadRequestResponse, ApiConflictResponse, ApiHeader, ApiOkResponse, ApiOperation, ApiPayloadTooLargeResponse, ApiTags, ApiTooManyRequestsResponse } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
-import { SignedRoute } from '../../auth/public.decorator';
+import { SignedRoute } from '../../common/route-access';
 import { CardNetworkWebhooks, WebhookReceipt } from './card-network-webhooks.service';
 import { WebhookSignatureGuard } from './webhook-signature.guard';
 

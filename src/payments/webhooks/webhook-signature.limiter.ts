@@ -2,9 +2,9 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import type { FastifyInstance } from 'fastify';
 import { AddressBudget } from '../../auth/address-budget';
 import { closeIfBodyUnread } from '../../auth/failed-auth.limiter';
-import { routeAccess } from '../../auth/public.decorator';
 import { sendProblem } from '../../common/http';
 import { ProblemException, problems } from '../../common/problem';
+import { routeAccess } from '../../common/route-access';
 import { APP_CONFIG } from '../../config/config.module';
 import type { AppConfig } from '../../config/config';
 import type { NetworkEvent } from '../card-network/card-network';

@@ -3,6 +3,12 @@ import { Reflector } from '@nestjs/core';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyRequest } from 'fastify';
 
+/*
+ * How a route is reached, declared where the route lives (health, metrics, the
+ * webhooks) and enforced by auth's guards and hooks: the declaration needs
+ * nothing of auth, so a feature that declares it imports nothing of auth.
+ */
+
 export const IS_PUBLIC = 'auth:public';
 
 /**
