@@ -11,12 +11,13 @@ import { IDEMPOTENCY_STORE, IdempotencyStore, RecoveryPoint } from './idempotenc
 import { LeaseKeeper } from './lease-keeper';
 import { aboutOperation, emit, inSpan } from './idempotency.telemetry';
 import { PhasedOperation } from './phased-operation';
+import type { PhasedOperationName } from './phased-operation-name';
 
 /** The name of the recovery's interval in SchedulerRegistry. */
 export const RECOVERY_JOB_NAME = 'idempotency-recovery';
 
 /** Drives a phased operation on from its recovery point to finish() or release(). */
-export type ResumeFunction = (operation: PhasedOperation) => Promise<unknown>;
+export type ResumeFunction<S = unknown> = (operation: PhasedOperation<S>) => Promise<unknown>;
 
 export interface RecoveryRunResult {
   /** Operations taken over by this run. */
@@ -34,7 +35,8 @@ export interface RecoveryRunResult {
  * outside effect happened. This job, every `recovery.interval` on every instance,
  * takes such keys over once their lease has expired (SKIP LOCKED plus the lease
  * compare-and-set: one winner per key, across instances and against a retry),
- * and calls the resume function registered under the operation's name, which
+ * and calls the resume function registered under the operation's name (its
+ * @Resumes() method, found by ResumersExplorer, or one registered by hand), which
  * drives it to its end exactly as a retry would: the effect that happened gets
  * its record and its stored response (a later retry replays it), one that did
  * not is released. An operation that still cannot end gives its lease up and is
@@ -60,10 +62,22 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
   ) {}
 
-  /** Registers how the operation `name` (the `phased` of its route) is resumed without a request. */
+  /**
+   * Registers how the operation `name` (the `phased` of its route) is resumed
+   * without a request: what @Resumes() does, for a resume function an app
+   * registers by hand (in onModuleInit, before the startup checks every phased
+   * route has one). One per operation.
+   */
+  register<S>(name: PhasedOperationName<S>, resume: ResumeFunction<NoInfer<S>>): void;
+  register(name: string, resume: ResumeFunction): void;
   register(name: string, resume: ResumeFunction): void {
-    if (this.resumers.has(name)) throw new Error(`a resume function for ${name} is already registered`);
+    if (this.resumers.has(name)) throw new Error(`a resume function for ${name} is already registered (by @Resumes() or register()); an operation has one`);
     this.resumers.set(name, resume);
+  }
+
+  /** Whether the operation `name` has a resume function. */
+  hasResumer(name: string): boolean {
+    return this.resumers.has(name);
   }
 
   onApplicationBootstrap(): void {

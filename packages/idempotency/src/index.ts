@@ -21,6 +21,8 @@ export { parseKeyRing } from './response-cipher';
 export { Idempotent } from './idempotent.decorator';
 export { Operation, PhasedOperation } from './phased-operation';
 export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
+export { PhasedOperationName, phasedOperation } from './phased-operation-name';
+export { Resumes, ResumesDecorator } from './resumes.decorator';
 export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
 export { IdempotencyContext } from './idempotency.context';
 export { IdempotencyKeys } from './idempotency-keys.service';
