@@ -28,6 +28,9 @@ export interface RecoveryRunResult {
   failed: number;
 }
 
+/** What IdempotencyRecovery.takeOver() did: `taken: false`, the operation is finished, gone, or its owner still at work. */
+export type TakeOverResult<T> = { taken: false } | { taken: true; result: T };
+
 /**
  * Recovery without the client. A phased request that crashed (or gave up on an
  * unknown outcome) after a recovery point leaves its key in progress with that
@@ -148,16 +151,20 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
    * (e.g. a webhook that settles it from the outside system's own word).
    * `work` should end it (finish() or release()); if it does not, or fails, the
    * lease is given up at once for the next attempt. `{ taken: false }`: the
-   * operation is finished, gone, or its owner is still at work.
+   * operation is finished, gone, or its owner is still at work. A key that
+   * holds another operation than `name` is an error (and its lease given up).
    */
-  async takeOver<T>(scope: string, key: string, work: (operation: PhasedOperation) => Promise<T>): Promise<{ taken: false } | { taken: true; result: T }> {
+  takeOver<S, T>(name: PhasedOperationName<S>, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>>;
+  takeOver<T>(name: string, scope: string, key: string, work: (operation: PhasedOperation) => Promise<T>): Promise<TakeOverResult<T>>;
+  async takeOver<S, T>(name: string, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>> {
     const takenAt = performance.now();
     const taken = await this.store.takeOverOperation(scope, key, this.options.leaseMs);
     if (!taken) return { taken: false };
     const { owner, recovery } = taken;
     const lease = new LeaseKeeper(owner, this.store, this.options.leaseMs, takenAt);
-    const operation = new PhasedOperation(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
+    const operation = new PhasedOperation<S>(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
     try {
+      if (recovery.operation !== name) throw new Error(`the key holds the operation ${recovery.operation}, not ${name}`);
       const result = await aboutOperation(scope, key, recovery.operation, () => inSpan('idempotency.takeover', () => work(operation)));
       return { taken: true, result };
     } finally {

@@ -20,7 +20,7 @@ export { Duration, formatDuration, parseDuration } from './duration';
 export { parseKeyRing } from './response-cipher';
 export { Idempotent } from './idempotent.decorator';
 export { Operation, PhasedOperation } from './phased-operation';
-export { IdempotencyRecovery, ResumeFunction } from './idempotency-recovery.service';
+export { IdempotencyRecovery, ResumeFunction, TakeOverResult } from './idempotency-recovery.service';
 export { PhasedOperationName, phasedOperation } from './phased-operation-name';
 export { Resumes, ResumesDecorator } from './resumes.decorator';
 export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
