@@ -10,8 +10,8 @@ import { LeaseKeeper } from '../packages/idempotency/src/lease-keeper';
 import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
 import { PaymentResponse } from '../src/payments/dto/payment.response';
 import { PaymentsModule } from '../src/payments/payments.module';
-import { PAYMENT_OPERATION } from '../src/payments/payment-operations';
-import { PaymentOperation, PaymentsService } from '../src/payments/payments.service';
+import { PAYMENT_OPERATION, PaymentOperation } from '../src/payments/payment-operations';
+import { PaymentsService } from '../src/payments/payments.service';
 
 /** A store that keeps nothing: the phases run, with no key to fence or store. */
 const NO_KEY_STORE: IdempotencyStore = {

@@ -1,13 +1,31 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { LeaseLostError, PhasedOperation } from 'safe-retries';
+import { LeaseLostError, PhasedOperation, phasedOperation } from 'safe-retries';
 import { MetricsService } from '../metrics/metrics.service';
 import { CardNetworkRefusedError, CardNetworkUnavailableError, UnknownNetworkObjectError } from './card-network/card-network';
 import { CardNetworkUnavailableException, UnknownNetworkObjectException } from './payments.errors';
 
-/** The operation names under which the recovery job resumes them. */
-export const PAYMENT_OPERATION = 'payments.create';
-export const REFUND_OPERATION = 'payments.refund';
+/** What a payment's phases save with their recovery points. */
+export interface PaymentState {
+  payment_id: string;
+  /** The card network's PaymentIntent, from the INTENT point on. */
+  intent_id?: string;
+}
+
+/** What a refund's Start phase saves with its recovery point. */
+export interface RefundState {
+  refund_id: string;
+}
+
+/**
+ * The phased operations: their routes run them (`@Idempotent({ phased })`), the
+ * services resume them (`@Resumes()`), webhooks take them over; the names are
+ * what the recovery job finds an abandoned one by.
+ */
+export const PAYMENT_OPERATION = phasedOperation<PaymentState>('payments.create');
+export const REFUND_OPERATION = phasedOperation<RefundState>('payments.refund');
+export type PaymentOperation = PhasedOperation<PaymentState>;
+export type RefundOperation = PhasedOperation<RefundState>;
 /** Start committed: the payment (or refund) is recorded as processing. */
 export const STARTED = 'started';
 /** The PaymentIntent's id is recorded: from here on, only that intent can ever be charged. */

@@ -9,9 +9,9 @@ import { Idempotent, Operation } from 'safe-retries';
 import { ChargeRoute } from './charge-admission';
 import { CreatePaymentDto, CreateRefundDto } from './dto/create-payment.dto';
 import { PaymentPage, PaymentResponse, RefundResponse } from './dto/payment.response';
-import { PAYMENT_OPERATION, REFUND_OPERATION } from './payment-operations';
-import { PaymentOperation, PaymentsService } from './payments.service';
-import { RefundOperation, RefundsService } from './refunds.service';
+import { PAYMENT_OPERATION, PaymentOperation, REFUND_OPERATION, RefundOperation } from './payment-operations';
+import { PaymentsService } from './payments.service';
+import { RefundsService } from './refunds.service';
 
 @ApiTags('payments')
 @ApiProblems(401)

@@ -1,16 +1,16 @@
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { Page, PageQueryDto, keysetPage } from '../common/pagination';
 import { problems } from '../common/problem';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { cardNetworkIsSimulator } from '../config/production';
 import { violatedConstraint } from '../database/database-errors';
-import { IdempotencyRecovery, PhasedOperation } from 'safe-retries';
+import { Resumes } from 'safe-retries';
 import { OrdersService } from '../orders/orders.service';
 import { CardNetwork, IntentState, InvalidParameterError } from './card-network/card-network';
 import { CreatePaymentDto, isSimulatorFaultSource } from './dto/create-payment.dto';
 import { PaymentResponse } from './dto/payment.response';
-import { INTENT, NetworkCalls, PAYMENT_OPERATION, STARTED, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
+import { INTENT, NetworkCalls, PAYMENT_OPERATION, PaymentOperation, STARTED, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
 import {
   AmountMismatchException,
   CardNetworkFailedException,
@@ -36,15 +36,6 @@ export function toPaymentResponse(row: PaymentRow): PaymentResponse {
   };
 }
 
-/** What a payment's phases save with their recovery points. */
-interface PaymentOperationState {
-  payment_id: string;
-  /** The card network's PaymentIntent, from the INTENT point on. */
-  intent_id?: string;
-}
-
-export type PaymentOperation = PhasedOperation<PaymentOperationState>;
-
 /**
  * The rules of payments. A payment reaches the card network, so it runs in
  * atomic phases (PhasedOperation), and the card network is believed only about
@@ -62,7 +53,7 @@ export type PaymentOperation = PhasedOperation<PaymentOperationState>;
  * confirmed, so nothing was charged (400, the key released, the order payable).
  */
 @Injectable()
-export class PaymentsService implements OnModuleInit {
+export class PaymentsService {
   /** The simulator's fault test methods are sources only while it is the card network. */
   private readonly acceptsFaultSources: boolean;
 
@@ -71,14 +62,9 @@ export class PaymentsService implements OnModuleInit {
     private readonly orders: OrdersService,
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
-    private readonly recovery: IdempotencyRecovery,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.acceptsFaultSources = cardNetworkIsSimulator(config);
-  }
-
-  onModuleInit(): void {
-    this.recovery.register(PAYMENT_OPERATION, (op) => this.resumePayment(op as PaymentOperation));
   }
 
   async create(clientId: string, dto: CreatePaymentDto, op: PaymentOperation): Promise<PaymentResponse> {
@@ -128,6 +114,7 @@ export class PaymentsService implements OnModuleInit {
   }
 
   /** Drives a started payment on from its recovery point (a retry, the recovery job). */
+  @Resumes(PAYMENT_OPERATION)
   private async resumePayment(op: PaymentOperation): Promise<PaymentResponse> {
     const payment = await this.processingPayment(op);
     const intentId = op.recoveryPoint === INTENT ? op.state?.intent_id : undefined;

@@ -1,10 +1,10 @@
-import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { problems } from '../common/problem';
-import { IdempotencyRecovery, PhasedOperation } from 'safe-retries';
+import { Resumes } from 'safe-retries';
 import { CardNetwork, CardNetworkRefusedError, RefundState, UnknownNetworkObjectError } from './card-network/card-network';
 import { CreateRefundDto } from './dto/create-payment.dto';
 import { RefundResponse } from './dto/payment.response';
-import { NetworkCalls, REFUND_OPERATION, STARTED, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
+import { NetworkCalls, REFUND_OPERATION, RefundOperation, STARTED, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
 import { CardNetworkFailedException, PaymentNotRefundableException, RefundExceedsPaymentException } from './payments.errors';
 import { PaymentsRepository, RefundRow } from './payments.repository';
 
@@ -18,13 +18,6 @@ export function toRefundResponse(row: RefundRow): RefundResponse {
     created_at: row.created_at.toISOString(),
   };
 }
-
-/** What a refund's Start phase saves with its recovery point. */
-interface RefundOperationState {
-  refund_id: string;
-}
-
-export type RefundOperation = PhasedOperation<RefundOperationState>;
 
 /** A refund the network has already answered for (pending or succeeded), and what it says now. */
 export type RefundSettlement = { status: 'succeeded' } | { status: 'failed'; failureReason: string | null };
@@ -46,19 +39,14 @@ export type RefundSettlement = { status: 'succeeded' } | { status: 'failed'; fai
  * resume looks the refund up and creates it again with the same network key.
  */
 @Injectable()
-export class RefundsService implements OnModuleInit {
+export class RefundsService {
   private readonly logger = new Logger('Refunds');
 
   constructor(
     private readonly payments: PaymentsRepository,
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
-    private readonly recovery: IdempotencyRecovery,
   ) {}
-
-  onModuleInit(): void {
-    this.recovery.register(REFUND_OPERATION, (op) => this.resume(op as RefundOperation));
-  }
 
   async refund(clientId: string, paymentId: string, dto: CreateRefundDto, op: RefundOperation): Promise<RefundResponse> {
     if (op.recoveryPoint === STARTED) return this.resume(op);
@@ -77,6 +65,8 @@ export class RefundsService implements OnModuleInit {
     return this.payments.reserveRefund(clientId, paymentId, amount, idempotencyKey);
   }
 
+  /** Drives a reserved refund on from its recovery point (a retry, the recovery job). */
+  @Resumes(REFUND_OPERATION)
   private async resume(op: RefundOperation): Promise<RefundResponse> {
     const refund = op.state && (await this.payments.findRefund(op.scope, op.state.refund_id));
     if (!refund || refund.status !== 'processing') {

@@ -11,12 +11,13 @@ import { IDEMPOTENCY_STORE, IdempotencyStore, RecoveryPoint } from './idempotenc
 import { LeaseKeeper } from './lease-keeper';
 import { aboutOperation, emit, inSpan } from './idempotency.telemetry';
 import { PhasedOperation } from './phased-operation';
+import type { PhasedOperationName } from './phased-operation-name';
 
 /** The name of the recovery's interval in SchedulerRegistry. */
 export const RECOVERY_JOB_NAME = 'idempotency-recovery';
 
 /** Drives a phased operation on from its recovery point to finish() or release(). */
-export type ResumeFunction = (operation: PhasedOperation) => Promise<unknown>;
+export type ResumeFunction<S = unknown> = (operation: PhasedOperation<S>) => Promise<unknown>;
 
 export interface RecoveryRunResult {
   /** Operations taken over by this run. */
@@ -27,6 +28,9 @@ export interface RecoveryRunResult {
   failed: number;
 }
 
+/** What IdempotencyRecovery.takeOver() did: `taken: false`, the operation is finished, gone, or its owner still at work. */
+export type TakeOverResult<T> = { taken: false } | { taken: true; result: T };
+
 /**
  * Recovery without the client. A phased request that crashed (or gave up on an
  * unknown outcome) after a recovery point leaves its key in progress with that
@@ -34,7 +38,8 @@ export interface RecoveryRunResult {
  * outside effect happened. This job, every `recovery.interval` on every instance,
  * takes such keys over once their lease has expired (SKIP LOCKED plus the lease
  * compare-and-set: one winner per key, across instances and against a retry),
- * and calls the resume function registered under the operation's name, which
+ * and calls the resume function registered under the operation's name (its
+ * @Resumes() method, found by ResumersExplorer, or one registered by hand), which
  * drives it to its end exactly as a retry would: the effect that happened gets
  * its record and its stored response (a later retry replays it), one that did
  * not is released. An operation that still cannot end gives its lease up and is
@@ -60,10 +65,22 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
   ) {}
 
-  /** Registers how the operation `name` (the `phased` of its route) is resumed without a request. */
+  /**
+   * Registers how the operation `name` (the `phased` of its route) is resumed
+   * without a request: what @Resumes() does, for a resume function an app
+   * registers by hand (in onModuleInit, before the startup checks every phased
+   * route has one). One per operation.
+   */
+  register<S>(name: PhasedOperationName<S>, resume: ResumeFunction<NoInfer<S>>): void;
+  register(name: string, resume: ResumeFunction): void;
   register(name: string, resume: ResumeFunction): void {
-    if (this.resumers.has(name)) throw new Error(`a resume function for ${name} is already registered`);
+    if (this.resumers.has(name)) throw new Error(`a resume function for ${name} is already registered (by @Resumes() or register()); an operation has one`);
     this.resumers.set(name, resume);
+  }
+
+  /** Whether the operation `name` has a resume function. */
+  hasResumer(name: string): boolean {
+    return this.resumers.has(name);
   }
 
   onApplicationBootstrap(): void {
@@ -134,16 +151,20 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
    * (e.g. a webhook that settles it from the outside system's own word).
    * `work` should end it (finish() or release()); if it does not, or fails, the
    * lease is given up at once for the next attempt. `{ taken: false }`: the
-   * operation is finished, gone, or its owner is still at work.
+   * operation is finished, gone, or its owner is still at work. A key that
+   * holds another operation than `name` is an error (and its lease given up).
    */
-  async takeOver<T>(scope: string, key: string, work: (operation: PhasedOperation) => Promise<T>): Promise<{ taken: false } | { taken: true; result: T }> {
+  takeOver<S, T>(name: PhasedOperationName<S>, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>>;
+  takeOver<T>(name: string, scope: string, key: string, work: (operation: PhasedOperation) => Promise<T>): Promise<TakeOverResult<T>>;
+  async takeOver<S, T>(name: string, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>> {
     const takenAt = performance.now();
     const taken = await this.store.takeOverOperation(scope, key, this.options.leaseMs);
     if (!taken) return { taken: false };
     const { owner, recovery } = taken;
     const lease = new LeaseKeeper(owner, this.store, this.options.leaseMs, takenAt);
-    const operation = new PhasedOperation(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
+    const operation = new PhasedOperation<S>(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
     try {
+      if (recovery.operation !== name) throw new Error(`the key holds the operation ${recovery.operation}, not ${name}`);
       const result = await aboutOperation(scope, key, recovery.operation, () => inSpan('idempotency.takeover', () => work(operation)));
       return { taken: true, result };
     } finally {

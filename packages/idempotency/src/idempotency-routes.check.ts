@@ -1,5 +1,6 @@
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationBootstrap, OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
+import { IdempotencyRecovery } from './idempotency-recovery.service';
 import { IDEMPOTENCY_OPTIONS, IdempotencyStoreKind, IdempotentMetadata, IdempotentOptions, ResolvedIdempotencyOptions } from './idempotency.options';
 
 /**
@@ -10,13 +11,23 @@ import { IDEMPOTENCY_OPTIONS, IdempotencyStoreKind, IdempotentMetadata, Idempote
  * app with one line saying why. Phased operations commit their recovery points
  * with the key in their phases' transactions; waiting duplicates are woken by
  * PostgreSQL's LISTEN/NOTIFY.
+ *
+ * And, while the recovery job runs, a resumer for every phased route's
+ * operation: without one, an operation abandoned at a recovery point would
+ * wait for its client's retry forever. Checked at onApplicationBootstrap,
+ * after every onModuleInit, so that the @Resumes() methods (ResumersExplorer)
+ * and the resume functions an app registers by hand both count.
  */
 @Injectable()
-export class IdempotencyRoutesCheck implements OnModuleInit {
+export class IdempotencyRoutesCheck implements OnModuleInit, OnApplicationBootstrap {
+  /** The phased routes, as `Controller.handler`, with their operation's name. */
+  private readonly phased: { route: string; operation: string }[] = [];
+
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     private readonly reflector: Reflector,
+    private readonly recovery: IdempotencyRecovery,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
@@ -29,10 +40,26 @@ export class IdempotencyRoutesCheck implements OnModuleInit {
         const handler = prototype[name] as (...args: unknown[]) => unknown;
         const options = this.reflector.getAllAndOverride(IdempotentMetadata, [handler, metatype]);
         if (!options) continue;
+        const route = `${metatype.name}.${name}`;
         const problem = routeProblem(options, this.options);
-        if (problem) throw new Error(`@Idempotent() on ${metatype.name}.${name}: ${problem}`);
+        if (problem) throw new Error(`@Idempotent() on ${route}: ${problem}`);
+        if (options.phased !== undefined) this.phased.push({ route, operation: options.phased });
       }
     }
+  }
+
+  onApplicationBootstrap(): void {
+    if (!this.options.recovery.enabled) return;
+    const missing = new Map<string, string[]>();
+    for (const { route, operation } of this.phased) {
+      if (!this.recovery.hasResumer(operation)) missing.set(operation, [...(missing.get(operation) ?? []), route]);
+    }
+    if (missing.size === 0) return;
+    const named = [...missing].map(([operation, routes]) => `${operation} (@Idempotent() on ${routes.join(', ')})`).join(', ');
+    throw new Error(
+      `no resumer for the phased operation${missing.size === 1 ? '' : 's'} ${named}: mark the method that resumes it with @Resumes(), ` +
+        'or register one with IdempotencyRecovery.register() in onModuleInit; the recovery job ends what no retry does',
+    );
   }
 }
 

@@ -26,6 +26,7 @@ import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE } from './idempotency.store'
 import { PostgresIdempotencyStore } from './postgres-idempotency.store';
 import { RedisIdempotencyStore } from './redis-idempotency.store';
 import { ReplayCache } from './replay-cache';
+import { ResumersExplorer } from './resumers.explorer';
 
 export const {
   ConfigurableModuleClass,
@@ -83,6 +84,7 @@ function required<T>(dependency: T | undefined): T {
     IdempotencyContext,
     IdempotencyPurgeService,
     IdempotencyRecovery,
+    ResumersExplorer,
     IdempotentConsumer,
     IdempotencyKeys,
   ],

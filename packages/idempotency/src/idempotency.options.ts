@@ -178,9 +178,10 @@ export interface IdempotentOptions {
   /**
    * Runs the route in atomic phases instead of one transaction (for work that
    * calls something outside the database): the handler receives a
-   * PhasedOperation through `@Operation()`. The value names the operation, under
-   * which a resume function is registered with IdempotencyRecovery so that the
-   * recovery job can finish it when no client retries.
+   * PhasedOperation through `@Operation()`. The value names the operation
+   * (`phasedOperation<State>('name')`, or a plain string); the method marked
+   * `@Resumes()` with the same name lets the recovery job finish it when no
+   * client retries.
    */
   phased?: string;
   /**

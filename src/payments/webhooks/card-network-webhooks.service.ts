@@ -1,10 +1,10 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ProblemException } from '../../common/problem';
-import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation } from 'safe-retries';
+import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation, PhasedOperationName } from 'safe-retries';
 import { NetworkEvent } from '../card-network/card-network';
-import { unknownOutcome } from '../payment-operations';
-import { PaymentOperation, PaymentsService } from '../payments.service';
-import { RefundOperation, RefundSettlement, RefundsService } from '../refunds.service';
+import { PAYMENT_OPERATION, REFUND_OPERATION, unknownOutcome } from '../payment-operations';
+import { PaymentsService } from '../payments.service';
+import { RefundSettlement, RefundsService } from '../refunds.service';
 
 /** The source under which the network's event ids are claimed (IdempotentConsumer). */
 export const CARD_NETWORK_EVENTS = 'card-network';
@@ -66,7 +66,7 @@ export class CardNetworkWebhooks {
     const key = (await this.payments.pendingPayment(scope, paymentId))?.idempotency_key;
     if (!key) return 'nothing_to_do';
     return this.once(event, () =>
-      this.inOperation(scope, key, (op) => this.payments.settleFromNetwork(op as PaymentOperation, paymentId, event.intentId, event.state)),
+      this.inOperation(PAYMENT_OPERATION, scope, key, (op) => this.payments.settleFromNetwork(op, paymentId, event.intentId, event.state)),
     );
   }
 
@@ -82,7 +82,7 @@ export class CardNetworkWebhooks {
     if (refund.status === 'processing') {
       const key = refund.idempotency_key;
       if (!key) return 'nothing_to_do';
-      return this.once(event, () => this.inOperation(scope, key, (op) => this.refunds.concludeFromNetwork(op as RefundOperation, refund.id, state)));
+      return this.once(event, () => this.inOperation(REFUND_OPERATION, scope, key, (op) => this.refunds.concludeFromNetwork(op, refund.id, state)));
     }
     if ((refund.status !== 'pending' && refund.status !== 'succeeded') || state.status === 'pending' || state.status === refund.status) return 'nothing_to_do';
     const to: RefundSettlement = state.status === 'succeeded' ? { status: 'succeeded' } : { status: 'failed', failureReason: state.failureReason ?? null };
@@ -96,8 +96,8 @@ export class CardNetworkWebhooks {
   }
 
   /** Runs `work` in the client's operation at `key`, taken over; 409 while its own request holds it. */
-  private async inOperation(scope: string, key: string, work: (op: PhasedOperation) => Promise<void>): Promise<void> {
-    const taken = await this.recovery.takeOver(scope, key, work);
+  private async inOperation<S>(operation: PhasedOperationName<S>, scope: string, key: string, work: (op: PhasedOperation<S>) => Promise<void>): Promise<void> {
+    const taken = await this.recovery.takeOver(operation, scope, key, work);
     if (!taken.taken) throw inProgress();
   }
 }
