@@ -4,7 +4,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { keyId } from '../../packages/idempotency/src/key-id';
-import { decodeResponse, encodeHeaders } from '../../packages/idempotency/src/postgres-idempotency.store';
+import { decodeResponse, encodeHeaders } from '../../packages/idempotency/src/response-cipher';
 import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, StoredResponse } from '../../packages/idempotency/src/idempotency.store';
 
 /**

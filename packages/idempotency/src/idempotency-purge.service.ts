@@ -4,7 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { CronJob } from 'cron';
 import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
-import { REPLACEABLE } from './postgres-idempotency.store';
+import { purgeStatements } from './postgres/statements';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 
@@ -27,8 +27,8 @@ import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
  *   over right now is skipped, never waited for, and the claim never waits for
  *   the purge either (it meets a row that is either still there or already gone;
  *   both are answered correctly). Skipped rows go in a later run.
- * - Only what nothing can resume (the store's REPLACEABLE, the claim's own
- *   rule). A completed row's `expires_at` is its completion + retention. A row
+ * - Only what nothing can resume (REPLACEABLE in postgres/statements.ts, the
+ *   claim's own rule). A completed row's `expires_at` is its completion + retention. A row
  *   still in progress is past `expires_at` when its work outlived the retention:
  *   while its owner holds (or renews) the lease it may still complete, and a row
  *   with a recovery point is an operation whose outside effect may have happened
@@ -68,30 +68,6 @@ export const PURGE_LOCK_ID = 0x5afe_0002;
 /** The name of the scheduled job in SchedulerRegistry. */
 export const PURGE_JOB_NAME = 'idempotency-purge';
 
-
-// The outer WHERE repeats the inner one: the subquery has locked the rows, so it
-// cannot change the result; it keeps the rule visible in the statement that deletes.
-const PURGE_BATCH_SQL = (t: string) => `
-DELETE FROM ${t}
- WHERE ctid = ANY(ARRAY(
-         SELECT ctid FROM ${t}
-          WHERE ${REPLACEABLE}
-          ORDER BY expires_at
-          LIMIT $1
-            FOR UPDATE SKIP LOCKED))
-   AND ${REPLACEABLE}`;
-
-// Processed messages: committed with their effect, so past expires_at is all it takes.
-const PURGE_MESSAGES_BATCH_SQL = (t: string) => `
-DELETE FROM ${t}
- WHERE ctid = ANY(ARRAY(
-         SELECT ctid FROM ${t}
-          WHERE expires_at <= now()
-          ORDER BY expires_at
-          LIMIT $1
-            FOR UPDATE SKIP LOCKED))
-   AND expires_at <= now()`;
-
 export interface PurgeResult {
   /** Keys deleted by this run. */
   deleted: number;
@@ -120,8 +96,9 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     // Defined whenever the purge is enabled: the module refuses to start otherwise.
     @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
   ) {
-    this.purgeBatchSql = PURGE_BATCH_SQL(options.table.sql);
-    this.purgeMessagesBatchSql = PURGE_MESSAGES_BATCH_SQL(options.messages.table.sql);
+    const sql = purgeStatements(options.table.sql, options.messages.table.sql);
+    this.purgeBatchSql = sql.keys;
+    this.purgeMessagesBatchSql = sql.messages;
   }
 
   onApplicationBootstrap(): void {

@@ -23,7 +23,7 @@ import {
 } from './idempotency.options';
 import { IDEMPOTENCY_SCHEDULER, idempotencyScheduler } from './idempotency.scheduler';
 import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE } from './idempotency.store';
-import { PostgresIdempotencyStore } from './postgres-idempotency.store';
+import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
 import { RedisIdempotencyStore } from './redis-idempotency.store';
 import { ReplayCache } from './replay-cache';
 
