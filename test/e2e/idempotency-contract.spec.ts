@@ -7,7 +7,8 @@ import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/
 import { TimedResponse, histogram, peakConcurrency, timed } from '../support/race';
 import { hasRedisSuites, redisSuites, redisUrl } from '../support/redis-server';
 import { StalledRenewals } from '../support/stalled-renewals';
-import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore } from '../../packages/idempotency/src/idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
+import { RedisIdempotencyStore } from '../../packages/idempotency/src/redis/redis-idempotency.store';
 
 /**
  * The contract of @Idempotent() that every store keeps, run against each on a
@@ -34,7 +35,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
       env: { IDEMPOTENCY_REPLAY_CACHE: '0', ...(store === 'redis' ? { REDIS_URL: redisUrl() } : {}) },
     });
     effects = t.app.get(SideEffects);
-    renewals = new StalledRenewals(t.app.get<symbol, IdempotencyKeyStore>(store === 'redis' ? IDEMPOTENCY_REDIS_STORE : IDEMPOTENCY_STORE));
+    renewals = new StalledRenewals(store === 'redis' ? t.app.get(RedisIdempotencyStore) : t.app.get(PostgresIdempotencyStore));
   });
   afterAll(() => t?.close());
 

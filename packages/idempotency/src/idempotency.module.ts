@@ -10,7 +10,8 @@ import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IdempotencyPurgeService } from './idempotency-purge.service';
 import { IdempotencyRecovery } from './idempotency-recovery.service';
-import { IdempotencyRoutesCheck } from './idempotency-routes.check';
+import { IdempotentRoutes } from './idempotent-routes';
+import { IdempotencyStores } from './idempotency-stores';
 import { IdempotentConsumer } from './idempotent-consumer';
 import {
   IDEMPOTENCY_CLS,
@@ -22,9 +23,8 @@ import {
   resolveIdempotencyOptions,
 } from './idempotency.options';
 import { IDEMPOTENCY_SCHEDULER, idempotencyScheduler } from './idempotency.scheduler';
-import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE } from './idempotency.store';
 import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from './redis-idempotency.store';
+import { RedisIdempotencyStore } from './redis/redis-idempotency.store';
 import { ReplayCache } from './replay-cache';
 
 export const {
@@ -71,13 +71,15 @@ function required<T>(dependency: T | undefined): T {
       inject: [IDEMPOTENCY_OPTIONS, { token: SchedulerRegistry, optional: true }],
     },
     IdempotencyMetrics,
-    { provide: IDEMPOTENCY_STORE, useClass: PostgresIdempotencyStore },
+    PostgresIdempotencyStore,
+    // Built (and connected) from the `redis` option; null without it.
     {
-      provide: IDEMPOTENCY_REDIS_STORE,
+      provide: RedisIdempotencyStore,
       useFactory: (o: ResolvedIdempotencyOptions) => (o.redis ? RedisIdempotencyStore.create(o.redis) : null),
       inject: [IDEMPOTENCY_OPTIONS],
     },
-    IdempotencyRoutesCheck,
+    IdempotencyStores,
+    IdempotentRoutes,
     { provide: ReplayCache, useFactory: (o: ResolvedIdempotencyOptions) => new ReplayCache(o.replayCacheBytes), inject: [IDEMPOTENCY_OPTIONS] },
     IdempotencyInterceptor,
     IdempotencyContext,
@@ -91,8 +93,8 @@ function required<T>(dependency: T | undefined): T {
     IDEMPOTENCY_TX_HOST,
     IDEMPOTENCY_CLS,
     IDEMPOTENCY_OPTIONS,
-    IDEMPOTENCY_STORE,
-    IDEMPOTENCY_REDIS_STORE,
+    IdempotencyStores,
+    IdempotentRoutes,
     IdempotencyMetrics,
     ReplayCache,
     IdempotencyInterceptor,

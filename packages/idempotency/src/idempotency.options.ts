@@ -4,6 +4,9 @@ import type { Registry } from 'prom-client';
 import { Duration, formatDuration, parseDuration } from './duration';
 import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from './idempotency-messages-table';
 import { IdempotencyTable, idempotencyTable } from './idempotency-table';
+import type { IdempotencyRedisClient, IdempotencyRedisOptions } from './redis/redis-options';
+
+export type { IdempotencyRedisClient, IdempotencyRedisOptions } from './redis/redis-options';
 
 /**
  * What the module reads of a request: the same on Express and Fastify. The
@@ -23,25 +26,6 @@ export interface IdempotencyRequest {
 /** Where a route's keys are kept (see packages/idempotency/README.md, "A Redis store"). */
 export const IDEMPOTENCY_STORE_KINDS = ['postgres', 'redis'] as const;
 export type IdempotencyStoreKind = (typeof IDEMPOTENCY_STORE_KINDS)[number];
-
-/**
- * What the Redis store uses of an ioredis client (an ioredis `Redis` is one).
- * Structural, so that the package's types do not need ioredis installed.
- */
-export interface IdempotencyRedisClient {
-  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
-  quit(): Promise<unknown>;
-}
-
-/** The Redis store's connection: a URL (the module owns the client) or the app's own ioredis client. */
-export interface IdempotencyRedisOptions {
-  /** `redis://[user:password@]host:port[/db]` or `rediss://...`; the module connects at startup and quits at shutdown. */
-  url?: string;
-  /** An ioredis client of the app's (it stays the app's: the module never closes it). */
-  client?: IdempotencyRedisClient;
-  /** Prefix of the Redis keys, each followed by the key's id (keyId). Default `idempotency:`. */
-  keyPrefix?: string;
-}
 
 /** Options of `IdempotencyModule.forRoot/forRootAsync`. */
 export interface IdempotencyModuleOptions {

@@ -2,14 +2,15 @@ import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { Pool, PoolClient, QueryConfig } from 'pg';
+import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../idempotency.options';
-import { LeaseLostError } from '../idempotency.errors';
 import { keyId } from '../key-id';
 import { ResponseCipher } from '../response-cipher';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, StoredResponse } from '../idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, KeySettlement, Ownership, StoredResponse } from '../idempotency.store';
 import { createClaimPool } from './claim-pool';
+import { KeyQueries } from './key-queries';
+import { PostgresRecoveryPoints, StoredRecoveryPoint } from './postgres-recovery-points';
 import { SettledKeysListener } from './settled-keys';
 import { KeyStatements, keyStatements } from './statements';
 
@@ -37,12 +38,12 @@ import { KeyStatements, keyStatements } from './statements';
  *   now() + the route's retention. Until then `expires_at` only lets a key that
  *   nothing can resume be replaced: a key with a recovery point, or whose owner
  *   still holds the lease, is never replaced and never purged, whatever its age.
+ * - A unit of work (runUnit) is a transaction of the ambient TransactionHost:
+ *   the completion, a recovery point and a discard run in it, fenced.
  *
- * Every statement is prepared (named) unless `preparedStatements` is off: a
- * transaction pooler that does not keep prepared statements across
- * transactions (PgBouncer in transaction mode before 1.21) needs them unnamed.
- * No statement relies on its session: each is autocommit or runs inside the
- * business transaction.
+ * The statements are in statements.ts, how they are sent in key-queries.ts,
+ * recovery points in postgres-recovery-points.ts, waiting duplicates in
+ * settled-keys.ts.
  *
  * Claims, takeovers and releases commit with synchronous_commit = off, on a pool
  * of their own. That is safe: WAL is flushed in order, so when a business
@@ -68,18 +69,7 @@ interface ClaimRow {
 
 /** When the row committed after our statement's snapshot: answer "retry". */
 const UNSEEN_RETRY_MS = 1_000;
-
-/**
- * A recovery point as stored: with the scope and key it belongs to, which the
- * row itself does not keep (see keyId), and the route's retention, so that the
- * recovery job can hand the operation its owner again. Cleared with the rest by
- * the completion.
- */
-interface StoredRecoveryPoint extends RecoveryPoint {
-  scope: string;
-  key: string;
-  retentionMs?: number;
-}
+const UNSEEN: ClaimResult = { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
 
 @Injectable()
 export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestroy {
@@ -87,14 +77,12 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   private readonly claimPool: Pool;
   /** Every statement, on the configured table. */
   private readonly sql: KeyStatements;
+  private readonly queries: KeyQueries;
   /** Stored responses at rest: as sent, or sealed with the key ring. */
   private readonly cipher: ResponseCipher;
-  /** The retention of an operation whose recovery point does not name one. */
-  private readonly defaultRetentionMs: number;
-  /** Whether statements are sent named (prepared once per connection). */
-  private readonly prepared: boolean;
-  /** Wakes waiting duplicates when their key settles. */
-  private readonly settledKeys: SettledKeysListener;
+  private readonly listener: SettledKeysListener;
+  readonly recovery: PostgresRecoveryPoints;
+  readonly settlement: KeySettlement;
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
@@ -103,48 +91,52 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   ) {
     this.sql = keyStatements(options.table.sql);
     this.cipher = new ResponseCipher(options.encryption);
-    this.defaultRetentionMs = options.retentionMs;
-    this.prepared = options.preparedStatements;
     this.claimPool = createClaimPool(dataSource, options.claimPoolSize, options.transactionPooler);
-    this.settledKeys = new SettledKeysListener(options.table.name, options.listen && (options.listen.url ? { connectionString: options.listen.url } : this.claimPool.options));
     this.claimPool.on('error', (error) => this.logger.warn(`idle claim connection failed: ${error.message}`));
+    this.queries = new KeyQueries(this.claimPool, txHost, options.preparedStatements);
+    this.recovery = new PostgresRecoveryPoints(this.queries, this.sql, options.retentionMs);
+    const listenAt = options.listen && (options.listen.url ? { connectionString: options.listen.url } : this.claimPool.options);
+    this.listener = new SettledKeysListener(options.table.name, listenAt);
+    this.settlement = {
+      awaitSettled: (scope, key, timeoutMs) => this.listener.awaitSettled(scope, key, timeoutMs),
+      announceSettled: async (scope, key) => {
+        await this.queries.autocommit('idempotency_settled', 'SELECT pg_notify($1, $2)', [this.listener.channel, keyId(scope, key)]);
+      },
+    };
   }
 
   async onModuleDestroy(): Promise<void> {
-    this.settledKeys.stop();
+    this.listener.stop();
     await this.claimPool.end();
   }
 
-  awaitSettled(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void } {
-    return this.settledKeys.awaitSettled(scope, key, timeoutMs);
+  runUnit<T>(work: () => Promise<T>): Promise<T> {
+    return this.txHost.withTransaction(work);
   }
 
-  async announceSettled(scope: string, key: string): Promise<void> {
-    await this.claimPool.query(this.statement('idempotency_settled', 'SELECT pg_notify($1, $2)', [this.settledKeys.channel, keyId(scope, key)]));
-  }
-
-  /** A statement named `name` when statements are prepared, else unnamed (parsed on each run). */
-  private statement(name: string, text: string, values: unknown[]): QueryConfig {
-    return this.prepared ? { name, text, values } : { text, values };
+  inUnit(): boolean {
+    return this.txHost.isTransactionActive();
   }
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
     const { scope, key, fingerprint, leaseMs, retentionMs } = request;
-    const owned = (token: string) => ({ scope, key, token, retentionMs });
+    const claimed = (token: string, takenOver = false, recovery: StoredRecoveryPoint | null = null): ClaimResult => ({
+      kind: 'claimed',
+      owner: { scope, key, token, retentionMs },
+      takenOver,
+      recovery: recovery && this.recovery.ownerOf(token, recovery).recovery,
+      // Its retention starts at the completion: at least retentionMs from the claim.
+      retainedForMs: retentionMs,
+    });
     const id = keyId(scope, key);
-    const { rows } = await this.claimPool.query<ClaimRow>(this.statement('idempotency_claim', this.sql.claim, [id, fingerprint, leaseMs, retentionMs]));
-    const row = rows[0];
-    if (!row) return { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
-    // A new or replaced key is kept for retentionMs from the statement's now().
-    // Its retention starts at the completion: at least retentionMs from the claim.
-    if (row.claimed) return { kind: 'claimed', owner: owned(row.lease), takenOver: false, recovery: null, retainedForMs: retentionMs };
+    const [row] = await this.queries.autocommit<ClaimRow>('idempotency_claim', this.sql.claim, [id, fingerprint, leaseMs, retentionMs]);
+    if (!row) return UNSEEN;
+    if (row.claimed) return claimed(row.lease);
 
     if (row.expired) {
       // Finished past its retention, or abandoned with nothing to resume: the key is new again.
-      const replaced = await this.claimPool.query<{ lease: string }>(this.statement('idempotency_replace', this.sql.replace, [id, row.lease, leaseMs, fingerprint, retentionMs]));
-      return replaced.rows[0]
-        ? { kind: 'claimed', owner: owned(replaced.rows[0].lease), takenOver: false, recovery: null, retainedForMs: retentionMs }
-        : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
+      const [replaced] = await this.queries.autocommit<{ lease: string }>('idempotency_replace', this.sql.replace, [id, row.lease, leaseMs, fingerprint, retentionMs]);
+      return replaced ? claimed(replaced.lease) : UNSEEN;
     }
     if (!row.same) return { kind: 'mismatch' };
     if (row.status !== null) {
@@ -155,88 +147,33 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
     // In progress, lease expired: the owner crashed or is too slow (at any age:
     // an operation with a recovery point never expires for its client). One winner.
-    const taken = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint | null }>(this.statement('idempotency_takeover', this.sql.takeover, [id, row.lease, leaseMs]));
-    const won = taken.rows[0];
-    return won
-      ? {
-          kind: 'claimed',
-          owner: owned(won.lease),
-          takenOver: true,
-          recovery: won.recovery && this.ownerOf(won.lease, won.recovery).recovery,
-          retainedForMs: retentionMs,
-        }
-      : { kind: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS };
+    const [won] = await this.queries.autocommit<{ lease: string; recovery: StoredRecoveryPoint | null }>('idempotency_takeover', this.sql.takeover, [id, row.lease, leaseMs]);
+    return won ? claimed(won.lease, true, won.recovery) : UNSEEN;
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
     const id = keyId(owner.scope, owner.key);
     const sealed = this.cipher.seal(id, response);
-    await this.fencedInTransaction('idempotency_complete', this.sql.complete, [id, owner.token, response.status, sealed.body, sealed.headers, owner.retentionMs]);
+    await this.queries.fencedInTransaction('idempotency_complete', this.sql.complete, [id, owner.token, response.status, sealed.body, sealed.headers, owner.retentionMs]);
   }
 
   async renew(owner: Ownership, leaseMs: number): Promise<string | null> {
-    const { rows } = await this.claimPool.query<{ lease: string }>(this.statement('idempotency_renew', this.sql.renew, [keyId(owner.scope, owner.key), owner.token, leaseMs]));
-    return rows[0]?.lease ?? null;
-  }
-
-  async outcome(scope: string, key: string): Promise<KeyOutcome> {
-    const { rows } = await this.claimPool.query<{ status: number | null; forgotten: boolean; remaining_ms: string; expires_at: string }>(
-      this.statement('idempotency_outcome', this.sql.outcome, [keyId(scope, key)]),
-    );
-    const row = rows[0];
-    if (!row || row.forgotten) return { state: 'unknown' };
-    if (row.status === null) return { state: 'in_progress', retryAfterMs: Number(row.remaining_ms) };
-    return { state: 'completed', status: row.status, expiresAt: row.expires_at };
-  }
-
-  async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
-    const stored: StoredRecoveryPoint = { ...recovery, scope: owner.scope, key: owner.key, retentionMs: owner.retentionMs };
-    await this.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.scope, owner.key), owner.token, JSON.stringify(stored)]);
-  }
-
-  async releaseInTransaction(owner: Ownership): Promise<void> {
-    await this.fencedInTransaction('idempotency_release_in_transaction', this.sql.releaseInTransaction, [keyId(owner.scope, owner.key), owner.token]);
+    const [row] = await this.queries.autocommit<{ lease: string }>('idempotency_renew', this.sql.renew, [keyId(owner.scope, owner.key), owner.token, leaseMs]);
+    return row?.lease ?? null;
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.claimPool.query(this.statement('idempotency_release', this.sql.release, [keyId(owner.scope, owner.key), owner.token]));
+    await this.queries.autocommit('idempotency_release', this.sql.release, [keyId(owner.scope, owner.key), owner.token]);
   }
 
-  async yieldLease(owner: Ownership): Promise<void> {
-    await this.claimPool.query(this.statement('idempotency_yield', this.sql.yield, [keyId(owner.scope, owner.key), owner.token]));
-  }
-
-  async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
-    const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>(this.statement('idempotency_take_over_abandoned', this.sql.takeOverAbandoned, [limit, leaseMs]));
-    return rows.map((r) => this.ownerOf(r.lease, r.recovery));
-  }
-
-  async takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
-    const { rows } = await this.claimPool.query<{ lease: string; recovery: StoredRecoveryPoint }>(this.statement('idempotency_take_over_operation', this.sql.takeOverOperation, [keyId(scope, key), leaseMs]));
-    const row = rows[0];
-    return row ? this.ownerOf(row.lease, row.recovery) : null;
-  }
-
-  /** A stored recovery point parted into the owner it belongs to (with the new token) and the point itself. */
-  private ownerOf(token: string, stored: StoredRecoveryPoint): { owner: Ownership; recovery: RecoveryPoint } {
-    const { scope, key, retentionMs, ...recovery } = stored;
-    return { owner: { scope, key, token, retentionMs: retentionMs ?? this.defaultRetentionMs }, recovery };
-  }
-
-  /**
-   * A fenced statement on the ambient business transaction's own
-   * connection (what TypeORM's `QueryRunner.connect()` answers: node-postgres's
-   * client). LeaseLostError when it matched no row: the key is no longer the
-   * owner's, and the caller's transaction rolls back.
-   */
-  private async fencedInTransaction(name: string, text: string, values: unknown[]): Promise<void> {
-    if (!this.txHost.isTransactionActive()) {
-      throw new Error(`${name} must run inside the business transaction`);
-    }
-    const runner = this.txHost.tx.queryRunner;
-    if (!runner) throw new Error('the ambient transaction has no query runner');
-    const connection = (await runner.connect()) as PoolClient;
-    const { rowCount } = await connection.query(this.statement(name, text, values));
-    if (!rowCount) throw new LeaseLostError();
+  async outcome(scope: string, key: string): Promise<KeyOutcome> {
+    const [row] = await this.queries.autocommit<{ status: number | null; forgotten: boolean; remaining_ms: string; expires_at: string }>(
+      'idempotency_outcome',
+      this.sql.outcome,
+      [keyId(scope, key)],
+    );
+    if (!row || row.forgotten) return { state: 'unknown' };
+    if (row.status === null) return { state: 'in_progress', retryAfterMs: Number(row.remaining_ms) };
+    return { state: 'completed', status: row.status, expiresAt: row.expires_at };
   }
 }

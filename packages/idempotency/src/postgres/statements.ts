@@ -80,12 +80,6 @@ const CHECKPOINT_SQL = (t: string) => `
 UPDATE ${t} SET recovery = $3::jsonb
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
-// The lease ends now; the token stays, so only this owner can yield, and any
-// takeover makes a larger one.
-const YIELD_SQL = (t: string) => `
-UPDATE ${t} SET lease = ${NOW_US}
- WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL AND lease > ${NOW_US}`;
-
 // SKIP LOCKED: instances running the recovery job at once split the work; the
 // lease compare-and-set makes each takeover a single winner against retries too.
 const TAKE_OVER_ABANDONED_SQL = (t: string) => `
@@ -115,12 +109,14 @@ SELECT status, ${REPLACEABLE} AS forgotten, greatest(lease - ${NOW_US}, 0) / 100
   FROM ${t}
  WHERE id = $1::uuid`;
 
-const RELEASE_SQL = (t: string) => `
+// An operation that ends with nothing done: the key and its recovery point go,
+// fenced like the completion, in the transaction that undoes the phases.
+const DISCARD_SQL = (t: string) => `
 DELETE FROM ${t}
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
 
-// After a failure outside a phase's commit: the key goes only if no recovery
-// point committed. A phase whose COMMIT took effect although its acknowledgement
+// After an attempt that did not end its operation: the key goes only if no
+// recovery point committed. A phase whose COMMIT took effect although its acknowledgement
 // was lost has left one: the key is then kept with it and its lease ends now,
 // so the next attempt (a retry or the recovery job) resumes the operation.
 const RELEASE_UNLESS_CHECKPOINTED_SQL = (t: string) => `
@@ -142,12 +138,10 @@ export function keyStatements(table: string) {
     replace: REPLACE_SQL(table),
     complete: COMPLETE_SQL(table),
     checkpoint: CHECKPOINT_SQL(table),
-    yield: YIELD_SQL(table),
     takeOverAbandoned: TAKE_OVER_ABANDONED_SQL(table),
     takeOverOperation: TAKE_OVER_OPERATION_SQL(table),
     release: RELEASE_UNLESS_CHECKPOINTED_SQL(table),
-    // Inside a phased operation's last transaction: fenced like the completion.
-    releaseInTransaction: RELEASE_SQL(table),
+    discard: DISCARD_SQL(table),
   };
 }
 
