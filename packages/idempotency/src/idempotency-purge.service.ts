@@ -148,12 +148,9 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   private async run(): Promise<PurgeResult> {
     const started = performance.now();
     const elapsedMs = () => Math.round(performance.now() - started);
-    const { batchSize, budgetMs } = this.options.purge;
-    let deleted = 0;
-    let messages = 0;
-    let batches = 0;
     // The lock's transaction, on a connection of its own; the batches run on the pool.
     const lock = this.dataSource.createQueryRunner('master');
+    let counts: Omit<PurgeResult, 'durationMs' | 'skipped'>;
     try {
       await lock.startTransaction();
       const [{ locked }] = (await lock.query('SELECT pg_try_advisory_xact_lock($1) AS locked', [PURGE_LOCK_ID])) as {
@@ -163,37 +160,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
         this.logger.debug('skipped: another instance is purging expired idempotency keys');
         return { deleted: 0, messages: 0, batches: 0, durationMs: elapsedMs(), skipped: true };
       }
-      const runner = this.dataSource.createQueryRunner('master');
-      try {
-        // One batch of each table in turn; a table is done once a batch of it comes back short.
-        const pending: { sql: string; deleted(n: number): void }[] = [
-          {
-            sql: this.purgeBatchSql,
-            deleted: (n) => {
-              deleted += n;
-              this.metrics.purgedKeys.inc(n);
-            },
-          },
-        ];
-        if (await this.messagesTableExists(runner)) {
-          pending.push({
-            sql: this.purgeMessagesBatchSql,
-            deleted: (n) => {
-              messages += n;
-              this.metrics.purgedMessages.inc(n);
-            },
-          });
-        }
-        for (let table = pending.shift(); table !== undefined; table = pending.shift()) {
-          const { affected = 0 } = await runner.query(table.sql, [batchSize], true);
-          batches += 1;
-          table.deleted(affected);
-          if (affected >= batchSize) pending.push(table);
-          if (elapsedMs() >= budgetMs || this.stopping) break;
-        }
-      } finally {
-        await runner.release();
-      }
+      counts = await this.purgeBatches(elapsedMs);
     } catch (error) {
       this.metrics.purgeFailures.inc();
       throw error;
@@ -205,10 +172,51 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
 
     const durationMs = elapsedMs();
     this.metrics.purgeDuration.observe(durationMs / 1000);
+    const { deleted, messages, batches } = counts;
     const message = `purged ${deleted} expired idempotency keys and ${messages} processed messages in ${batches} batches, ${durationMs} ms`;
     if (deleted + messages > 0) this.logger.log(message);
     else this.logger.debug(message);
-    return { deleted, messages, batches, durationMs, skipped: false };
+    return { ...counts, durationMs, skipped: false };
+  }
+
+  /**
+   * One batch of each table in turn, until each has come back short or the
+   * time budget is spent; a table is done once a batch of it comes back short.
+   */
+  private async purgeBatches(elapsedMs: () => number): Promise<Omit<PurgeResult, 'durationMs' | 'skipped'>> {
+    const { batchSize, budgetMs } = this.options.purge;
+    const counts = { deleted: 0, messages: 0, batches: 0 };
+    const runner = this.dataSource.createQueryRunner('master');
+    try {
+      const pending: { sql: string; deleted(n: number): void }[] = [
+        {
+          sql: this.purgeBatchSql,
+          deleted: (n) => {
+            counts.deleted += n;
+            this.metrics.purgedKeys.inc(n);
+          },
+        },
+      ];
+      if (await this.messagesTableExists(runner)) {
+        pending.push({
+          sql: this.purgeMessagesBatchSql,
+          deleted: (n) => {
+            counts.messages += n;
+            this.metrics.purgedMessages.inc(n);
+          },
+        });
+      }
+      for (let table = pending.shift(); table !== undefined; table = pending.shift()) {
+        const { affected = 0 } = await runner.query(table.sql, [batchSize], true);
+        counts.batches += 1;
+        table.deleted(affected);
+        if (affected >= batchSize) pending.push(table);
+        if (elapsedMs() >= budgetMs || this.stopping) break;
+      }
+    } finally {
+      await runner.release();
+    }
+    return counts;
   }
 
   /** Whether the messages table exists; warns once per process when it does not (see the header). */
