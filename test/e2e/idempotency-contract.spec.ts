@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import type { IdempotencyStoreKind } from '../../packages/idempotency/src/idempotency.options';
+import type { IdempotencyStoreKind } from '../../packages/idempotency/src/module-options';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { IdempotencyKeys } from 'safe-retries';
 import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { IDEMPOTENCY_OPTIONS, IdempotencyStoreKind, IdempotentOptions, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IdempotencyStoreKind, IdempotentOptions } from './module-options';
 import { IdempotencyStore } from './idempotency.store';
 import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
 import { RedisIdempotencyStore } from './redis/redis-idempotency.store';

@@ -4,7 +4,8 @@ import { IdempotencyProblem, PROBLEM_JSON, idempotencyErrors } from './idempoten
 import { HttpResponse } from './http-response';
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyMetrics } from './idempotency.metrics';
-import { IDEMPOTENCY_OPTIONS, IdempotencyRequest, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IdempotencyRequest } from './module-options';
 import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from './idempotency.store';
 import { IdempotentRoutes, RouteSettings } from './idempotent-routes';
 import { parseIdempotencyKey } from './idempotency-key';

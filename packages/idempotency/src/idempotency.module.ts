@@ -13,15 +13,8 @@ import { IdempotencyRecovery } from './idempotency-recovery.service';
 import { IdempotentRoutes } from './idempotent-routes';
 import { IdempotencyStores } from './idempotency-stores';
 import { IdempotentConsumer } from './idempotent-consumer';
-import {
-  IDEMPOTENCY_CLS,
-  IDEMPOTENCY_OPTIONS,
-  IDEMPOTENCY_REGISTRY,
-  IDEMPOTENCY_TX_HOST,
-  IdempotencyModuleOptions,
-  ResolvedIdempotencyOptions,
-  resolveIdempotencyOptions,
-} from './idempotency.options';
+import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_REGISTRY, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions, resolveIdempotencyOptions } from './idempotency.options';
+import { IdempotencyModuleOptions } from './module-options';
 import { IDEMPOTENCY_SCHEDULER, idempotencyScheduler } from './idempotency.scheduler';
 import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
 import { RedisIdempotencyStore } from './redis/redis-idempotency.store';

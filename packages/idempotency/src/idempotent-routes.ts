@@ -1,9 +1,13 @@
 import { ExecutionContext, Inject, Injectable, OnModuleInit, Type } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { parseDuration } from './duration';
-import { IDEMPOTENCY_OPTIONS, IdempotentMetadata, IdempotentOptions, ResolvedIdempotencyOptions, resolveTiming } from './idempotency.options';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, resolveTiming } from './idempotency.options';
+import { IdempotentOptions } from './module-options';
 import { IdempotencyStore } from './idempotency.store';
 import { IdempotencyStores } from './idempotency-stores';
+
+/** Route metadata of @Idempotent(), read by the interceptor (handler first, then controller). */
+export const IdempotentMetadata = Reflector.createDecorator<IdempotentOptions>();
 
 /** How the interceptor runs a route: its options resolved against the module's, and its store. */
 export interface RouteSettings {

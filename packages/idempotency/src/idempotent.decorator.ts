@@ -2,7 +2,9 @@ import { UseInterceptors, applyDecorators } from '@nestjs/common';
 import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { parseDuration } from './duration';
-import { IdempotentMetadata, IdempotentOptions, X_IDEMPOTENCY, resolveTiming } from './idempotency.options';
+import { X_IDEMPOTENCY, resolveTiming } from './idempotency.options';
+import { IdempotentOptions } from './module-options';
+import { IdempotentMetadata } from './idempotent-routes';
 import { MAX_KEY_LENGTH } from './idempotency-key';
 
 

@@ -5,17 +5,9 @@
  */
 export { IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_OPTIONS_TYPE, IdempotencyModule } from './idempotency.module';
 export { transactionalClsModule } from './transactional-cls';
-export {
-  IDEMPOTENCY_DEFAULTS,
-  IDEMPOTENCY_OPTIONS,
-  IdempotencyModuleOptions,
-  IdempotencyRedisClient,
-  IdempotencyRedisOptions,
-  IdempotencyRequest,
-  IdempotencyStoreKind,
-  IdempotentOptions,
-  ResolvedIdempotencyOptions,
-} from './idempotency.options';
+export { IDEMPOTENCY_DEFAULTS, IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+export { IdempotencyModuleOptions, IdempotencyRequest, IdempotencyStoreKind, IdempotentOptions } from './module-options';
+export type { IdempotencyRedisClient, IdempotencyRedisOptions } from './redis/redis-options';
 export { Duration, formatDuration, parseDuration } from './duration';
 export { parseKeyRing } from './response-cipher';
 export { Idempotent } from './idempotent.decorator';
