@@ -15,7 +15,7 @@ const swc = {
 module.exports = {
   testEnvironment: 'node',
   rootDir: __dirname,
-  roots: ['<rootDir>/test'],
+  roots: ['<rootDir>/test', '<rootDir>/packages/idempotency/test'],
   testMatch: ['**/*.spec.ts'],
   // The example app has its own package.json, jest config and node_modules: test/library
   // runs its tests there, against the packed package; the root's jest never loads it.

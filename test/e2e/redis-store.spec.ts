@@ -83,7 +83,7 @@ describeRedis('Redis store (e2e)', () => {
   });
 });
 
-describeRedis('IdempotencyRoutesCheck: routes that need PostgreSQL refuse the Redis store at startup (e2e)', () => {
+describeRedis('IdempotentRoutes: routes that need PostgreSQL refuse the Redis store at startup (e2e)', () => {
   @Controller('guard')
   class PhasedOnRedisController {
     @Post('phased')

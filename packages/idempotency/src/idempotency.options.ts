@@ -159,6 +159,3 @@ export const IDEMPOTENCY_REGISTRY = Symbol('IDEMPOTENCY_REGISTRY');
 export const IDEMPOTENCY_TX_HOST = Symbol('IDEMPOTENCY_TX_HOST');
 /** The app's ClsService (nestjs-cls), checked once at startup. */
 export const IDEMPOTENCY_CLS = Symbol('IDEMPOTENCY_CLS');
-
-/** The OpenAPI extension @Idempotent() adds to its operation. */
-export const X_IDEMPOTENCY = 'x-idempotency';

@@ -46,7 +46,7 @@ export interface IdempotentRoute {
 @Injectable()
 export class IdempotentRoutes implements OnModuleInit {
   private readonly settings = new WeakMap<object, RouteSettings>();
-  private readonly found: IdempotentRoute[] = [];
+  private found?: IdempotentRoute[];
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -57,22 +57,12 @@ export class IdempotentRoutes implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    for (const { metatype, instance } of this.discovery.getControllers()) {
-      if (!metatype || !instance) continue;
-      const prototype = Object.getPrototypeOf(instance) as Record<string, unknown>;
-      for (const method of this.scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[method] as (...args: unknown[]) => unknown;
-        const options = this.reflector.getAllAndOverride(IdempotentMetadata, [handler, metatype]);
-        if (!options) continue;
-        const controller = metatype as Type;
-        this.resolve(handler, controller, options);
-        this.found.push({ controller, method, handler, options, onClass: this.reflector.get(IdempotentMetadata, handler) === undefined });
-      }
-    }
+    for (const route of this.list) this.resolve(route.handler, route.controller, route.options);
   }
 
-  /** The routes found at startup. */
+  /** Every @Idempotent() route of the app's controllers (found on first use: Nest's container is complete before init). */
   get list(): readonly IdempotentRoute[] {
+    this.found ??= this.discover();
     return this.found;
   }
 
@@ -81,6 +71,22 @@ export class IdempotentRoutes implements OnModuleInit {
     const handler = context.getHandler() as (...args: unknown[]) => unknown;
     const controller = context.getClass();
     return this.settings.get(handler) ?? this.resolve(handler, controller, this.reflector.getAllAndOverride(IdempotentMetadata, [handler, controller]) ?? {});
+  }
+
+  private discover(): IdempotentRoute[] {
+    const found: IdempotentRoute[] = [];
+    for (const { metatype, instance } of this.discovery.getControllers()) {
+      if (!metatype || !instance) continue;
+      const prototype = Object.getPrototypeOf(instance) as Record<string, unknown>;
+      for (const method of this.scanner.getAllMethodNames(prototype)) {
+        const handler = prototype[method] as (...args: unknown[]) => unknown;
+        const options = this.reflector.getAllAndOverride(IdempotentMetadata, [handler, metatype]);
+        if (!options) continue;
+        const onClass = this.reflector.get(IdempotentMetadata, handler) === undefined;
+        found.push({ controller: metatype as Type, method, handler, options, onClass });
+      }
+    }
+    return found;
   }
 
   private resolve(handler: (...args: unknown[]) => unknown, controller: Type, o: IdempotentOptions): RouteSettings {
