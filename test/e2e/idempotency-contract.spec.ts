@@ -11,12 +11,15 @@ import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgre
 import { RedisIdempotencyStore } from '../../packages/idempotency/src/redis/redis-idempotency.store';
 
 /**
- * The contract of @Idempotent() that every store keeps, run against each on a
- * real server: PostgreSQL (the run's database) and Redis (the run's
- * redis-server, test/support/redis-server.ts). The route's side effect is a
- * counter of executions outside any database (SideEffects), so what is
- * counted is what a store let run, whatever it stored. The replay cache is off:
- * every replay is the store's.
+ * The contract of @Idempotent() over HTTP, on each store on a real server:
+ * PostgreSQL (the run's database) and Redis (the run's redis-server,
+ * test/support/redis-server.ts). The stores' own contract (claims, fencing,
+ * takeover, renewal, release, outcome, one winner of a race) is the kit of
+ * `safe-retries/testing`, run by packages/idempotency/test/store-contract; here
+ * is what the interceptor makes of it. The route's side effect is a counter of
+ * executions outside any database (SideEffects), so what is counted is what a
+ * store let run, whatever it stored. The replay cache is off: every replay is
+ * the store's.
  */
 const RUNS = Number(process.env.RACE_RUNS ?? 3);
 // The Redis half skips, with one line, where the run has no Redis (never under CI).

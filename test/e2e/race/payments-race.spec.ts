@@ -4,7 +4,7 @@ import { PostgresIdempotencyStore } from '../../../packages/idempotency/src/post
 import { TestApp, countRows, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { paymentBody } from '../../support/fixtures';
-import { NaiveIdempotencyStore } from '../../support/naive-idempotency.store';
+import { NaiveIdempotencyStore } from '../../../packages/idempotency/test/support/naive-idempotency.store';
 import { TimedResponse, histogram, peakConcurrency, timed } from '../../support/race';
 
 /**

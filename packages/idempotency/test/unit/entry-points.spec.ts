@@ -3,6 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import * as root from '../../src';
 import * as redis from '../../src/redis';
 import * as swagger from '../../src/swagger';
+import * as testing from '../../src/testing';
 
 /**
  * The package's entry points: the root is what an app writes against, and
@@ -97,5 +98,10 @@ describe('entry points', () => {
     expect(Object.keys(swagger).sort()).toEqual(['IDEMPOTENCY_OPTIONS', 'applyIdempotencyPolicy', 'describeIdempotentRoutes', 'policyMarkdown']);
     expect(Object.keys(redis)).toEqual(['RedisIdempotencyStore']);
     expect(reach(join(SRC, 'redis/index.ts')).lazily).toEqual(new Set(['ioredis']));
+  });
+
+  it('the testing subpath is the store contract kit, and loads nothing of jest', () => {
+    expect(Object.keys(testing).sort()).toEqual(['ContractDriver', 'STORE_CONTRACT', 'describeStoreContract', 'idempotencyStoreOf']);
+    expect([...reach(join(SRC, 'testing/index.ts')).packages].filter((p) => /jest/.test(p))).toEqual([]);
   });
 });

@@ -3,12 +3,13 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { keyId } from '../../packages/idempotency/src/key-id';
-import { decodeResponse, encodeHeaders } from '../../packages/idempotency/src/response-cipher';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from '../../packages/idempotency/src/idempotency.store';
+import { keyId } from '../../src/key-id';
+import { decodeResponse, encodeHeaders } from '../../src/response-cipher';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from '../../src/idempotency.store';
 
 /**
- * A DELIBERATELY NAIVE store, for the race suite to prove it has teeth:
+ * A DELIBERATELY NAIVE store, for the store contract and the race suite to
+ * prove they have teeth:
  * check-then-insert (SELECT, then an upsert when nothing was found) and an
  * unfenced completion. It passes every sequential test and fails under
  * concurrency, as such code does in production. Never use it outside tests.
