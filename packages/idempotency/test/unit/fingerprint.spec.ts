@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { canonicalJson, canonicalQuery, fingerprint } from '../../packages/idempotency/src/fingerprint';
+import { canonicalJson, canonicalQuery, fingerprint } from '../../src/fingerprint';
 
 /**
  * Rebuilds a JSON value with the keys of every object (at every depth) in the
