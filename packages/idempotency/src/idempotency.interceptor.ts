@@ -179,7 +179,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       context.switchToHttp().getRequest<Record<symbol, unknown>>()[PHASED_OPERATION] = operation;
       work = handle;
     }
-    const settled = await attempt.settle(work, () => `the phased handler of ${route.phased} returned without finish() or release()`);
+    const settled = await attempt.settle(work, () => `the phased handler of ${route.operation} returned without finish() or release()`);
     this.metrics.requestEnded(settled.end);
     return this.answer(res, route.store, request, settled, claim.retainedForMs, sentAt);
   }

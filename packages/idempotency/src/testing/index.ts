@@ -19,6 +19,10 @@ export type { StoreContractCase } from './store-contract';
 export { ContractDriver } from './store-contract-subject';
 export type { StoreContractSettings, StoreContractSubject } from './store-contract-subject';
 export { idempotencyStoreOf } from './idempotency-store-of';
+// The contract itself, for a store of your own (a completion that cannot be
+// stored after the work ran throws ResponseNotStoredError; one that is not the
+// owner's, LeaseLostError from the root).
+export { ResponseNotStoredError } from '../idempotency.errors';
 export type {
   ClaimRequest,
   ClaimResult,

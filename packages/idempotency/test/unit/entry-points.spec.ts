@@ -101,7 +101,7 @@ describe('entry points', () => {
   });
 
   it('the testing subpath is the store contract kit, and loads nothing of jest', () => {
-    expect(Object.keys(testing).sort()).toEqual(['ContractDriver', 'STORE_CONTRACT', 'describeStoreContract', 'idempotencyStoreOf']);
+    expect(Object.keys(testing).sort()).toEqual(['ContractDriver', 'ResponseNotStoredError', 'STORE_CONTRACT', 'describeStoreContract', 'idempotencyStoreOf']);
     expect([...reach(join(SRC, 'testing/index.ts')).packages].filter((p) => /jest/.test(p))).toEqual([]);
   });
 });
