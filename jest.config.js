@@ -15,7 +15,6 @@ const swc = {
 module.exports = {
   testEnvironment: 'node',
   rootDir: __dirname,
-  roots: ['<rootDir>/test', '<rootDir>/packages/dev-postgres/test', '<rootDir>/packages/card-network-simulator/test'],
   testMatch: ['**/*.spec.ts'],
   // The example app has its own package.json, jest config and node_modules: test/library
   // runs its tests there, against the packed package; the root's jest never loads it.

@@ -4,9 +4,11 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { AuthenticatedClient } from '../src/auth/authenticated-client';
 import { CurrentClient } from '../src/auth/current-client.decorator';
 import type { ResponseHeaders } from '../src/common/http';
-import { Idempotent, Operation, PhasedOperation } from 'safe-retries';
+import { Idempotent, Operation } from 'safe-retries';
 import { IdempotencyStore } from '../packages/idempotency/src/idempotency.store';
 import { LeaseKeeper } from '../packages/idempotency/src/lease-keeper';
+import { OperationAttempt } from '../packages/idempotency/src/operation-attempt';
+import { PhasedOperation as InternalPhasedOperation } from '../packages/idempotency/src/phased-operation';
 import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
 import { PaymentResponse } from '../src/payments/dto/payment.response';
 import { PaymentsModule } from '../src/payments/payments.module';
@@ -14,18 +16,23 @@ import { PAYMENT_OPERATION, PaymentOperation } from '../src/payments/payment-ope
 import { PaymentsService } from '../src/payments/payments.service';
 
 /** A store that keeps nothing: the phases run, with no key to fence or store. */
-const NO_KEY_STORE: IdempotencyStore = {
-  claim: () => Promise.reject(new Error('no claims here')),
-  complete: async () => undefined,
-  release: async () => undefined,
-  checkpoint: async () => undefined,
-  releaseInTransaction: async () => undefined,
-  yieldLease: async () => undefined,
-  takeOverAbandoned: async () => [],
-  takeOverOperation: async () => null,
-  renew: async (owner) => owner.token,
-  outcome: async () => ({ state: 'unknown' }),
-};
+function noKeyStore(txHost: TransactionHost<TransactionalAdapterTypeOrm>): IdempotencyStore {
+  return {
+    claim: () => Promise.reject(new Error('no claims here')),
+    complete: async () => undefined,
+    release: async () => undefined,
+    renew: async (owner) => owner.token,
+    outcome: async () => ({ state: 'unknown' }),
+    runUnit: (work) => txHost.withTransaction(work),
+    inUnit: () => txHost.isTransactionActive(),
+    recovery: {
+      checkpoint: async () => undefined,
+      discard: async () => undefined,
+      takeOverAbandoned: async () => [],
+      takeOverOperation: async () => null,
+    },
+  };
+}
 
 /**
  * Exists only in the bench app: POST /payments without @Idempotent().
@@ -45,9 +52,12 @@ export class UnprotectedPaymentsController {
 
   /** The payment's phases with no key: a lease that nothing can take, stopped when the work ends. */
   private async unprotected<T>(clientId: string, work: (op: PaymentOperation) => Promise<T>): Promise<T> {
-    const lease = new LeaseKeeper({ scope: clientId, key: 'bench', token: '0', retentionMs: 0 }, NO_KEY_STORE, 3_600_000);
+    const store = noKeyStore(this.txHost);
+    const lease = new LeaseKeeper({ scope: clientId, key: 'bench', token: '0', retentionMs: 0 }, store, 3_600_000);
+    // The library's own class, reached by path: the app's type of it is the installed package's.
+    const op = new InternalPhasedOperation(new OperationAttempt(lease, store, null), PAYMENT_OPERATION, 201) as unknown as PaymentOperation;
     try {
-      return await work(new PhasedOperation(lease, PAYMENT_OPERATION, 201, null, NO_KEY_STORE, this.txHost));
+      return await work(op);
     } finally {
       await lease.stop();
     }

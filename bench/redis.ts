@@ -13,8 +13,8 @@ import { Redis } from 'ioredis';
 import { AppModule } from '../src/app.module';
 import { configureApp, createHttpAdapter } from '../src/app.setup';
 import { Idempotent } from 'safe-retries';
-import { ClaimRequest, IdempotencyKeyStore, Ownership, StoredResponse } from '../packages/idempotency/src/idempotency.store';
-import { RedisIdempotencyStore } from '../packages/idempotency/src/redis-idempotency.store';
+import { RedisIdempotencyStore } from 'safe-retries/redis';
+import { ClaimRequest, IdempotencyStore, Ownership, StoredResponse } from 'safe-retries/testing';
 import { BENCH_CLIENT, JSON_TYPE, PAYMENT_BODY, benchConfig, createStoreHarness } from './lib/app';
 import { openBenchDatabase } from './lib/database';
 import { Percentiles, fmt, median, msSince, round, summarize, table } from './lib/stats';
@@ -95,7 +95,7 @@ async function startRedis(): Promise<{ url: string; stop(): void }> {
 
 type Complete = (owner: Ownership, response: StoredResponse) => Promise<void>;
 
-async function storeLatency(store: IdempotencyKeyStore, complete: Complete, request: (key: string) => ClaimRequest) {
+async function storeLatency(store: IdempotencyStore, complete: Complete, request: (key: string) => ClaimRequest) {
   const response = () => ({ status: 201, body: JSON.stringify({ id: randomUUID(), amount: 1000, currency: 'usd' }), contentType: JSON_TYPE });
   const replayKey = randomUUID();
   const first = await store.claim(request(replayKey));

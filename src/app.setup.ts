@@ -15,8 +15,8 @@ import { newRequestId } from './common/request-id';
 import { routeAccess } from './common/route-access';
 import { createValidationPipe } from './common/validation.pipe';
 import { AppConfig } from './config/config';
-import { IDEMPOTENCY_OPTIONS, applyIdempotencyPolicy, policyMarkdown } from 'safe-retries';
-import type { ResolvedIdempotencyOptions } from 'safe-retries';
+import { IDEMPOTENCY_OPTIONS, applyIdempotencyPolicy, describeIdempotentRoutes, policyMarkdown } from 'safe-retries/swagger';
+import type { ResolvedIdempotencyOptions } from 'safe-retries/swagger';
 import { AppLogger } from './logging/app.logger';
 import { ROOT_LOGGER } from './logging/logging.constants';
 import { logRequests } from './logging/request-log.hook';
@@ -211,6 +211,8 @@ function setupOpenApi(app: NestFastifyApplication, fastify: FastifyInstance): vo
   fastify.get(policy.policyUrl, { config: { access: 'public' } }, (_request, reply) => {
     void reply.type('text/markdown; charset=utf-8').send(markdown);
   });
+  // The header, problems and x-idempotency of every @Idempotent() route, before the document is built.
+  describeIdempotentRoutes(app);
   const document = applyIdempotencyPolicy(SwaggerModule.createDocument(
     app,
     new DocumentBuilder()

@@ -7,8 +7,9 @@ import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { fingerprint } from '../../packages/idempotency/src/fingerprint';
-import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../../packages/idempotency/src/idempotency.options';
-import { IDEMPOTENCY_STORE, IdempotencyStore, Ownership, StoredResponse } from '../../packages/idempotency/src/idempotency.store';
+// Through the installed package, as the app's own module is: its tokens and classes are the app's.
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from 'safe-retries/swagger';
+import { IdempotencyStore, Ownership, StoredResponse, idempotencyStoreOf } from 'safe-retries/testing';
 
 export const BENCH_CLIENT = { name: 'bench', key: 'sk_bench_0123456789abcdef0123456789' };
 export const PAYMENT_BODY = { amount: 1000, currency: 'usd', source: 'tok_visa' };
@@ -55,7 +56,7 @@ export async function createStoreHarness(databaseUrl: string): Promise<StoreHarn
     logger: ['error', 'warn'],
   });
   const dataSource = context.get(DataSource);
-  const store = context.get<IdempotencyStore>(IDEMPOTENCY_STORE);
+  const { store, inContext } = idempotencyStoreOf(context);
   const txHost = context.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const cls = context.get(ClsService);
   const options = context.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
@@ -76,7 +77,7 @@ export async function createStoreHarness(databaseUrl: string): Promise<StoreHarn
       retentionMs: options.retentionMs,
     }),
     // As the interceptor runs it: in a transaction of its own, so the completion carries the COMMIT.
-    complete: (owner, response) => cls.run(() => txHost.withTransaction(() => store.complete(owner, response))),
+    complete: (owner, response) => inContext(() => store.runUnit(() => store.complete(owner, response))),
   };
 }
 

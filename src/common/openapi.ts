@@ -12,7 +12,7 @@ const DESCRIPTIONS: Record<number, string> = {
   503: 'Retry after Retry-After with the same key and body: the database is unreachable (`service_unavailable`), the card network gave no answer that settles the operation (`card_network_unavailable`: the charge may have happened; the retry resumes and never charges twice), or the network is still processing the payment (`payment_processing`).',
 };
 
-/** Documents problem+json error responses (schema `Problem`, see idempotency.policy.ts). */
+/** Documents problem+json error responses (schema `Problem`, see applyIdempotencyPolicy in safe-retries/swagger). */
 export function ApiProblems(...statuses: number[]): MethodDecorator & ClassDecorator {
   return applyDecorators(
     ...statuses.map((status) =>

@@ -1,21 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import type { IdempotencyStoreKind } from '../../packages/idempotency/src/idempotency.options';
+import type { IdempotencyStoreKind } from '../../packages/idempotency/src/module-options';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { IdempotencyKeys } from 'safe-retries';
 import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';
 import { TimedResponse, histogram, peakConcurrency, timed } from '../support/race';
 import { hasRedisSuites, redisSuites, redisUrl } from '../support/redis-server';
 import { StalledRenewals } from '../support/stalled-renewals';
-import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore } from '../../packages/idempotency/src/idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
+import { RedisIdempotencyStore } from '../../packages/idempotency/src/redis/redis-idempotency.store';
 
 /**
- * The contract of @Idempotent() that every store keeps, run against each on a
- * real server: PostgreSQL (the run's database) and Redis (the run's
- * redis-server, test/support/redis-server.ts). The route's side effect is a
- * counter of executions outside any database (SideEffects), so what is
- * counted is what a store let run, whatever it stored. The replay cache is off:
- * every replay is the store's.
+ * The contract of @Idempotent() over HTTP, on each store on a real server:
+ * PostgreSQL (the run's database) and Redis (the run's redis-server,
+ * test/support/redis-server.ts). The stores' own contract (claims, fencing,
+ * takeover, renewal, release, outcome, one winner of a race) is the kit of
+ * `safe-retries/testing`, run by packages/idempotency/test/store-contract; here
+ * is what the interceptor makes of it. The route's side effect is a counter of
+ * executions outside any database (SideEffects), so what is counted is what a
+ * store let run, whatever it stored. The replay cache is off: every replay is
+ * the store's.
  */
 const RUNS = Number(process.env.RACE_RUNS ?? 3);
 // The Redis half skips, with one line, where the run has no Redis (never under CI).
@@ -34,7 +38,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
       env: { IDEMPOTENCY_REPLAY_CACHE: '0', ...(store === 'redis' ? { REDIS_URL: redisUrl() } : {}) },
     });
     effects = t.app.get(SideEffects);
-    renewals = new StalledRenewals(t.app.get<symbol, IdempotencyKeyStore>(store === 'redis' ? IDEMPOTENCY_REDIS_STORE : IDEMPOTENCY_STORE));
+    renewals = new StalledRenewals(store === 'redis' ? t.app.get(RedisIdempotencyStore) : t.app.get(PostgresIdempotencyStore));
   });
   afterAll(() => t?.close());
 

@@ -7,7 +7,7 @@ import { waitFor } from '../support/http-client';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
 import { keyIs } from '../support/keys';
 import { StalledRenewals } from '../support/stalled-renewals';
-import { IDEMPOTENCY_STORE } from '../../packages/idempotency/src/idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
 
 /**
  * Every path of the @Idempotent() request flow, through HTTP, on a real
@@ -33,7 +33,7 @@ describe('@Idempotent() (e2e)', () => {
   let renewals: StalledRenewals;
   beforeAll(async () => {
     t = await createTestApp({ imports: [DemoModule] });
-    renewals = new StalledRenewals(t.app.get(IDEMPOTENCY_STORE));
+    renewals = new StalledRenewals(t.app.get(PostgresIdempotencyStore));
   });
   afterAll(() => t.close());
 

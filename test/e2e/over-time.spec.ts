@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { IdempotencyPurgeService, IdempotencyRecovery } from 'safe-retries';
-import { IDEMPOTENCY_STORE } from '../../packages/idempotency/src/idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
 import { TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
 import { CardNetworkProcess, Ledger, paymentsDescribed as paymentsDescribedIn, reconcilePayment, startCardNetworkProcess } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';
@@ -56,7 +56,7 @@ describe('exactly-once over time (e2e)', () => {
         RECOVERY_ENABLED: 'false',
       },
     });
-    renewals = new StalledRenewals(t.app.get(IDEMPOTENCY_STORE));
+    renewals = new StalledRenewals(t.app.get(PostgresIdempotencyStore));
   });
   afterAll(async () => {
     await t?.close();

@@ -2,10 +2,9 @@ import { Controller, Module, Post } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { IDEMPOTENCY_REDIS_STORE } from '../../packages/idempotency/src/idempotency.store';
 import { Idempotent } from '../../packages/idempotency/src/idempotent.decorator';
 import { keyId } from '../../packages/idempotency/src/key-id';
-import { RedisIdempotencyStore } from '../../packages/idempotency/src/redis-idempotency.store';
+import { RedisIdempotencyStore } from '../../packages/idempotency/src/redis/redis-idempotency.store';
 import { TestApp, createTestApp } from '../support/app';
 import { ContractModule } from '../support/demo/contract.module';
 import { redisSuites, redisUrl } from '../support/redis-server';
@@ -26,7 +25,7 @@ describeRedis('Redis store (e2e)', () => {
   beforeAll(async () => {
     t = await createTestApp({ imports: [ContractModule.on('redis')], env: { REDIS_URL: redisUrl(), IDEMPOTENCY_REPLAY_CACHE: '0' } });
     redis = new Redis(redisUrl());
-    store = t.app.get(IDEMPOTENCY_REDIS_STORE);
+    store = t.app.get(RedisIdempotencyStore);
   });
   afterAll(async () => {
     redis?.disconnect();
@@ -84,7 +83,7 @@ describeRedis('Redis store (e2e)', () => {
   });
 });
 
-describeRedis('IdempotencyRoutesCheck: routes that need PostgreSQL refuse the Redis store at startup (e2e)', () => {
+describeRedis('IdempotentRoutes: routes that need PostgreSQL refuse the Redis store at startup (e2e)', () => {
   @Controller('guard')
   class PhasedOnRedisController {
     @Post('phased')
@@ -109,7 +108,7 @@ describeRedis('IdempotencyRoutesCheck: routes that need PostgreSQL refuse the Re
 
   it('stops the app when a phased route asks for the Redis store, in one line saying why', async () => {
     await expect(createTestApp({ imports: [PhasedOnRedisModule], env: { REDIS_URL: redisUrl() } })).rejects.toThrow(
-      "@Idempotent() on PhasedOnRedisController.phased: phased operations need the PostgreSQL store (their recovery points commit with the key in each phase's transaction); use store 'postgres'",
+      "@Idempotent() on PhasedOnRedisController.phased: phased operations need a store with recovery points (they commit with the key in each phase's transaction); the redis store has none: use store 'postgres'",
     );
   });
 

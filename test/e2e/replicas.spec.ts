@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import request from 'supertest';
-import { IDEMPOTENCY_STORE } from '../../packages/idempotency/src/idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
@@ -150,7 +150,7 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
   describe('control: keys read from the replica (the wiring this must never have)', () => {
     let t: TestApp;
     beforeAll(async () => {
-      t = await boot([{ provide: IDEMPOTENCY_STORE, useClass: ReplicaReadIdempotencyStore }]);
+      t = await boot([{ provide: PostgresIdempotencyStore, useClass: ReplicaReadIdempotencyStore }]);
     });
     afterAll(() => t?.close());
 

@@ -6,7 +6,9 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../../packages/idempotency/src/idempotency.options';
 import { ClaimRequest, ClaimResult } from '../../packages/idempotency/src/idempotency.store';
 import { keyId } from '../../packages/idempotency/src/key-id';
-import { NOW_US, PostgresIdempotencyStore, decodeResponse } from '../../packages/idempotency/src/postgres-idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
+import { NOW_US } from '../../packages/idempotency/src/postgres/statements';
+import { decodeResponse } from '../../packages/idempotency/src/response-cipher';
 
 /**
  * A DELIBERATELY WRONG store, for the replica suite to prove it has teeth: the

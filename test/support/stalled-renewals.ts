@@ -1,4 +1,4 @@
-import type { IdempotencyKeyStore, Ownership } from '../../packages/idempotency/src/idempotency.store';
+import type { IdempotencyStore, Ownership } from '../../packages/idempotency/src/idempotency.store';
 
 /**
  * A worker whose lease renewals never reach the store: the in-process stand-in
@@ -16,7 +16,7 @@ export class StalledRenewals {
   /** Owners met while their key was stalled: they stay stalled after `resume`. */
   private readonly stalled = new WeakSet<Ownership>();
 
-  constructor(store: IdempotencyKeyStore) {
+  constructor(store: IdempotencyStore) {
     const renew = store.renew.bind(store);
     store.renew = (owner: Ownership, leaseMs: number) => {
       if (this.keys.has(owner.key)) this.stalled.add(owner);

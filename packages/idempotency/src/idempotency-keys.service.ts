@@ -1,9 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { idempotencyErrors } from './idempotency.errors';
-import { checkScope } from './idempotency.interceptor';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
-import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE, IdempotencyKeyStore, KeyOutcome } from './idempotency.store';
+import { KeyOutcome } from './idempotency.store';
+import { IdempotencyStores } from './idempotency-stores';
 import { parseIdempotencyKey } from './idempotency-key';
+import { checkScope } from './scope';
 
 /**
  * The outcome of an operation looked up by its Idempotency-Key, for the client
@@ -12,14 +13,13 @@ import { parseIdempotencyKey } from './idempotency-key';
  * claimed or written; a client that gave up retrying learns whether its
  * operation happened without sending it again. The key is read as the header
  * is (bare or an RFC 8941 string: both are the same key); an invalid one is the
- * module's 400 `idempotency_key_invalid`. Keys of routes on the Redis store are
- * found there when the PostgreSQL store has none.
+ * module's 400 `idempotency_key_invalid`. Each store of the module is asked in
+ * turn, the PostgreSQL store first, until one knows the key.
  */
 @Injectable()
 export class IdempotencyKeys {
   constructor(
-    @Inject(IDEMPOTENCY_STORE) private readonly store: IdempotencyKeyStore,
-    @Inject(IDEMPOTENCY_REDIS_STORE) private readonly redisStore: IdempotencyKeyStore | null,
+    private readonly stores: IdempotencyStores,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
@@ -27,8 +27,11 @@ export class IdempotencyKeys {
     const parsed = parseIdempotencyKey(rawKey);
     if (!parsed.ok) throw idempotencyErrors.invalid(this.options.policyUrl, parsed.reason);
     const owner = checkScope(scope);
-    let found = await this.store.outcome(owner, parsed.key);
-    if (found.state === 'unknown' && this.redisStore) found = await this.redisStore.outcome(owner, parsed.key);
+    let found: KeyOutcome = { state: 'unknown' };
+    for (const store of this.stores.all) {
+      found = await store.outcome(owner, parsed.key);
+      if (found.state !== 'unknown') break;
+    }
     return { key: parsed.key, ...found };
   }
 }

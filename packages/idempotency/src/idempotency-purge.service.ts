@@ -4,7 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { CronJob } from 'cron';
 import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
-import { REPLACEABLE } from './postgres-idempotency.store';
+import { purgeStatements } from './postgres/statements';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 
@@ -27,8 +27,8 @@ import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
  *   over right now is skipped, never waited for, and the claim never waits for
  *   the purge either (it meets a row that is either still there or already gone;
  *   both are answered correctly). Skipped rows go in a later run.
- * - Only what nothing can resume (the store's REPLACEABLE, the claim's own
- *   rule). A completed row's `expires_at` is its completion + retention. A row
+ * - Only what nothing can resume (REPLACEABLE in postgres/statements.ts, the
+ *   claim's own rule). A completed row's `expires_at` is its completion + retention. A row
  *   still in progress is past `expires_at` when its work outlived the retention:
  *   while its owner holds (or renews) the lease it may still complete, and a row
  *   with a recovery point is an operation whose outside effect may have happened
@@ -68,30 +68,6 @@ export const PURGE_LOCK_ID = 0x5afe_0002;
 /** The name of the scheduled job in SchedulerRegistry. */
 export const PURGE_JOB_NAME = 'idempotency-purge';
 
-
-// The outer WHERE repeats the inner one: the subquery has locked the rows, so it
-// cannot change the result; it keeps the rule visible in the statement that deletes.
-const PURGE_BATCH_SQL = (t: string) => `
-DELETE FROM ${t}
- WHERE ctid = ANY(ARRAY(
-         SELECT ctid FROM ${t}
-          WHERE ${REPLACEABLE}
-          ORDER BY expires_at
-          LIMIT $1
-            FOR UPDATE SKIP LOCKED))
-   AND ${REPLACEABLE}`;
-
-// Processed messages: committed with their effect, so past expires_at is all it takes.
-const PURGE_MESSAGES_BATCH_SQL = (t: string) => `
-DELETE FROM ${t}
- WHERE ctid = ANY(ARRAY(
-         SELECT ctid FROM ${t}
-          WHERE expires_at <= now()
-          ORDER BY expires_at
-          LIMIT $1
-            FOR UPDATE SKIP LOCKED))
-   AND expires_at <= now()`;
-
 export interface PurgeResult {
   /** Keys deleted by this run. */
   deleted: number;
@@ -120,8 +96,9 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     // Defined whenever the purge is enabled: the module refuses to start otherwise.
     @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
   ) {
-    this.purgeBatchSql = PURGE_BATCH_SQL(options.table.sql);
-    this.purgeMessagesBatchSql = PURGE_MESSAGES_BATCH_SQL(options.messages.table.sql);
+    const sql = purgeStatements(options.table.sql, options.messages.table.sql);
+    this.purgeBatchSql = sql.keys;
+    this.purgeMessagesBatchSql = sql.messages;
   }
 
   onApplicationBootstrap(): void {
@@ -171,12 +148,9 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   private async run(): Promise<PurgeResult> {
     const started = performance.now();
     const elapsedMs = () => Math.round(performance.now() - started);
-    const { batchSize, budgetMs } = this.options.purge;
-    let deleted = 0;
-    let messages = 0;
-    let batches = 0;
     // The lock's transaction, on a connection of its own; the batches run on the pool.
     const lock = this.dataSource.createQueryRunner('master');
+    let counts: Omit<PurgeResult, 'durationMs' | 'skipped'>;
     try {
       await lock.startTransaction();
       const [{ locked }] = (await lock.query('SELECT pg_try_advisory_xact_lock($1) AS locked', [PURGE_LOCK_ID])) as {
@@ -186,37 +160,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
         this.logger.debug('skipped: another instance is purging expired idempotency keys');
         return { deleted: 0, messages: 0, batches: 0, durationMs: elapsedMs(), skipped: true };
       }
-      const runner = this.dataSource.createQueryRunner('master');
-      try {
-        // One batch of each table in turn; a table is done once a batch of it comes back short.
-        const pending: { sql: string; deleted(n: number): void }[] = [
-          {
-            sql: this.purgeBatchSql,
-            deleted: (n) => {
-              deleted += n;
-              this.metrics.purgedKeys.inc(n);
-            },
-          },
-        ];
-        if (await this.messagesTableExists(runner)) {
-          pending.push({
-            sql: this.purgeMessagesBatchSql,
-            deleted: (n) => {
-              messages += n;
-              this.metrics.purgedMessages.inc(n);
-            },
-          });
-        }
-        for (let table = pending.shift(); table !== undefined; table = pending.shift()) {
-          const { affected = 0 } = await runner.query(table.sql, [batchSize], true);
-          batches += 1;
-          table.deleted(affected);
-          if (affected >= batchSize) pending.push(table);
-          if (elapsedMs() >= budgetMs || this.stopping) break;
-        }
-      } finally {
-        await runner.release();
-      }
+      counts = await this.purgeBatches(elapsedMs);
     } catch (error) {
       this.metrics.purgeFailures.inc();
       throw error;
@@ -228,10 +172,51 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
 
     const durationMs = elapsedMs();
     this.metrics.purgeDuration.observe(durationMs / 1000);
+    const { deleted, messages, batches } = counts;
     const message = `purged ${deleted} expired idempotency keys and ${messages} processed messages in ${batches} batches, ${durationMs} ms`;
     if (deleted + messages > 0) this.logger.log(message);
     else this.logger.debug(message);
-    return { deleted, messages, batches, durationMs, skipped: false };
+    return { ...counts, durationMs, skipped: false };
+  }
+
+  /**
+   * One batch of each table in turn, until each has come back short or the
+   * time budget is spent; a table is done once a batch of it comes back short.
+   */
+  private async purgeBatches(elapsedMs: () => number): Promise<Omit<PurgeResult, 'durationMs' | 'skipped'>> {
+    const { batchSize, budgetMs } = this.options.purge;
+    const counts = { deleted: 0, messages: 0, batches: 0 };
+    const runner = this.dataSource.createQueryRunner('master');
+    try {
+      const pending: { sql: string; deleted(n: number): void }[] = [
+        {
+          sql: this.purgeBatchSql,
+          deleted: (n) => {
+            counts.deleted += n;
+            this.metrics.purgedKeys.inc(n);
+          },
+        },
+      ];
+      if (await this.messagesTableExists(runner)) {
+        pending.push({
+          sql: this.purgeMessagesBatchSql,
+          deleted: (n) => {
+            counts.messages += n;
+            this.metrics.purgedMessages.inc(n);
+          },
+        });
+      }
+      for (let table = pending.shift(); table !== undefined; table = pending.shift()) {
+        const { affected = 0 } = await runner.query(table.sql, [batchSize], true);
+        counts.batches += 1;
+        table.deleted(affected);
+        if (affected >= batchSize) pending.push(table);
+        if (elapsedMs() >= budgetMs || this.stopping) break;
+      }
+    } finally {
+      await runner.release();
+    }
+    return counts;
   }
 
   /** Whether the messages table exists; warns once per process when it does not (see the header). */

@@ -1,15 +1,14 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { TransactionHost } from '@nestjs-cls/transactional';
-import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsService } from 'nestjs-cls';
-import { LeaseLostError } from './idempotency.errors';
 import { IdempotencyMetrics } from './idempotency.metrics';
-import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
-import { IDEMPOTENCY_STORE, IdempotencyStore, RecoveryPoint } from './idempotency.store';
+import { IdempotencyStore, Ownership, RecoveryPoint, RecoveryPoints } from './idempotency.store';
+import { IdempotencyStores } from './idempotency-stores';
 import { LeaseKeeper } from './lease-keeper';
-import { aboutOperation, emit, inSpan } from './idempotency.telemetry';
+import { aboutOperation, inSpan } from './idempotency.telemetry';
+import { OperationAttempt } from './operation-attempt';
 import { PhasedOperation } from './phased-operation';
 import type { PhasedOperationName } from './phased-operation-name';
 
@@ -49,21 +48,33 @@ export type TakeOverResult<T> = { taken: false } | { taken: true; result: T };
  * ScheduleModule.forRoot()), under RECOVERY_JOB_NAME, as the purge's cron job
  * is; the registry clears it when the app shuts down.
  */
+/** An operation taken over from a store with recovery points. */
+interface Taken {
+  store: IdempotencyStore;
+  owner: Ownership;
+  recovery: RecoveryPoint;
+  /** When the takeover was sent: the lease is counted from here. */
+  takenAt: number;
+}
+
 @Injectable()
 export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('IdempotencyRecovery');
   private readonly resumers = new Map<string, ResumeFunction>();
   private inFlight?: Promise<RecoveryRunResult>;
+  /** The stores that keep recovery points (the PostgreSQL store). */
+  private readonly stores: { store: IdempotencyStore; recovery: RecoveryPoints }[];
 
   constructor(
-    @Inject(IDEMPOTENCY_STORE) private readonly store: IdempotencyStore,
+    stores: IdempotencyStores,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
-    @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_CLS) private readonly cls: ClsService,
     private readonly metrics: IdempotencyMetrics,
     // Defined whenever recovery is enabled: the module refuses to start otherwise.
     @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
-  ) {}
+  ) {
+    this.stores = stores.all.flatMap((store) => (store.recovery ? [{ store, recovery: store.recovery }] : []));
+  }
 
   /**
    * Registers how the operation `name` (the `phased` of its route) is resumed
@@ -122,24 +133,26 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
    */
   private async run(): Promise<RecoveryRunResult> {
     const result: RecoveryRunResult = { taken: 0, finished: 0, released: 0, failed: 0 };
-    // An operation that could not end gives its lease up at once: the next run, not this one, tries it again.
-    const tried = new Set<string>();
-    while (result.taken < this.options.recovery.batchSize) {
-      const takenAt = performance.now();
-      const [next] = await this.store.takeOverAbandoned(1, this.options.leaseMs);
-      if (!next) break;
-      const lease = new LeaseKeeper(next.owner, this.store, this.options.leaseMs, takenAt);
-      const id = JSON.stringify([next.owner.scope, next.owner.key]);
-      if (tried.has(id)) {
-        await this.giveUp(lease);
-        break;
+    for (const { store, recovery } of this.stores) {
+      // An operation that could not end gives its lease up at once: the next run, not this one, tries it again.
+      const tried = new Set<string>();
+      while (result.taken < this.options.recovery.batchSize) {
+        const takenAt = performance.now();
+        const [next] = await recovery.takeOverAbandoned(1, this.options.leaseMs);
+        if (!next) break;
+        const taken: Taken = { store, ...next, takenAt };
+        const id = JSON.stringify([next.owner.scope, next.owner.key]);
+        if (tried.has(id)) {
+          await this.attempt(taken).settle(async () => undefined, () => 'tried already in this run');
+          break;
+        }
+        tried.add(id);
+        result.taken++;
+        const ending = await this.resume(taken);
+        if (ending === 'finished') result.finished++;
+        else if (ending === 'released') result.released++;
+        else result.failed++;
       }
-      tried.add(id);
-      result.taken++;
-      const ending = await this.resume(lease, next.recovery);
-      if (ending === 'finished') result.finished++;
-      else if (ending === 'released') result.released++;
-      else result.failed++;
     }
     if (result.taken) this.logger.log(`recovery: ${JSON.stringify(result)}`);
     return result;
@@ -157,79 +170,55 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
   takeOver<S, T>(name: PhasedOperationName<S>, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>>;
   takeOver<T>(name: string, scope: string, key: string, work: (operation: PhasedOperation) => Promise<T>): Promise<TakeOverResult<T>>;
   async takeOver<S, T>(name: string, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>> {
-    const takenAt = performance.now();
-    const taken = await this.store.takeOverOperation(scope, key, this.options.leaseMs);
-    if (!taken) return { taken: false };
-    const { owner, recovery } = taken;
-    const lease = new LeaseKeeper(owner, this.store, this.options.leaseMs, takenAt);
-    const operation = new PhasedOperation<S>(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
-    try {
-      if (recovery.operation !== name) throw new Error(`the key holds the operation ${recovery.operation}, not ${name}`);
-      const result = await aboutOperation(scope, key, recovery.operation, () => inSpan('idempotency.takeover', () => work(operation)));
-      return { taken: true, result };
-    } finally {
-      if (!operation.outcome) await this.giveUp(lease);
-      await lease.stop();
-    }
-  }
-
-  private async resume(lease: LeaseKeeper, recovery: RecoveryPoint): Promise<'finished' | 'released' | 'failed'> {
-    const { scope, key } = lease.owner;
-    try {
-      return await aboutOperation(scope, key, recovery.operation, () =>
-        inSpan('idempotency.recovery', async () => {
-          const ending = await this.resumeUnderLease(lease, recovery);
-          if (ending !== 'failed') emit('recovered');
-          return ending;
-        }),
+    for (const { store, recovery } of this.stores) {
+      const takenAt = performance.now();
+      const taken = await recovery.takeOverOperation(scope, key, this.options.leaseMs);
+      if (!taken) continue;
+      const attempt = this.attempt({ store, ...taken, takenAt });
+      const held = taken.recovery.operation;
+      const operation = new PhasedOperation<S>(attempt, held, taken.recovery.status);
+      const run = async (): Promise<T> => {
+        if (held !== name) throw new Error(`the key holds the operation ${held}, not ${name}`);
+        return work(operation);
+      };
+      const settled = await aboutOperation(scope, key, held, () =>
+        inSpan('idempotency.takeover', () => attempt.settle(run, () => 'the work returned without finish() or release()')),
       );
-    } finally {
-      await lease.stop();
+      if (settled.threw) throw settled.error;
+      return { taken: true, result: settled.value as T };
     }
+    return { taken: false };
   }
 
-  private async resumeUnderLease(lease: LeaseKeeper, recovery: RecoveryPoint): Promise<'finished' | 'released' | 'failed'> {
-    const resume = this.resumers.get(recovery.operation);
-    if (!resume) {
-      this.metrics.recoveries.inc({ result: 'unknown_operation' });
-      this.logger.warn(`no resume function registered for ${recovery.operation}; key left for a later attempt`);
-      await this.giveUp(lease);
-      return 'failed';
-    }
-    const operation = new PhasedOperation(lease, recovery.operation, recovery.status, recovery, this.store, this.txHost);
-    try {
-      // The job has no request: the ambient transaction needs a CLS context of its own.
-      await this.cls.run(() => resume(operation));
-    } catch (error) {
-      const ending = operation.outcome?.kind;
-      if (ending === 'finished' || ending === 'released') {
-        this.metrics.recoveries.inc({ result: ending });
-        return ending;
-      }
-      this.metrics.recoveries.inc({ result: ending === 'held' ? 'held' : 'failed' });
-      this.logger.warn(`could not recover ${recovery.operation} at ${recovery.point}: ${(error as Error).message}`);
-      // Held: it keeps the lease it asked for. Lease lost: nothing of ours to give up.
-      if (ending !== 'held' && !(error instanceof LeaseLostError)) await this.giveUp(lease);
-      return 'failed';
-    }
-    const ending = operation.outcome?.kind;
-    if (ending === 'finished' || ending === 'released') {
-      this.metrics.recoveries.inc({ result: ending });
-      return ending;
-    }
-    if (ending === 'held') {
-      this.metrics.recoveries.inc({ result: 'held' });
-      return 'failed';
-    }
-    this.metrics.recoveries.inc({ result: 'failed' });
-    this.logger.warn(`the resume function of ${recovery.operation} returned without finish() or release()`);
-    await this.giveUp(lease);
-    return 'failed';
+  private attempt(taken: Taken): OperationAttempt {
+    const lease = new LeaseKeeper(taken.owner, taken.store, this.options.leaseMs, taken.takenAt);
+    return new OperationAttempt(lease, taken.store, taken.recovery);
   }
 
-  private async giveUp(lease: LeaseKeeper): Promise<void> {
-    await lease.end((owner) => this.store.yieldLease(owner)).catch((error: unknown) => {
-      this.logger.warn(`could not give up the lease of a recovered operation: ${(error as Error).message}`);
-    });
+  /** Resumes one operation with its registered function, in a CLS context of its own (the job has no request). */
+  private resume(taken: Taken): Promise<'finished' | 'released' | 'failed'> {
+    const { owner, recovery } = taken;
+    return aboutOperation(owner.scope, owner.key, recovery.operation, () =>
+      inSpan('idempotency.recovery', async () => {
+        const attempt = this.attempt(taken);
+        const resume = this.resumers.get(recovery.operation);
+        if (!resume) {
+          this.metrics.recoveries.inc({ result: 'unknown_operation' });
+          this.logger.warn(`no resume function registered for ${recovery.operation}; key left for a later attempt`);
+          await attempt.settle(async () => undefined, () => 'no resume function');
+          return 'failed';
+        }
+        const operation = new PhasedOperation(attempt, recovery.operation, recovery.status);
+        const settled = await attempt.settle(
+          () => this.cls.run(() => resume(operation)),
+          () => `the resume function of ${recovery.operation} returned without finish() or release()`,
+        );
+        const result = this.metrics.recoveryEnded(settled.end);
+        if (result === 'finished' || result === 'released') return result;
+        if (settled.threw) this.logger.warn(`could not recover ${recovery.operation} at ${recovery.point}: ${(settled.error as Error).message}`);
+        else if (result === 'failed') this.logger.warn((settled.error as Error).message);
+        return 'failed';
+      }),
+    );
   }
 }

@@ -105,3 +105,15 @@ export class LeaseLostError extends Error {
     super('the idempotency key was taken over by another attempt; the completion matched no row');
   }
 }
+
+/**
+ * Thrown by a store's completion when the work stands but its response could
+ * not be stored (a store whose units are not transactions, e.g. Redis): the
+ * attempt answers the response unstored, since a retry would repeat the work.
+ */
+export class ResponseNotStoredError extends Error {
+  override name = 'ResponseNotStoredError';
+  constructor(cause: unknown) {
+    super(`the response could not be stored after the work ran: ${(cause as Error).message}`, { cause });
+  }
+}

@@ -1,6 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { IDEMPOTENCY_REGISTRY } from './idempotency.options';
+import { emit } from './idempotency.telemetry';
+import type { AttemptEnd } from './operation-attempt';
 
 export type IdempotencyOutcome =
   | 'claimed'
@@ -13,6 +15,14 @@ export type IdempotencyOutcome =
   /** A phased request failed after a recovery point: key kept, lease given up. */
   | 'yielded';
 
+/** What became of an operation the recovery job resumed (`idempotency_recoveries_total{result}`). */
+export type RecoveryResult = 'finished' | 'released' | 'held' | 'failed';
+
+/**
+ * The module's counters, and the one place where what happened to a request or
+ * a recovered operation is recorded: counted here, and told to spans and the
+ * diagnostics channel (idempotency.telemetry).
+ */
 @Injectable()
 export class IdempotencyMetrics {
   readonly outcomes: Counter<'outcome'>;
@@ -71,7 +81,34 @@ export class IdempotencyMetrics {
     });
   }
 
-  count(outcome: IdempotencyOutcome): void {
+  /** An outcome of a request: counted, and told as an event. */
+  record(outcome: IdempotencyOutcome): void {
     this.outcomes.inc({ outcome });
+    emit(outcome);
+  }
+
+  /** How a request's attempt ended (see OperationAttempt.settle). */
+  requestEnded(end: AttemptEnd): void {
+    switch (end.kind) {
+      case 'lease_lost':
+        return this.record('lease_lost');
+      case 'gave_up':
+        if (end.given) this.record(end.kept ? 'yielded' : 'released');
+        return;
+      case 'held':
+        return emit('held');
+      case 'finished':
+      case 'released':
+        return;
+    }
+  }
+
+  /** How an attempt of the recovery job ended: its result, counted and told. */
+  recoveryEnded(end: AttemptEnd): RecoveryResult {
+    const result: RecoveryResult = end.kind === 'finished' || end.kind === 'released' || end.kind === 'held' ? end.kind : 'failed';
+    this.recoveries.inc({ result });
+    if (result === 'held') emit('held');
+    if (result === 'finished' || result === 'released') emit('recovered');
+    return result;
   }
 }

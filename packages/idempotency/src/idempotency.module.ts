@@ -10,22 +10,16 @@ import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IdempotencyPurgeService } from './idempotency-purge.service';
 import { IdempotencyRecovery } from './idempotency-recovery.service';
-import { IdempotencyRoutesCheck } from './idempotency-routes.check';
+import { IdempotentRoutes } from './idempotent-routes';
+import { IdempotencyStores } from './idempotency-stores';
 import { IdempotentConsumer } from './idempotent-consumer';
-import {
-  IDEMPOTENCY_CLS,
-  IDEMPOTENCY_OPTIONS,
-  IDEMPOTENCY_REGISTRY,
-  IDEMPOTENCY_TX_HOST,
-  IdempotencyModuleOptions,
-  ResolvedIdempotencyOptions,
-  resolveIdempotencyOptions,
-} from './idempotency.options';
+import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_REGISTRY, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions, resolveIdempotencyOptions } from './idempotency.options';
+import { IdempotencyModuleOptions } from './module-options';
 import { IDEMPOTENCY_SCHEDULER, idempotencyScheduler } from './idempotency.scheduler';
-import { IDEMPOTENCY_REDIS_STORE, IDEMPOTENCY_STORE } from './idempotency.store';
-import { PostgresIdempotencyStore } from './postgres-idempotency.store';
-import { RedisIdempotencyStore } from './redis-idempotency.store';
+import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
+import { RedisIdempotencyStore } from './redis/redis-idempotency.store';
 import { ReplayCache } from './replay-cache';
+import { ResumersCheck } from './resumers.check';
 import { ResumersExplorer } from './resumers.explorer';
 
 export const {
@@ -72,19 +66,22 @@ function required<T>(dependency: T | undefined): T {
       inject: [IDEMPOTENCY_OPTIONS, { token: SchedulerRegistry, optional: true }],
     },
     IdempotencyMetrics,
-    { provide: IDEMPOTENCY_STORE, useClass: PostgresIdempotencyStore },
+    PostgresIdempotencyStore,
+    // Built (and connected) from the `redis` option; null without it.
     {
-      provide: IDEMPOTENCY_REDIS_STORE,
+      provide: RedisIdempotencyStore,
       useFactory: (o: ResolvedIdempotencyOptions) => (o.redis ? RedisIdempotencyStore.create(o.redis) : null),
       inject: [IDEMPOTENCY_OPTIONS],
     },
-    IdempotencyRoutesCheck,
+    IdempotencyStores,
+    IdempotentRoutes,
     { provide: ReplayCache, useFactory: (o: ResolvedIdempotencyOptions) => new ReplayCache(o.replayCacheBytes), inject: [IDEMPOTENCY_OPTIONS] },
     IdempotencyInterceptor,
     IdempotencyContext,
     IdempotencyPurgeService,
     IdempotencyRecovery,
     ResumersExplorer,
+    ResumersCheck,
     IdempotentConsumer,
     IdempotencyKeys,
   ],
@@ -93,8 +90,8 @@ function required<T>(dependency: T | undefined): T {
     IDEMPOTENCY_TX_HOST,
     IDEMPOTENCY_CLS,
     IDEMPOTENCY_OPTIONS,
-    IDEMPOTENCY_STORE,
-    IDEMPOTENCY_REDIS_STORE,
+    IdempotencyStores,
+    IdempotentRoutes,
     IdempotencyMetrics,
     ReplayCache,
     IdempotencyInterceptor,

@@ -1,7 +1,21 @@
 /**
- * The store behind @Idempotent(): all of the module's SQL sits behind this
- * interface, so a test can swap in a deliberately naive store and watch the
- * race suite catch it.
+ * The store contract: what the orchestration (the interceptor, PhasedOperation,
+ * the recovery job) needs of a place that keeps keys, each step once. The
+ * protocol is written once over it (see OperationAttempt); stores differ only
+ * in how they keep keys and in how a unit of work commits:
+ *
+ * - `runUnit(work)`: the PostgreSQL store runs it in a transaction of the
+ *   ambient TransactionHost, so the completion (and a phase's recovery point)
+ *   commits with the handler's writes; the Redis store runs `work` as it is,
+ *   and its completion follows the work.
+ * - What a store cannot do is absent from it, not a flag: `recovery` (recovery
+ *   points, for phased operations and the recovery job) and `settlement` (waking
+ *   waiting duplicates, for `@Idempotent({ wait })`). A route that needs one is
+ *   refused at startup when its store has none (IdempotencyStores).
+ *
+ * A further way of executing (e.g. the claim taken inside the handler's own
+ * transaction) is one more optional part of this kind, asked for by the routes
+ * that choose it.
  */
 export interface ClaimRequest {
   scope: string;
@@ -33,7 +47,7 @@ export interface StoredResponse {
 /**
  * Where a phased operation stands (see PhasedOperation): the last phase that
  * committed, the state it saved, the operation's name (who can resume it without
- * a request) and the status its success answers with. Stored on the key's row.
+ * a request) and the status its success answers with. Stored with the key.
  */
 export interface RecoveryPoint {
   operation: string;
@@ -43,13 +57,13 @@ export interface RecoveryPoint {
 }
 
 /**
- * `retainedForMs`: how long the database still keeps the key, as of the claim
- * statement's `now()` (so counted from when the claim was sent, it ends no later
- * than the key's `expires_at`). A store that cannot tell leaves it out, and the
- * response is then not kept in the replay cache.
+ * `retainedForMs`: how long the store still keeps the key, as of the claim
+ * (so counted from when the claim was sent, it ends no later than the key's
+ * expiry). A store that cannot tell leaves it out, and the response is then
+ * not kept in the replay cache.
  */
 export type ClaimResult =
-  /** `recovery`: where an operation taken over had got to (null for a fresh claim). */
+  /** `recovery`: where an operation taken over had got to (null for a fresh claim, or a store without recovery points). */
   | { kind: 'claimed'; owner: Ownership; takenOver: boolean; recovery: RecoveryPoint | null; retainedForMs?: number }
   | { kind: 'completed'; response: StoredResponse; retainedForMs?: number }
   /** `retryAfterMs`: what is left of the owner's lease (1 s when the row was not yet visible). */
@@ -68,65 +82,73 @@ export type KeyOutcome =
   | { state: 'in_progress'; retryAfterMs: number }
   | { state: 'completed'; status: number; expiresAt: string };
 
-/**
- * What every store offers: claim, fenced completion, fenced release. The
- * PostgreSQL store (IdempotencyStore) completes inside the business transaction;
- * the Redis store (RedisIdempotencyStore) after the handler, with no transaction.
- */
-export interface IdempotencyKeyStore {
-  /** Claims the key or reports its state. Commits on its own, outside any transaction. */
+export interface IdempotencyStore {
+  /**
+   * Claims the key or reports its state: a new key (or one past its retention)
+   * is claimed; a key in progress whose lease has ended is taken over, one
+   * winner; otherwise the stored response, another request's fingerprint, or
+   * the owner still at work. Commits on its own, outside any unit.
+   */
   claim(request: ClaimRequest): Promise<ClaimResult>;
   /**
-   * Stores the response, fenced on the owner's token (in PostgreSQL: inside the
-   * ambient business transaction), and starts the key's retention: it is kept
-   * for `owner.retentionMs` from now, on the store's clock. Throws
-   * LeaseLostError when the key is no longer ours.
+   * Stores the response, fenced on the owner's token, inside the current unit
+   * (see runUnit), and starts the key's retention: it is kept for
+   * `owner.retentionMs` from now, on the store's clock. Throws LeaseLostError
+   * when the key is no longer the owner's (nothing of the unit may commit), and
+   * ResponseNotStoredError when the work stands but its response could not be
+   * stored (a store whose units are not transactions); after any other error
+   * nothing of the unit commits.
    */
   complete(owner: Ownership, response: StoredResponse): Promise<void>;
   /**
    * Extends the owner's lease to `leaseMs` from now (the store's clock), fenced
-   * on its token: the new token, or null when the key is no longer the owner's
-   * (taken over, finished or gone). Commits on its own, outside any transaction.
+   * on its token: the new token, after which the old one fences nothing, or null
+   * when the key is no longer the owner's (taken over, finished or gone).
+   * Commits on its own.
    */
   renew(owner: Ownership, leaseMs: number): Promise<string | null>;
   /**
-   * Deletes the key if it is still ours and unfinished (after a rollback), unless
-   * it holds a committed recovery point: that key is kept and its lease ends now.
+   * Gives the key up after an attempt that did not end its operation, fenced:
+   * deletes it while it is the owner's and unfinished, unless a recovery point
+   * committed: that key is kept and its lease ends now, so the next attempt
+   * resumes it at once. Commits on its own; a stale owner changes nothing.
    */
   release(owner: Ownership): Promise<void>;
-  /**
-   * For `@Idempotent({ wait })`: resolves when the key is announced settled
-   * (completed or released, see `announceSettled`) or after `timeoutMs`, whichever
-   * comes first. Registers at once, so a settlement right after the call is not
-   * missed. A store without it cannot wait: duplicates get 409 at once.
-   */
-  awaitSettled?(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
-  /** Wakes whoever awaits this key (after its completion or release committed). */
-  announceSettled?(scope: string, key: string): Promise<void>;
   /** Where the operation at this key stands; reads only. */
   outcome(scope: string, key: string): Promise<KeyOutcome>;
+  /**
+   * Runs one unit of work: the writes `work` makes and the store's fenced
+   * writes inside it (complete, and a recovery point's checkpoint or discard)
+   * commit together where the store has transactions. Joins a unit already
+   * open in this context (the app's own transaction).
+   */
+  runUnit<T>(work: () => Promise<T>): Promise<T>;
+  /**
+   * Whether a unit is open in this context. After one of the module's units
+   * ended, an open one is the app's own, so what the module stored is not final
+   * until the app commits.
+   */
+  inUnit(): boolean;
+  /** Recovery points of phased operations; absent: the store has none. */
+  readonly recovery?: RecoveryPoints;
+  /** Wakes duplicates waiting for a key to settle; absent: they cannot wait. */
+  readonly settlement?: KeySettlement;
 }
 
-/** The PostgreSQL store: the key store plus what phased operations need (recovery points). */
-export interface IdempotencyStore extends IdempotencyKeyStore {
+/** What phased operations and the recovery job need of a store. */
+export interface RecoveryPoints {
   /**
-   * Records a recovery point, fenced on the owner's token, inside the ambient
-   * transaction of the phase it concludes. Throws LeaseLostError when the key is
-   * no longer ours.
+   * Records a recovery point, fenced on the owner's token, inside the current
+   * unit: it commits with the writes of the phase it concludes. Throws
+   * LeaseLostError when the key is no longer the owner's.
    */
   checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void>;
   /**
-   * Deletes the key, fenced, inside the ambient transaction (a phased operation
-   * that ends with nothing done undoes its phases and frees the key at once).
-   * Throws LeaseLostError when the key is no longer ours.
+   * Deletes the key and its recovery point, fenced, inside the current unit (an
+   * operation that ends with nothing done undoes its phases and frees the key
+   * in one unit). Throws LeaseLostError when the key is no longer the owner's.
    */
-  releaseInTransaction(owner: Ownership): Promise<void>;
-  /**
-   * Ends the owner's lease now and keeps the key with its recovery point: after
-   * an indeterminate outcome, the next attempt (a retry or the recovery job)
-   * takes over at once and resumes.
-   */
-  yieldLease(owner: Ownership): Promise<void>;
+  discard(owner: Ownership): Promise<void>;
   /**
    * Takes over up to `limit` operations left at a recovery point past their
    * lease (their request crashed or gave up), each with a new lease of its own.
@@ -141,7 +163,14 @@ export interface IdempotencyStore extends IdempotencyKeyStore {
   takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
 }
 
-/** The PostgreSQL store (IdempotencyStore). */
-export const IDEMPOTENCY_STORE = Symbol('IDEMPOTENCY_STORE');
-/** The Redis store (RedisIdempotencyStore), or null when the module has no `redis` option. */
-export const IDEMPOTENCY_REDIS_STORE = Symbol('IDEMPOTENCY_REDIS_STORE');
+/** Waiting duplicates (`@Idempotent({ wait })`). */
+export interface KeySettlement {
+  /**
+   * Resolves when the key is announced settled (completed or released, see
+   * `announceSettled`) or after `timeoutMs`, whichever comes first. Registers at
+   * once, so a settlement right after the call is not missed.
+   */
+  awaitSettled(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
+  /** Wakes whoever awaits this key (after its completion or release committed). */
+  announceSettled(scope: string, key: string): Promise<void>;
+}

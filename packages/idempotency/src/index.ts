@@ -1,37 +1,38 @@
 /*
- * The library's public surface: what an app writes against. Everything else
- * (the store and its token, the replay cache, key hashing) is internal; tests
- * reach it by path.
+ * The library's root entry: what an app writes against. The Redis store
+ * (`safe-retries/redis`), the OpenAPI policy (`safe-retries/swagger`, the only
+ * part that loads @nestjs/swagger) and the store contract's test kit
+ * (`safe-retries/testing`) sit behind subpaths; everything else is internal.
  */
-export { IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_OPTIONS_TYPE, IdempotencyModule } from './idempotency.module';
-export { transactionalClsModule } from './transactional-cls';
-export {
-  IDEMPOTENCY_DEFAULTS,
-  IDEMPOTENCY_OPTIONS,
-  IdempotencyModuleOptions,
-  IdempotencyRedisClient,
-  IdempotencyRedisOptions,
-  IdempotencyRequest,
-  IdempotencyStoreKind,
-  IdempotentOptions,
-  ResolvedIdempotencyOptions,
-} from './idempotency.options';
-export { Duration, formatDuration, parseDuration } from './duration';
+// The module, its options, and the values an app's configuration reads.
+export { IdempotencyModule } from './idempotency.module';
+export type { IdempotencyModuleOptions, IdempotentOptions } from './module-options';
+export { IDEMPOTENCY_DEFAULTS } from './idempotency.options';
+export { formatDuration, parseDuration } from './duration';
+export type { Duration } from './duration';
 export { parseKeyRing } from './response-cipher';
+export { transactionalClsModule } from './transactional-cls';
+// Routes: the decorator, responses, phases.
 export { Idempotent } from './idempotent.decorator';
+export { HttpResponse } from './http-response';
 export { Operation, PhasedOperation } from './phased-operation';
-export { IdempotencyRecovery, ResumeFunction, TakeOverResult } from './idempotency-recovery.service';
 export { PhasedOperationName, phasedOperation } from './phased-operation-name';
-export { Resumes, ResumesDecorator } from './resumes.decorator';
-export { IDEMPOTENT_OUTCOME, IdempotentOutcome, OutcomeResponse, isIdempotentOutcome } from './idempotent-outcome';
+export { Resumes } from './resumes.decorator';
+export type { ResumesDecorator } from './resumes.decorator';
+export type { TakeOverResult } from './idempotency-recovery.service';
+export { IDEMPOTENT_OUTCOME } from './idempotent-outcome';
+export type { IdempotentOutcome, OutcomeResponse } from './idempotent-outcome';
+// What an app injects.
 export { IdempotencyContext } from './idempotency.context';
 export { IdempotencyKeys } from './idempotency-keys.service';
-export { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent, IdempotencyEventName } from './idempotency.telemetry';
-export type { KeyOutcome } from './idempotency.store';
-export { HttpResponse } from './http-response';
-export { ConsumedMessage, IdempotentConsumer, InvalidMessageIdError, MAX_MESSAGE_ID_LENGTH } from './idempotent-consumer';
-export { IdempotencyPurgeService, PurgeResult } from './idempotency-purge.service';
-export { IdempotencyMigration, createIdempotencyMigrations, idempotencyMigrations } from './migrations';
-export { IdempotencyKeyEntity, IdempotencyKeyRow, idempotencyKeyEntity } from './idempotency-key.entity';
-export { applyIdempotencyPolicy, policyMarkdown } from './idempotency.policy';
-export { IdempotencyErrorCode, IdempotencyProblem, IdempotencyProblemBody, LeaseLostError } from './idempotency.errors';
+export { IdempotencyRecovery } from './idempotency-recovery.service';
+export { IdempotentConsumer, InvalidMessageIdError } from './idempotent-consumer';
+export { IdempotencyPurgeService } from './idempotency-purge.service';
+// What an app catches or tells its clients.
+export { IdempotencyErrorCode, IdempotencyProblem, LeaseLostError } from './idempotency.errors';
+export { IDEMPOTENCY_EVENTS_CHANNEL } from './idempotency.telemetry';
+export type { IdempotencyEvent } from './idempotency.telemetry';
+// The tables.
+export { createIdempotencyMigrations, idempotencyMigrations } from './migrations';
+export type { IdempotencyMigration } from './migrations';
+export { IdempotencyKeyEntity, idempotencyKeyEntity } from './idempotency-key.entity';

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { LeaseLostError } from './idempotency.errors';
-import { IdempotencyKeyStore, Ownership } from './idempotency.store';
+import { IdempotencyStore, Ownership } from './idempotency.store';
 
 /**
  * Keeps an owner's lease alive for as long as its work runs, so that the lease
@@ -36,7 +36,7 @@ export class LeaseKeeper {
   constructor(
     /** The owner's token changes with each renewal: every fenced statement reads it from here. */
     readonly owner: Ownership,
-    private readonly store: Pick<IdempotencyKeyStore, 'renew'>,
+    private readonly store: Pick<IdempotencyStore, 'renew'>,
     private readonly leaseMs: number,
     /** When the claim (or takeover) that set the lease was sent. */
     claimedAt = performance.now(),

@@ -1,11 +1,8 @@
 import { ExecutionContext, createParamDecorator } from '@nestjs/common';
-import { TransactionHost } from '@nestjs-cls/transactional';
-import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { IdempotencyStore, RecoveryPoint, StoredResponse } from './idempotency.store';
-import { LeaseLostError } from './idempotency.errors';
-import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
-import { LeaseKeeper } from './lease-keeper';
-import { emit, inSpan } from './idempotency.telemetry';
+import { inSpan } from './idempotency.telemetry';
+import { OperationAttempt, OperationEnding } from './operation-attempt';
+
+export type { OperationEnding } from './operation-attempt';
 
 /**
  * A request whose work reaches outside the database (a card network, a
@@ -34,57 +31,42 @@ import { emit, inSpan } from './idempotency.telemetry';
  *               kept and the lease is given up at once (the next attempt resumes)
  * A business outcome (IdempotentOutcome) thrown inside a phase commits that
  * phase's writes with the outcome stored as the response, as on other routes.
+ * Each phase is a unit of work of the route's store (a PostgreSQL transaction);
+ * the protocol under it is OperationAttempt's.
  */
-/**
- * How a phased operation's attempt ended: its response stored, the key given
- * back, or held: kept open at its recovery point, with no attempt before a while
- * (holdOff).
- */
-export type OperationEnding = { kind: 'finished'; response: StoredResponse } | { kind: 'released' } | { kind: 'held' };
-
 export class PhasedOperation<S = unknown> {
-  private point: string | null;
-  private saved: S | null;
-  private ending: OperationEnding | null = null;
-
-  /** @internal Created by the interceptor (a request) or the recovery job. */
+  /** @internal Created by the interceptor (a request) or the recovery job, over the attempt it settles. */
   constructor(
-    private readonly lease: LeaseKeeper,
+    private readonly attempt: OperationAttempt,
     /** The name under which the recovery job finds this operation's resume function. */
     readonly name: string,
     /** The status a success answers with (the route's). */
     private readonly successStatus: number,
-    recovery: RecoveryPoint | null,
-    private readonly store: IdempotencyStore,
-    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
-  ) {
-    this.point = recovery?.point ?? null;
-    this.saved = (recovery?.state as S | undefined) ?? null;
-  }
+  ) {}
 
   /** The scope (principal id) that owns the key. */
   get scope(): string {
-    return this.lease.owner.scope;
+    return this.attempt.lease.owner.scope;
   }
 
   /** The Idempotency-Key, as the client sent it (normalised). */
   get key(): string {
-    return this.lease.owner.key;
+    return this.attempt.lease.owner.key;
   }
 
   /** The last recovery point that committed (null: nothing committed yet, start from the beginning). */
   get recoveryPoint(): string | null {
-    return this.point;
+    return this.attempt.recoveryPoint;
   }
 
   /** The state saved with the last recovery point. */
   get state(): S | null {
-    return this.saved;
+    return this.attempt.state as S | null;
   }
 
-  /** @internal How the operation ended, for the interceptor and the recovery job. */
+  /** How the operation ended (null while it has not). */
   get outcome(): OperationEnding | null {
-    return this.ending;
+    return this.attempt.ended;
   }
 
   /**
@@ -94,9 +76,9 @@ export class PhasedOperation<S = unknown> {
    * while the call runs.
    */
   async call<T>(outside: () => Promise<T>, name = 'outside'): Promise<T> {
-    this.assertOpen();
+    this.attempt.assertOpen(this.name);
     return inSpan(`idempotency.call ${name}`, async () => {
-      await this.lease.confirm();
+      await this.attempt.lease.confirm();
       return outside();
     });
   }
@@ -106,18 +88,19 @@ export class PhasedOperation<S = unknown> {
    * with `state(result)`. From then on, any attempt at this key resumes there.
    */
   async checkpoint<T>(point: string, work: () => Promise<T>, state: (result: T) => S): Promise<T> {
-    this.assertOpen();
+    this.attempt.assertOpen(this.name);
+    const { lease, recoveryPoints } = this.attempt;
     let saved: S | undefined;
-    const result = await this.atomicIn(`idempotency.checkpoint ${point}`, async () => {
-      const value = await work();
-      saved = state(value);
-      const recovery = { operation: this.name, point, state: saved, status: this.successStatus };
-      await this.lease.fenced((owner) => this.store.checkpoint(owner, recovery));
-      return value;
-    });
-    // Committed: from now on this is where the operation stands.
-    this.point = point;
-    this.saved = saved ?? null;
+    const result = await inSpan(`idempotency.checkpoint ${point}`, () =>
+      this.attempt.unit(async () => {
+        const value = await work();
+        saved = state(value);
+        const recovery = { operation: this.name, point, state: saved, status: this.successStatus };
+        await lease.fenced((owner) => recoveryPoints.checkpoint(owner, recovery));
+        return value;
+      }),
+    );
+    this.attempt.reached(point, saved ?? null);
     return result;
   }
 
@@ -126,23 +109,16 @@ export class PhasedOperation<S = unknown> {
    * The response is `work`'s result as JSON with the route's status, and a
    * `Location` from `location(result)` when given.
    */
-  async finish<T>(work: () => Promise<T>, options: { location?: (result: T) => string } = {}): Promise<T> {
-    this.assertOpen();
-    let response: StoredResponse | undefined;
-    const result = await this.atomicIn('idempotency.finish', async () => {
-      const value = await work();
-      response = {
+  finish<T>(work: () => Promise<T>, options: { location?: (result: T) => string } = {}): Promise<T> {
+    this.attempt.assertOpen(this.name);
+    return inSpan('idempotency.finish', () =>
+      this.attempt.completeWith(work, (value) => ({
         status: this.successStatus,
         body: value === undefined ? '' : JSON.stringify(value),
         contentType: 'application/json; charset=utf-8',
         location: options.location?.(value),
-      };
-      const stored = response;
-      await this.lease.end((owner) => this.store.complete(owner, stored));
-      return value;
-    });
-    this.ending = { kind: 'finished', response: response! };
-    return result;
+      })),
+    );
   }
 
   /**
@@ -150,14 +126,8 @@ export class PhasedOperation<S = unknown> {
    * deleted, in one transaction, so a retry runs the operation anew.
    */
   async release(undo: () => Promise<void>): Promise<void> {
-    this.assertOpen();
-    await inSpan('idempotency.release', () =>
-      this.txHost.withTransaction(async () => {
-        await undo();
-        await this.lease.end((owner) => this.store.releaseInTransaction(owner));
-      }),
-    );
-    this.ending = { kind: 'released' };
+    this.attempt.assertOpen(this.name);
+    await inSpan('idempotency.release', () => this.attempt.discard(undo));
   }
 
   /**
@@ -169,44 +139,8 @@ export class PhasedOperation<S = unknown> {
    * resumed as usual. The caller then throws its own error.
    */
   async holdOff(forMs: number): Promise<void> {
-    this.assertOpen();
-    const held = await this.lease.end((owner) => this.store.renew(owner, forMs));
-    if (held === null) throw new LeaseLostError();
-    this.ending = { kind: 'held' };
-    emit('held');
-  }
-
-  /**
-   * A phase's transaction. A business outcome thrown by `work` is stored as the
-   * response in the same transaction, which then COMMITS, and is rethrown after
-   * the commit; any other error rolls the phase back.
-   */
-  private atomicIn<T>(span: string, work: () => Promise<T>): Promise<T> {
-    return inSpan(span, () => this.atomic(work));
-  }
-
-  private async atomic<T>(work: () => Promise<T>): Promise<T> {
-    let outcome: { error: unknown; response: StoredResponse } | undefined;
-    const result = await this.txHost.withTransaction(async () => {
-      try {
-        return await work();
-      } catch (error) {
-        if (!isIdempotentOutcome(error)) throw error;
-        const response = error[IDEMPOTENT_OUTCOME]();
-        await this.lease.end((owner) => this.store.complete(owner, response));
-        outcome = { error, response };
-        return undefined;
-      }
-    });
-    if (outcome) {
-      this.ending = { kind: 'finished', response: outcome.response };
-      throw outcome.error;
-    }
-    return result as T;
-  }
-
-  private assertOpen(): void {
-    if (this.ending) throw new Error(`the operation ${this.name} has already ended (${this.ending.kind})`);
+    this.attempt.assertOpen(this.name);
+    await this.attempt.hold(forMs);
   }
 }
 

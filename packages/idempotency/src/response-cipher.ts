@@ -59,6 +59,18 @@ export class ResponseCipher {
   }
 }
 
+const PLAIN = new ResponseCipher();
+
+/** A response's `headers` column when it is stored unencrypted. */
+export function encodeHeaders(response: StoredResponse): string | null {
+  return PLAIN.seal('', response).headers;
+}
+
+/** A response stored unencrypted, as the claim reads it. */
+export function decodeResponse(status: number, body: string, headers: string | null): StoredResponse {
+  return PLAIN.open('', status, body, headers);
+}
+
 function plainHeaders(response: StoredResponse): string | null {
   if (response.contentType === DEFAULT_CONTENT_TYPE && !response.location) return null;
   return JSON.stringify({ ct: response.contentType, loc: response.location });

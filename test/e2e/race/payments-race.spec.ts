@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { IDEMPOTENCY_STORE } from '../../../packages/idempotency/src/idempotency.store';
+import { PostgresIdempotencyStore } from '../../../packages/idempotency/src/postgres/postgres-idempotency.store';
 import { TestApp, countRows, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { paymentBody } from '../../support/fixtures';
-import { NaiveIdempotencyStore } from '../../support/naive-idempotency.store';
+import { NaiveIdempotencyStore } from '../../../packages/idempotency/test/support/naive-idempotency.store';
 import { TimedResponse, histogram, peakConcurrency, timed } from '../../support/race';
 
 /**
@@ -69,7 +69,7 @@ describe('race: identical concurrent payments (e2e)', () => {
       t = await createTestApp({
         listen: true,
         env: { CARD_NETWORK_DELAY: '50ms', DATABASE_POOL_SIZE: '20' },
-        overrides: [{ provide: IDEMPOTENCY_STORE, useClass: NaiveIdempotencyStore }],
+        overrides: [{ provide: PostgresIdempotencyStore, useClass: NaiveIdempotencyStore }],
       });
     });
     afterAll(() => t.close());
@@ -77,7 +77,7 @@ describe('race: identical concurrent payments (e2e)', () => {
     it.each(SIZES)('N=%i: the first run charges more than once for one key', async (n) => {
       // Two of the N find no row and both wait before writing: both are inside the
       // naive store's check-then-write window at once, so the double charge is certain.
-      t.app.get<NaiveIdempotencyStore>(IDEMPOTENCY_STORE).holdClaimWindow(2);
+      t.app.get<NaiveIdempotencyStore>(PostgresIdempotencyStore).holdClaimWindow(2);
       const { responses, payments, charges } = await race(t, n);
       console.log(`naive store N=${n}: ${payments} payments, ${charges} charges, ${JSON.stringify(histogram(responses))}`);
       expect(charges).toBeGreaterThanOrEqual(2);

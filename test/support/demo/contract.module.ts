@@ -4,7 +4,7 @@ import { CurrentClient } from '../../../src/auth/current-client.decorator';
 import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
 import type { ResponseHeaders } from '../../../src/common/http';
 import { BusinessOutcomeException } from '../../../src/common/problem';
-import type { IdempotencyStoreKind } from '../../../packages/idempotency/src/idempotency.options';
+import type { IdempotencyStoreKind } from '../../../packages/idempotency/src/module-options';
 import { Idempotent } from '../../../packages/idempotency/src/idempotent.decorator';
 
 /**

@@ -1,4 +1,4 @@
-import { ResponseCipher, parseKeyRing } from '../../packages/idempotency/src/response-cipher';
+import { ResponseCipher, parseKeyRing } from '../../src/response-cipher';
 
 const key = (byte: number) => Buffer.alloc(32, byte);
 const ROW = '0b9d3a3e-7d4f-4f7e-9d2a-6f1e8b0c2a11';

@@ -1,12 +1,13 @@
 import { Logger, OnModuleDestroy } from '@nestjs/common';
-import { LeaseLostError } from './idempotency.errors';
-import type { IdempotencyRedisClient, ResolvedIdempotencyOptions } from './idempotency.options';
-import { ClaimRequest, ClaimResult, IdempotencyKeyStore, KeyOutcome, Ownership, StoredResponse } from './idempotency.store';
-import { keyId } from './key-id';
+import { LeaseLostError, ResponseNotStoredError } from '../idempotency.errors';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, StoredResponse } from '../idempotency.store';
+import { keyId } from '../key-id';
+import type { IdempotencyRedisClient, IdempotencyRedisOptions } from './redis-options';
+import { CLAIM_LUA, COMPLETE_LUA, IdempotencyCommands, OUTCOME_LUA, RELEASE_LUA, RENEW_LUA } from './redis-scripts';
 
 /**
  * The claim/complete protocol in Redis, for routes whose side effect does not
- * live in PostgreSQL (packages/idempotency/README.md, "A Redis store"). One hash per key, named
+ * live in PostgreSQL (the library's README, "A Redis store"). One hash per key, named
  * `<prefix><keyId(scope, key)>` (the key and the scope are never stored, as in
  * PostgreSQL), with fields
  *
@@ -31,6 +32,10 @@ import { keyId } from './key-id';
  *   extends it to at least the new lease, so a key never vanishes under its
  *   working owner.
  * - renew: the owner's own compare-and-set, a later lease and a larger token.
+ * - A unit of work is the work itself (Redis has no transaction with it): the
+ *   completion follows the handler, and when it fails otherwise than by a lost
+ *   lease the work still stands (ResponseNotStoredError). No recovery points,
+ *   no waiting duplicates: routes that need them are refused at startup.
  *
  * What Redis cannot give: the response is not stored atomically with the
  * side effect (a crash between the two lets a retry run it again after the
@@ -39,99 +44,15 @@ import { keyId } from './key-id';
  * double execution that a lagging read replica causes.
  */
 
-/** Absent key: claim. Otherwise 422, replay, 409, or takeover past the lease. */
-const CLAIM_LUA = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local lease = tonumber(ARGV[2]) * 1000
-local cur = redis.call('HMGET', KEYS[1], 'f', 't', 'l', 's', 'b', 'c', 'o')
-if not cur[1] then
-  local token = string.format('%.0f', now)
-  redis.call('HSET', KEYS[1], 'f', ARGV[1], 't', token, 'l', string.format('%.0f', now + lease))
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {'claimed', token, tonumber(ARGV[3])}
-end
-if cur[1] ~= ARGV[1] then return {'mismatch'} end
-local ttl = redis.call('PTTL', KEYS[1])
-if cur[4] then return {'completed', ttl, cur[4], cur[5], cur[6], cur[7]} end
-local remaining = tonumber(cur[3]) - now
-if remaining > 0 then return {'in_progress', math.ceil(remaining / 1000)} end
-local token = string.format('%.0f', math.max(now, tonumber(cur[2]) + 1))
-redis.call('HSET', KEYS[1], 't', token, 'l', string.format('%.0f', now + lease))
-if ttl < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  ttl = tonumber(ARGV[2])
-end
-return {'taken_over', token, ttl}`;
-
-/** The response, only on the owner's unfinished key; its retention starts now. 1 stored, 0 no longer ours. */
-const COMPLETE_LUA = `
-local cur = redis.call('HMGET', KEYS[1], 't', 's')
-if cur[1] ~= ARGV[1] or cur[2] then return 0 end
-redis.call('HSET', KEYS[1], 's', ARGV[2], 'b', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
--- A finished key needs no token or lease: nothing may complete or release it again.
-redis.call('HDEL', KEYS[1], 't', 'l')
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'c', ARGV[4]) end
-if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'o', ARGV[5]) end
-return 1`;
-
-/** A later lease on the owner's unfinished key: the new token, or false when it is no longer ours. */
-const RENEW_LUA = `
-local cur = redis.call('HMGET', KEYS[1], 't', 's')
-if cur[1] ~= ARGV[1] or cur[2] then return false end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token = string.format('%.0f', math.max(now, tonumber(cur[1]) + 1))
-redis.call('HSET', KEYS[1], 't', token, 'l', string.format('%.0f', now + tonumber(ARGV[2]) * 1000))
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return token`;
-
-/** A key's state for its client: {status or false, lease deadline µs or false, PTTL ms, server time µs}. */
-const OUTCOME_LUA = `
-local cur = redis.call('HMGET', KEYS[1], 's', 'l')
-if not cur[1] and not cur[2] then return false end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-return {cur[1] or false, cur[2] or false, redis.call('PTTL', KEYS[1]), string.format('%.0f', now)}`;
-
-/** Deletes the owner's unfinished key. 1 deleted, 0 no longer ours. */
-const RELEASE_LUA = `
-local cur = redis.call('HMGET', KEYS[1], 't', 's')
-if cur[1] ~= ARGV[1] or cur[2] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1`;
-
-type ClaimReply =
-  | ['claimed', string, number]
-  | ['mismatch']
-  | ['completed', number, string, string, string | null, string | null]
-  | ['in_progress', number]
-  | ['taken_over', string, number];
-
-/** The scripts, as ioredis's defineCommand adds them to the client (EVALSHA, EVAL on NOSCRIPT). */
-interface IdempotencyCommands {
-  idempotencyClaim(key: string, fingerprint: Buffer, leaseMs: number, retentionMs: number): Promise<ClaimReply>;
-  idempotencyComplete(
-    key: string,
-    token: string,
-    status: number,
-    body: string,
-    contentType: string,
-    location: string,
-    retentionMs: number,
-  ): Promise<number>;
-  idempotencyRenew(key: string, token: string, leaseMs: number): Promise<string | null>;
-  idempotencyOutcome(key: string): Promise<[string | null, string | null, number, string] | null>;
-  idempotencyRelease(key: string, token: string): Promise<number>;
-}
-
 export const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** The Redis keys' prefix when the options name none. */
+export const DEFAULT_KEY_PREFIX = 'idempotency:';
 
 /** Commands are answered within this, or fail (a frozen Redis is an outage, as a frozen PostgreSQL). */
 const COMMAND_TIMEOUT_MS = 5_000;
 
-export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestroy {
+export class RedisIdempotencyStore implements IdempotencyStore, OnModuleDestroy {
   private readonly logger = new Logger('Idempotency');
   private readonly redis: IdempotencyRedisClient & IdempotencyCommands;
 
@@ -157,8 +78,9 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
    * app starts, so an unreachable Redis stops the startup with its reason.
    * ioredis is loaded only here: an app without a Redis store need not install it.
    */
-  static async create(options: NonNullable<ResolvedIdempotencyOptions['redis']>): Promise<RedisIdempotencyStore> {
-    if (options.client) return new RedisIdempotencyStore(options.client, options.keyPrefix, false);
+  static async create(options: IdempotencyRedisOptions): Promise<RedisIdempotencyStore> {
+    const keyPrefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
+    if (options.client) return new RedisIdempotencyStore(options.client, keyPrefix, false);
     const { Redis: Client } = await import('ioredis');
     const client = new Client(options.url!, {
       lazyConnect: true,
@@ -177,7 +99,7 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
         cause: error,
       });
     }
-    return new RedisIdempotencyStore(client, options.keyPrefix, true);
+    return new RedisIdempotencyStore(client, keyPrefix, true);
   }
 
   async onModuleDestroy(): Promise<void> {
@@ -214,8 +136,28 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
     }
   }
 
+  /** The work itself: there is no transaction to run it in. */
+  runUnit<T>(work: () => Promise<T>): Promise<T> {
+    return work();
+  }
+
+  inUnit(): boolean {
+    return false;
+  }
+
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
-    const stored = await this.redis.idempotencyComplete(
+    let stored: number;
+    try {
+      stored = await this.send(owner, response);
+    } catch (error) {
+      // The side effect happened: the response is answered rather than a retry invited to repeat it.
+      throw new ResponseNotStoredError(error);
+    }
+    if (stored !== 1) throw new LeaseLostError();
+  }
+
+  private send(owner: Ownership, response: StoredResponse): Promise<number> {
+    return this.redis.idempotencyComplete(
       this.redisKey(owner.scope, owner.key),
       owner.token,
       response.status,
@@ -224,7 +166,6 @@ export class RedisIdempotencyStore implements IdempotencyKeyStore, OnModuleDestr
       response.location ?? '',
       owner.retentionMs,
     );
-    if (stored !== 1) throw new LeaseLostError();
   }
 
   async outcome(scope: string, key: string): Promise<KeyOutcome> {

@@ -1,6 +1,7 @@
-import { formatDuration } from './duration';
-import { ResolvedIdempotencyOptions, X_IDEMPOTENCY } from './idempotency.options';
-import { IdempotencyErrorCode } from './idempotency.errors';
+import { formatDuration } from '../duration';
+import { ResolvedIdempotencyOptions } from '../idempotency.options';
+import { IdempotencyErrorCode } from '../idempotency.errors';
+import { X_IDEMPOTENCY } from './describe-idempotent-routes';
 
 /**
  * The published idempotency policy, rendered from the running configuration so
@@ -35,7 +36,11 @@ type OpenApiOperation = {
   [X_IDEMPOTENCY]?: { lease: number | string | null; retention: number | string | null; required: boolean };
 };
 
-/** Fills the effective lease/retention into every @Idempotent() operation and states the policy. */
+/**
+ * Fills the effective lease and retention into every @Idempotent() operation
+ * of `document` (described by describeIdempotentRoutes before it was created)
+ * and states the policy in its `info.description`.
+ */
 export function applyIdempotencyPolicy<T extends object>(document: T, o: ResolvedIdempotencyOptions): T {
   const doc = document as unknown as OpenApiDoc;
   doc.info.description = [doc.info.description, policySummary(o)].filter(Boolean).join('\n\n');

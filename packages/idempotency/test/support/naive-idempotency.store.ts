@@ -3,12 +3,13 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { keyId } from '../../packages/idempotency/src/key-id';
-import { decodeResponse, encodeHeaders } from '../../packages/idempotency/src/postgres-idempotency.store';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, StoredResponse } from '../../packages/idempotency/src/idempotency.store';
+import { keyId } from '../../src/key-id';
+import { decodeResponse, encodeHeaders } from '../../src/response-cipher';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from '../../src/idempotency.store';
 
 /**
- * A DELIBERATELY NAIVE store, for the race suite to prove it has teeth:
+ * A DELIBERATELY NAIVE store, for the store contract and the race suite to
+ * prove they have teeth:
  * check-then-insert (SELECT, then an upsert when nothing was found) and an
  * unfenced completion. It passes every sequential test and fails under
  * concurrency, as such code does in production. Never use it outside tests.
@@ -66,19 +67,28 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
     await this.dataSource.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.scope, owner.key)]);
   }
 
+  runUnit<T>(work: () => Promise<T>): Promise<T> {
+    return this.txHost.withTransaction(work);
+  }
+
+  inUnit(): boolean {
+    return this.txHost.isTransactionActive();
+  }
+
   // Phases, as naive as the rest: unfenced writes, never a takeover.
-  async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
-    await this.txHost.tx.query('UPDATE idempotency_keys SET recovery = $2 WHERE id = $1', [
-      keyId(owner.scope, owner.key),
-      JSON.stringify({ ...recovery, scope: owner.scope, key: owner.key }),
-    ]);
-  }
-
-  async releaseInTransaction(owner: Ownership): Promise<void> {
-    await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.scope, owner.key)]);
-  }
-
-  async yieldLease(): Promise<void> {}
+  readonly recovery: RecoveryPoints = {
+    checkpoint: async (owner: Ownership, recovery: RecoveryPoint) => {
+      await this.txHost.tx.query('UPDATE idempotency_keys SET recovery = $2 WHERE id = $1', [
+        keyId(owner.scope, owner.key),
+        JSON.stringify({ ...recovery, scope: owner.scope, key: owner.key }),
+      ]);
+    },
+    discard: async (owner: Ownership) => {
+      await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.scope, owner.key)]);
+    },
+    takeOverOperation: async () => null,
+    takeOverAbandoned: async () => [],
+  };
 
   async outcome(scope: string, key: string): Promise<KeyOutcome> {
     const [row] = await this.dataSource.query<{ status: number | null; expires_at: Date }[]>('SELECT status, expires_at FROM idempotency_keys WHERE id = $1', [
@@ -91,14 +101,6 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   // An unfenced lease never needs renewing: the token is always '0'.
   async renew(owner: Ownership): Promise<string> {
     return owner.token;
-  }
-
-  async takeOverOperation(): Promise<null> {
-    return null;
-  }
-
-  async takeOverAbandoned(): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
-    return [];
   }
 }
 

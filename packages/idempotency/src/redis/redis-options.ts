@@ -1,0 +1,18 @@
+/**
+ * What the Redis store uses of an ioredis client (an ioredis `Redis` is one).
+ * Structural, so that the package's types do not need ioredis installed.
+ */
+export interface IdempotencyRedisClient {
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
+  quit(): Promise<unknown>;
+}
+
+/** The Redis store's connection: a URL (the module owns the client) or the app's own ioredis client. */
+export interface IdempotencyRedisOptions {
+  /** `redis://[user:password@]host:port[/db]` or `rediss://...`; the module connects at startup and quits at shutdown. */
+  url?: string;
+  /** An ioredis client of the app's (it stays the app's: the module never closes it). */
+  client?: IdempotencyRedisClient;
+  /** Prefix of the Redis keys, each followed by the key's id (keyId). Default `idempotency:`. */
+  keyPrefix?: string;
+}

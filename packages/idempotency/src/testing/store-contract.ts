@@ -1,0 +1,176 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ContractDriver } from './store-contract-subject';
+import { recoveryCases, settlementCases } from './store-contract-parts';
+
+/** One case of the store contract. `needs`: the optional part of the contract it tests. */
+export interface StoreContractCase {
+  name: string;
+  needs?: 'recovery' | 'settlement';
+  run(driver: ContractDriver): Promise<void>;
+}
+
+/**
+ * The contract every store keeps (see IdempotencyStore), case by case, on a
+ * real store: nothing is mocked, races are real concurrent claims, leases end
+ * on the store's own clock. Each case uses keys of its own.
+ */
+const coreCases: StoreContractCase[] = [
+  {
+    name: 'race: identical concurrent claims of a new key, exactly one wins and every other is told it is in progress',
+    async run(d) {
+      const request = d.request();
+      const claims = await Promise.all(Array.from({ length: d.settings.raceSize }, () => d.store.claim(request)));
+      const kinds = claims.map((c) => c.kind);
+      assert.equal(kinds.filter((k) => k === 'claimed').length, 1, `one winner of ${claims.length} identical claims, got ${JSON.stringify(count(kinds))}`);
+      assert.deepEqual(count(kinds), { claimed: 1, in_progress: claims.length - 1 });
+      const winner = claims.find((c) => c.kind === 'claimed');
+      assert.equal(winner?.kind === 'claimed' && winner.takenOver, false);
+    },
+  },
+  {
+    name: 'replay: a completed key answers its response as stored: status, body bytes, content type, Location',
+    async run(d) {
+      for (const response of [d.response(), { status: 200, body: '', contentType: 'application/json; charset=utf-8' }]) {
+        const request = d.request();
+        const { owner } = await d.claimed(request);
+        await d.complete(owner, response);
+        const replay = await d.store.claim(request);
+        assert.equal(replay.kind, 'completed');
+        if (replay.kind !== 'completed') return;
+        assert.deepEqual({ ...replay.response, location: replay.response.location ?? undefined }, { ...response, location: response.location });
+        if (replay.retainedForMs !== undefined) assert.ok(replay.retainedForMs > 0 && replay.retainedForMs <= request.retentionMs);
+      }
+    },
+  },
+  {
+    name: 'scope: the same key in another scope is another operation',
+    async run(d) {
+      const request = d.request();
+      const { owner } = await d.claimed(request);
+      await d.claimed({ ...request, scope: `${request.scope}-other` });
+      await d.complete(owner, d.response());
+    },
+  },
+  {
+    name: 'mismatch: the key with another fingerprint is refused, while in progress and once completed',
+    async run(d) {
+      const request = d.request();
+      const other = { ...request, fingerprint: randomBytes(16) };
+      const { owner } = await d.claimed(request);
+      assert.deepEqual(await d.store.claim(other), { kind: 'mismatch' });
+      const response = d.response();
+      await d.complete(owner, response);
+      assert.deepEqual(await d.store.claim(other), { kind: 'mismatch' });
+      assert.equal((await d.store.claim(request)).kind, 'completed');
+    },
+  },
+  {
+    name: 'in progress: while the lease holds, a duplicate is told what is left of it',
+    async run(d) {
+      const request = d.request({ leaseMs: 60_000 });
+      await d.claimed(request);
+      const duplicate = await d.store.claim(request);
+      assert.equal(duplicate.kind, 'in_progress');
+      if (duplicate.kind === 'in_progress') assert.ok(duplicate.retryAfterMs > 0 && duplicate.retryAfterMs <= 60_000, `retryAfterMs ${duplicate.retryAfterMs}`);
+    },
+  },
+  {
+    name: 'takeover: once the lease has ended, exactly one of several claims takes the key over, with a new token',
+    async run(d) {
+      const request = d.request({ leaseMs: d.settings.shortLeaseMs });
+      const { owner } = await d.claimed(request);
+      const first = await d.takeOver(request);
+      assert.notEqual(first.owner.token, owner.token);
+      await sleep(d.settings.shortLeaseMs * 2);
+      const claims = await Promise.all(Array.from({ length: 10 }, () => d.store.claim(request)));
+      assert.deepEqual(count(claims.map((c) => c.kind)), { claimed: 1, in_progress: 9 }, 'one winner of a takeover');
+    },
+  },
+  {
+    name: 'fencing: an owner whose key was taken over can neither complete, renew nor release it; the newer owner completes',
+    async run(d) {
+      const request = d.request({ leaseMs: d.settings.shortLeaseMs });
+      const { owner: stale } = await d.claimed(request);
+      const { owner: newer } = await d.takeOver(request);
+      await d.leaseLost(d.complete(stale, d.response('stale')), 'the stale owner completes');
+      assert.equal(await d.store.renew(stale, 60_000), null, 'the stale owner renews');
+      await d.store.release(stale);
+      const response = d.response('newer');
+      await d.complete(newer, response);
+      const replay = await d.store.claim(request);
+      assert.equal(replay.kind === 'completed' && replay.response.body, 'newer');
+    },
+  },
+  {
+    name: 'renewal: a later lease and a new token; the old token fences nothing; a finished key is not renewed',
+    async run(d) {
+      const request = d.request({ leaseMs: d.settings.shortLeaseMs });
+      const { owner } = await d.claimed(request);
+      const first = { ...owner };
+      const token = await d.store.renew(owner, 60_000);
+      assert.ok(token !== null && token !== first.token, 'renewal gives a new token');
+      await sleep(d.settings.shortLeaseMs * 2);
+      assert.equal((await d.store.claim(request)).kind, 'in_progress', 'the renewed lease holds past the first one');
+      await d.leaseLost(d.complete(first, d.response()), 'the old token completes');
+      assert.equal(await d.store.renew(first, 60_000), null, 'the old token renews');
+      const renewed = { ...owner, token: token! };
+      await d.complete(renewed, d.response());
+      assert.equal(await d.store.renew(renewed, 60_000), null, 'a finished key is renewed');
+    },
+  },
+  {
+    name: 'release: an unfinished key is freed (the next claim is fresh); a completed one stays',
+    async run(d) {
+      const request = d.request();
+      const { owner } = await d.claimed(request);
+      await d.store.release(owner);
+      const again = await d.claimed(request);
+      await d.complete(again.owner, d.response());
+      await d.store.release(again.owner);
+      assert.equal((await d.store.claim(request)).kind, 'completed');
+    },
+  },
+  {
+    name: 'outcome: unknown, in progress with what is left of the lease, completed with its status and end of retention; scoped',
+    async run(d) {
+      const request = d.request({ leaseMs: 60_000, retentionMs: 3_600_000 });
+      assert.deepEqual(await d.store.outcome(request.scope, request.key), { state: 'unknown' });
+      const { owner } = await d.claimed(request);
+      const running = await d.store.outcome(request.scope, request.key);
+      assert.ok(running.state === 'in_progress' && running.retryAfterMs > 0 && running.retryAfterMs <= 60_000, JSON.stringify(running));
+      await d.complete(owner, d.response());
+      const done = await d.store.outcome(request.scope, request.key);
+      assert.equal(done.state, 'completed');
+      if (done.state !== 'completed') return;
+      assert.equal(done.status, 201);
+      // Retention counts from the completion (the store's clock; a minute's leeway for clocks apart).
+      const left = Date.parse(done.expiresAt) - Date.now();
+      assert.ok(Math.abs(left - 3_600_000) < 60_000, `expires ${done.expiresAt}, ${left} ms from now`);
+      assert.deepEqual(await d.store.outcome(`${request.scope}-other`, request.key), { state: 'unknown' });
+    },
+  },
+  {
+    name: 'unit: runs its work, answers its value and its error',
+    async run(d) {
+      assert.equal(await d.unit(async () => 42), 42);
+      await assert.rejects(
+        d.unit(async () => {
+          throw new Error('inside a unit');
+        }),
+        /inside a unit/,
+      );
+      assert.equal(await d.inContext(async () => d.store.inUnit()), false, 'no unit is open outside one');
+    },
+  },
+];
+
+/** Every case, the core's first. */
+export const STORE_CONTRACT: readonly StoreContractCase[] = [...coreCases, ...recoveryCases, ...settlementCases];
+
+function count(kinds: string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const k of kinds) counts[k] = (counts[k] ?? 0) + 1;
+  return counts;
+}

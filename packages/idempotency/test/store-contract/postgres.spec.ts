@@ -1,0 +1,15 @@
+import { randomBytes } from 'node:crypto';
+import { describeStoreContract } from '../../src/testing';
+import { postgresStoreSubject } from '../support/store-apps';
+
+// The PostgreSQL store keeps the whole contract, its optional parts too; with
+// responses sealed at rest, and with statements sent unnamed (behind a pooler).
+const parts = { recovery: true, settlement: true };
+
+describeStoreContract('PostgreSQL', () => postgresStoreSubject(), { parts });
+
+describeStoreContract(
+  'PostgreSQL, responses sealed, statements unnamed',
+  () => postgresStoreSubject({ encryptionKeys: [`k1:${randomBytes(32).toString('base64')}`], preparedStatements: false, tableName: 'Contract Keys' }),
+  { parts },
+);

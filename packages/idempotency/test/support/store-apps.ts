@@ -1,0 +1,35 @@
+import { Type } from '@nestjs/common';
+import { Test, TestingModule } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { IdempotencyModule, IdempotencyModuleOptions, createIdempotencyMigrations, transactionalClsModule } from '../../src';
+import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
+import { StoreContractSubject, idempotencyStoreOf } from '../../src/testing';
+import { createDatabase } from './test-services';
+
+/**
+ * The module alone in a Nest application context (no HTTP, no app of ours) on a
+ * fresh database of the run's PostgreSQL, migrated by the module's own
+ * migrations, its jobs off; `store` replaces the PostgreSQL store (a store that
+ * breaks the contract). Its PostgreSQL store, ready for the contract kit.
+ */
+export async function postgresStoreSubject(options: IdempotencyModuleOptions = {}, store?: Type): Promise<StoreContractSubject & { app: TestingModule }> {
+  const db = await createDatabase();
+  let builder = Test.createTestingModule({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(options.tableName), migrationsRun: true }),
+      transactionalClsModule({ middleware: false }),
+      IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false }, ...options }),
+    ],
+  });
+  if (store) builder = builder.overrideProvider(PostgresIdempotencyStore).useClass(store);
+  const app = await builder.compile();
+  await app.init();
+  return {
+    app,
+    ...idempotencyStoreOf(app),
+    close: async () => {
+      await app.close();
+      await db.drop();
+    },
+  };
+}

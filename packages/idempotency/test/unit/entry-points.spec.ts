@@ -1,0 +1,107 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import * as root from '../../src';
+import * as redis from '../../src/redis';
+import * as swagger from '../../src/swagger';
+import * as testing from '../../src/testing';
+
+/**
+ * The package's entry points: the root is what an app writes against, and
+ * loads neither @nestjs/swagger nor ioredis (optional peers): every module it
+ * reaches is read here and none imports them. The subpaths are where they are.
+ */
+const SRC = resolve(__dirname, '../../src');
+
+/**
+ * The library modules `entry` reaches through its relative imports, the
+ * packages they load as they are loaded (`packages`), and those they load
+ * later, by a dynamic import() (`lazily`).
+ */
+function reach(entry: string): { files: Set<string>; packages: Set<string>; lazily: Set<string> } {
+  const files = new Set<string>();
+  const packages = new Set<string>();
+  const lazily = new Set<string>();
+  const visit = (file: string) => {
+    if (files.has(file)) return;
+    files.add(file);
+    const text = readFileSync(file, 'utf8');
+    // Static imports and re-exports (type-only ones are erased), and dynamic import().
+    for (const [, typeOnly, specifier] of text.matchAll(/^(?:import|export)\s+(type\s+)?[^'";]*?from\s+'([^']+)'/gm)) {
+      if (!typeOnly) add(file, specifier);
+    }
+    for (const [, specifier] of text.matchAll(/import\('([^']+)'\)/g)) lazily.add(specifier);
+  };
+  const add = (from: string, specifier: string) => {
+    if (!specifier.startsWith('.')) return void packages.add(specifier);
+    const base = resolve(dirname(from), specifier);
+    const candidates = [`${base}.ts`, join(base, 'index.ts')];
+    const found = candidates.find((c) => {
+      try {
+        readFileSync(c);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    if (!found) throw new Error(`${from}: cannot resolve ${specifier}`);
+    visit(found);
+  };
+  visit(entry);
+  return { files, packages, lazily };
+}
+
+describe('entry points', () => {
+  it('the root exports what an app writes against, and nothing else', () => {
+    expect(Object.keys(root).sort()).toEqual(
+      [
+        'IDEMPOTENCY_DEFAULTS',
+        'IDEMPOTENCY_EVENTS_CHANNEL',
+        'IDEMPOTENT_OUTCOME',
+        'HttpResponse',
+        'IdempotencyContext',
+        'IdempotencyErrorCode',
+        'IdempotencyKeyEntity',
+        'IdempotencyKeys',
+        'IdempotencyModule',
+        'IdempotencyProblem',
+        'IdempotencyPurgeService',
+        'IdempotencyRecovery',
+        'Idempotent',
+        'IdempotentConsumer',
+        'InvalidMessageIdError',
+        'LeaseLostError',
+        'Operation',
+        'PhasedOperation',
+        'createIdempotencyMigrations',
+        'formatDuration',
+        'idempotencyKeyEntity',
+        'idempotencyMigrations',
+        'parseDuration',
+        'parseKeyRing',
+        'transactionalClsModule',
+      ].sort(),
+    );
+  });
+
+  it('the root never loads @nestjs/swagger nor ioredis', () => {
+    const { files, packages, lazily } = reach(join(SRC, 'index.ts'));
+    expect(files.size).toBeGreaterThan(20);
+    expect(packages).toContain('@nestjs/common');
+    const optional = (p: string) => p.startsWith('@nestjs/swagger') || p === 'ioredis';
+    expect([...packages].filter(optional)).toEqual([]);
+    // The Redis store, built only from the module's `redis` option, loads ioredis when it connects.
+    expect([...lazily]).toEqual(['ioredis']);
+  });
+
+  it('the swagger subpath is where @nestjs/swagger is loaded; the Redis store loads ioredis when it connects', () => {
+    expect(reach(join(SRC, 'swagger/index.ts')).packages).toContain('@nestjs/swagger');
+    expect(Object.keys(swagger).sort()).toEqual(['IDEMPOTENCY_OPTIONS', 'applyIdempotencyPolicy', 'describeIdempotentRoutes', 'policyMarkdown']);
+    expect(Object.keys(redis)).toEqual(['RedisIdempotencyStore']);
+    expect(reach(join(SRC, 'redis/index.ts')).lazily).toEqual(new Set(['ioredis']));
+  });
+
+  it('the testing subpath is the store contract kit, and loads nothing of jest', () => {
+    expect(Object.keys(testing).sort()).toEqual(['ContractDriver', 'ResponseNotStoredError', 'STORE_CONTRACT', 'describeStoreContract', 'idempotencyStoreOf']);
+    expect([...reach(join(SRC, 'testing/index.ts')).packages].filter((p) => /jest/.test(p))).toEqual([]);
+  });
+});
