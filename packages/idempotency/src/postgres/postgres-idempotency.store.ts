@@ -7,7 +7,7 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../idempotency.options';
 import { keyId } from '../key-id';
 import { ResponseCipher } from '../response-cipher';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, KeySettlement, Ownership, StoredResponse } from '../idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, KeySettlement, Ownership, RecoveryPoints, StoredResponse } from '../idempotency.store';
 import { createClaimPool } from './claim-pool';
 import { KeyQueries } from './key-queries';
 import { PostgresRecoveryPoints, StoredRecoveryPoint } from './postgres-recovery-points';
@@ -81,7 +81,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   /** Stored responses at rest: as sent, or sealed with the key ring. */
   private readonly cipher: ResponseCipher;
   private readonly listener: SettledKeysListener;
-  readonly recovery: PostgresRecoveryPoints;
+  private readonly points: PostgresRecoveryPoints;
+  // Typed by the contract, so the package's declarations need no pg types.
+  readonly recovery: RecoveryPoints;
   readonly settlement: KeySettlement;
 
   constructor(
@@ -94,7 +96,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     this.claimPool = createClaimPool(dataSource, options.claimPoolSize, options.transactionPooler);
     this.claimPool.on('error', (error) => this.logger.warn(`idle claim connection failed: ${error.message}`));
     this.queries = new KeyQueries(this.claimPool, txHost, options.preparedStatements);
-    this.recovery = new PostgresRecoveryPoints(this.queries, this.sql, options.retentionMs);
+    this.points = new PostgresRecoveryPoints(this.queries, this.sql, options.retentionMs);
+    this.recovery = this.points;
     const listenAt = options.listen && (options.listen.url ? { connectionString: options.listen.url } : this.claimPool.options);
     this.listener = new SettledKeysListener(options.table.name, listenAt);
     this.settlement = {
@@ -124,7 +127,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
       kind: 'claimed',
       owner: { scope, key, token, retentionMs },
       takenOver,
-      recovery: recovery && this.recovery.ownerOf(token, recovery).recovery,
+      recovery: recovery && this.points.ownerOf(token, recovery).recovery,
       // Its retention starts at the completion: at least retentionMs from the claim.
       retainedForMs: retentionMs,
     });
