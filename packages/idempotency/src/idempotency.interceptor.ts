@@ -17,6 +17,9 @@ import { OperationAttempt, SettledAttempt } from './operation-attempt';
 import { PHASED_OPERATION, PhasedOperation } from './phased-operation';
 import { ReplayCache } from './replay-cache';
 import { checkScope } from './scope';
+import { GraphqlIdempotency } from './graphql-context';
+import { KeyedOperation } from './keyed-operation';
+import { MessageIdempotency } from './message-context';
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 /** Retry-After of a 409 for a request still in progress. */
@@ -43,10 +46,18 @@ type Claimed = Extract<ClaimResult, { kind: 'claimed' }>;
  * own problems (400, 409, 422) are answered here too, complete (status,
  * problem+json, Link, Retry-After), so they do not depend on the app's
  * exception filter.
+ *
+ * A GraphQL resolver (`graphql`) and a microservice handler (`rpc`) take the
+ * same claim, fencing, leases and stores through KeyedOperation; what differs
+ * (where the key, scope and fingerprint come from, how a value is stored and
+ * replayed, how a problem is answered) is in graphql-context.ts and
+ * message-context.ts.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   private readonly logger = new Logger('Idempotency');
+  private readonly graphql: GraphqlIdempotency;
+  private readonly messages: MessageIdempotency;
 
   constructor(
     private readonly routes: IdempotentRoutes,
@@ -54,9 +65,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly metrics: IdempotencyMetrics,
     private readonly context: IdempotencyContext,
     private readonly replays: ReplayCache,
-  ) {}
+  ) {
+    const operations = new KeyedOperation(metrics, replays, context, options.policyUrl);
+    this.graphql = new GraphqlIdempotency(routes, options, operations);
+    this.messages = new MessageIdempotency(routes, options, operations);
+  }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    // 'graphql' is @nestjs/graphql's context type, outside Nest's own ContextType.
+    const type = context.getType<string>();
+    if (type === 'graphql') return this.graphql.intercept(context, next);
+    if (type === 'rpc') return this.messages.intercept(context, next);
     const res = HttpResponse.of(context.switchToHttp().getResponse());
     try {
       const answer = await this.handle(context, next, res);

@@ -21,13 +21,36 @@ export interface RouteSettings {
   leaseMs: number;
   retentionMs: number;
   fingerprint?: IdempotentOptions['fingerprint'];
+  /** Where a GraphQL mutation or a message handler finds its key (unset: the context's default). */
+  key?: IdempotentOptions['key'];
+  /** The scope of a message handler's keys (unset: `message:` and its pattern). */
+  messageScope?: IdempotentOptions['messageScope'];
   /** Where its keys are kept; it has every optional part the route needs. */
   store: IdempotencyStore;
 }
 
-/** An @Idempotent() route of the app, as found at startup. */
+/**
+ * The metadata key under which @nestjs/microservices keeps a handler's
+ * patterns (its exported PATTERN_METADATA), read by name so that this module
+ * never loads that optional package.
+ */
+const PATTERN_METADATA = 'microservices:pattern';
+
+/** The patterns of a @MessagePattern/@EventPattern handler, undefined for any other method. */
+export function messagePatterns(handler: object): unknown[] | undefined {
+  const patterns: unknown = Reflect.getMetadata(PATTERN_METADATA, handler);
+  return Array.isArray(patterns) ? patterns : undefined;
+}
+
+/**
+ * An @Idempotent() handler of the app, as found at startup: a route or a
+ * message handler of a controller, or a GraphQL resolver's field (a provider).
+ */
 export interface IdempotentRoute {
+  /** The class that declares it: a controller, or a provider (a GraphQL resolver). */
   controller: Type;
+  /** Whether the class is a provider (a resolver), not a controller: it has no HTTP route. */
+  provider: boolean;
   method: string;
   handler: (...args: unknown[]) => unknown;
   options: IdempotentOptions;
@@ -57,10 +80,18 @@ export class IdempotentRoutes implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    for (const route of this.list) this.resolve(route.handler, route.controller, route.options);
+    for (const route of this.list) {
+      if (route.provider && route.options.phased !== undefined) {
+        throw new Error(`@Idempotent() on ${route.controller.name}.${route.method}: a GraphQL resolver runs in one unit; phased operations are for HTTP routes`);
+      }
+      this.resolve(route.handler, route.controller, route.options);
+    }
   }
 
-  /** Every @Idempotent() route of the app's controllers (found on first use: Nest's container is complete before init). */
+  /**
+   * Every @Idempotent() handler of the app's controllers and providers (found
+   * on first use: Nest's container is complete before init).
+   */
   get list(): readonly IdempotentRoute[] {
     this.found ??= this.discover();
     return this.found;
@@ -75,15 +106,21 @@ export class IdempotentRoutes implements OnModuleInit {
 
   private discover(): IdempotentRoute[] {
     const found: IdempotentRoute[] = [];
-    for (const { metatype, instance } of this.discovery.getControllers()) {
-      if (!metatype || !instance) continue;
+    const controllers = this.discovery.getControllers().map((wrapper) => ({ wrapper, provider: false }));
+    // A GraphQL resolver is a provider; a request-scoped one has no instance here and is resolved on its first request.
+    const providers = this.discovery.getProviders().map((wrapper) => ({ wrapper, provider: true }));
+    for (const {
+      wrapper: { metatype, instance },
+      provider,
+    } of [...controllers, ...providers]) {
+      if (!metatype || !instance || typeof instance !== 'object') continue;
       const prototype = Object.getPrototypeOf(instance) as Record<string, unknown>;
       for (const method of this.scanner.getAllMethodNames(prototype)) {
         const handler = prototype[method] as (...args: unknown[]) => unknown;
         const options = this.reflector.getAllAndOverride(IdempotentMetadata, [handler, metatype]);
         if (!options) continue;
         const onClass = this.reflector.get(IdempotentMetadata, handler) === undefined;
-        found.push({ controller: metatype as Type, method, handler, options, onClass });
+        found.push({ controller: metatype as Type, provider, method, handler, options, onClass });
       }
     }
     return found;
@@ -91,6 +128,9 @@ export class IdempotentRoutes implements OnModuleInit {
 
   private resolve(handler: (...args: unknown[]) => unknown, controller: Type, o: IdempotentOptions): RouteSettings {
     const where = `@Idempotent() on ${controller.name}.${handler.name}`;
+    if (o.phased !== undefined && messagePatterns(handler) !== undefined) {
+      throw new Error(`${where}: a message handler runs in one unit; phased operations are for HTTP routes`);
+    }
     let store: IdempotencyStore;
     try {
       store = this.stores.forRoute(o);
@@ -104,6 +144,8 @@ export class IdempotentRoutes implements OnModuleInit {
       waitMs: o.wait === undefined ? 0 : parseDuration(o.wait),
       ...resolveTiming(o, this.options, where),
       fingerprint: o.fingerprint,
+      key: o.key,
+      messageScope: o.messageScope,
       store,
     };
     this.settings.set(handler, settings);

@@ -6,7 +6,7 @@
  */
 // The module, its options, and the values an app's configuration reads.
 export { IdempotencyModule } from './idempotency.module';
-export type { IdempotencyModuleOptions, IdempotentOptions } from './module-options';
+export type { IdempotencyKeySource, IdempotencyModuleOptions, IdempotentOptions } from './module-options';
 export { IDEMPOTENCY_DEFAULTS } from './idempotency.options';
 export { formatDuration, parseDuration } from './duration';
 export type { Duration } from './duration';
@@ -31,6 +31,8 @@ export { IdempotentConsumer, InvalidMessageIdError } from './idempotent-consumer
 export { IdempotencyPurgeService } from './idempotency-purge.service';
 // What an app catches or tells its clients.
 export { IdempotencyErrorCode, IdempotencyProblem, LeaseLostError } from './idempotency.errors';
+export { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, REPLAYED_OUTCOME_CODE } from './context-errors';
+export type { ContextErrorCode, ContextErrorDetails } from './context-errors';
 export { IDEMPOTENCY_EVENTS_CHANNEL } from './idempotency.telemetry';
 export type { IdempotencyEvent } from './idempotency.telemetry';
 // The tables.

@@ -184,4 +184,40 @@ export interface IdempotentOptions {
    * stops at startup with the reason).
    */
   store?: IdempotencyStoreKind;
+  /**
+   * Where a GraphQL mutation or a message handler finds its key (an HTTP route
+   * always reads the `Idempotency-Key` header). Default: for a GraphQL
+   * resolver the `Idempotency-Key` header of the HTTP request that carries the
+   * operation; for a message handler the payload's `idempotencyKey` field.
+   * See IdempotencyKeySource.
+   */
+  key?: IdempotencyKeySource;
+  /**
+   * The scope of a message handler's keys (messages carry no authenticated
+   * principal): a constant, or a function of the payload and the transport's
+   * context. Default: one scope per handler, `message:` and its pattern. HTTP
+   * routes and GraphQL resolvers use the module's `scope`.
+   */
+  messageScope?: string | ((data: unknown, transport: unknown) => string | undefined);
 }
+
+/**
+ * Where a GraphQL mutation or a message handler finds its Idempotency-Key:
+ *
+ * - `{ header: 'idempotency-key' }`: GraphQL: a header of the HTTP request
+ *   that carries the operation; messages: a header of the transport's message
+ *   (NATS, Kafka, RabbitMQ, Redis; not TCP), read from the transport context's
+ *   `getHeaders()` or its message's `headers` / `properties.headers`;
+ * - `{ arg: 'idempotencyKey' }`: GraphQL: a top-level argument of the field;
+ * - `{ field: 'idempotencyKey' }`: messages: a top-level field of the payload;
+ * - a function of the field's args (GraphQL) or the payload (messages) and the
+ *   context (the GraphQL context, or the transport's): the key, or undefined
+ *   when the operation has none.
+ *
+ * The key is checked like the header's (1 to 255 printable ASCII characters).
+ */
+export type IdempotencyKeySource =
+  | { header: string }
+  | { arg: string }
+  | { field: string }
+  | ((input: unknown, context: unknown) => string | undefined);

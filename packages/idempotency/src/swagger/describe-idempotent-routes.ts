@@ -3,7 +3,7 @@ import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
 import { parseDuration } from '../duration';
 import { resolveTiming } from '../idempotency.options';
 import { MAX_KEY_LENGTH } from '../idempotency-key';
-import { IdempotentRoute, IdempotentRoutes } from '../idempotent-routes';
+import { IdempotentRoute, IdempotentRoutes, messagePatterns } from '../idempotent-routes';
 import { IdempotentOptions } from '../module-options';
 
 /** The OpenAPI extension each @Idempotent() operation carries. */
@@ -25,6 +25,8 @@ const described = new WeakSet<object>();
  */
 export function describeIdempotentRoutes(app: INestApplicationContext): void {
   for (const route of app.get(IdempotentRoutes, { strict: false }).list) {
+    // A GraphQL resolver or a message handler has no HTTP route to describe.
+    if (route.provider || messagePatterns(route.handler) !== undefined) continue;
     const target = route.onClass ? route.controller : route.handler;
     if (described.has(target)) continue;
     described.add(target);

@@ -1,0 +1,110 @@
+import { CallHandler, ExecutionContext } from '@nestjs/common';
+import { Observable, lastValueFrom, of } from 'rxjs';
+import { asGraphQLError } from './context-errors';
+import { fingerprint } from './fingerprint';
+import { idempotencyErrors } from './idempotency.errors';
+import { ResolvedIdempotencyOptions } from './idempotency.options';
+import { IdempotencyKeySource, IdempotencyRequest } from './module-options';
+import { parseIdempotencyKey } from './idempotency-key';
+import { IdempotentRoutes } from './idempotent-routes';
+import { KeyedOperation } from './keyed-operation';
+import { checkScope } from './scope';
+
+/** The default key of a mutation: the header of the HTTP request that carries it. */
+const DEFAULT_KEY: IdempotencyKeySource = { header: 'idempotency-key' };
+
+/**
+ * The GraphQL context as Apollo (`{ req }`) and Mercurius (`{ req, reply }`,
+ * reply.request) give it under Nest: whatever carries the HTTP request.
+ */
+interface GraphqlContext {
+  req?: IdempotencyRequest;
+  request?: IdempotencyRequest;
+  reply?: { request?: IdempotencyRequest; header?(name: string, value: string): unknown };
+}
+
+/** What the resolver's info says of the field: enough to name the operation. */
+interface FieldInfo {
+  fieldName?: string;
+  parentType?: { name?: string };
+}
+
+/** The HTTP request that carries a GraphQL operation. */
+export function graphqlHttpRequest(ctx: GraphqlContext | undefined): IdempotencyRequest | undefined {
+  return ctx?.req ?? ctx?.request ?? ctx?.reply?.request;
+}
+
+/**
+ * @Idempotent() on a GraphQL resolver field (a mutation), read through Nest's
+ * arguments `[root, args, context, info]`, so this module needs nothing of
+ * @nestjs/graphql:
+ *
+ * - the key: the `Idempotency-Key` header of the HTTP request carrying the
+ *   operation, or what `key` names (an argument, another header, a function);
+ * - the scope: the module's `scope` applied to that HTTP request;
+ * - the fingerprint: the parent type and field name and the field's arguments
+ *   (canonical JSON), not the query's text, which a retry may format otherwise;
+ * - the answer: the resolver's value stored as JSON and given back as the
+ *   resolver's value (so the query's selection still applies to a replay);
+ *   a replay sets `Idempotent-Replayed: true` on the HTTP reply where the
+ *   server exposes one (Mercurius), and is counted and traced as any replay;
+ * - problems: GraphQL errors with `extensions.code` (context-errors.ts).
+ */
+export class GraphqlIdempotency {
+  constructor(
+    private readonly routes: IdempotentRoutes,
+    private readonly options: ResolvedIdempotencyOptions,
+    private readonly operations: KeyedOperation,
+  ) {}
+
+  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    try {
+      return await this.handle(context, next);
+    } catch (error) {
+      throw asGraphQLError(error);
+    }
+  }
+
+  private async handle(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const [, rawArgs, ctx, info] = context.getArgs<[unknown, Record<string, unknown> | undefined, GraphqlContext | undefined, FieldInfo | undefined]>();
+    const args = rawArgs ?? {};
+    const route = this.routes.of(context);
+    const { policyUrl } = this.options;
+    const request = graphqlHttpRequest(ctx);
+
+    const raw = readKey(route.key ?? DEFAULT_KEY, args, ctx, request);
+    if (raw === undefined) {
+      if (!route.required) return next.handle();
+      throw idempotencyErrors.missing(policyUrl);
+    }
+    const parsed = parseIdempotencyKey(raw);
+    if (!parsed.ok) throw idempotencyErrors.invalid(policyUrl, parsed.reason);
+
+    if (!request) throw new Error('@Idempotent() on a GraphQL resolver: the GraphQL context carries no HTTP request (ctx.req or ctx.reply.request) to read the scope from');
+    const scope = checkScope(this.options.scope(request));
+    const field = `${info?.parentType?.name ?? 'Mutation'}.${info?.fieldName ?? route.operation}`;
+    const answer = await this.operations.run(
+      route,
+      { scope, key: parsed.key, fingerprint: fingerprint('GRAPHQL', field, args), leaseMs: route.leaseMs, retentionMs: route.retentionMs },
+      () => lastValueFrom(next.handle(), { defaultValue: undefined }),
+    );
+    if (answer.replayed) ctx?.reply?.header?.('Idempotent-Replayed', 'true');
+    return of(answer.value);
+  }
+}
+
+function readKey(source: IdempotencyKeySource, args: Record<string, unknown>, ctx: GraphqlContext | undefined, request: IdempotencyRequest | undefined): string | undefined {
+  if (typeof source === 'function') return source(args, ctx);
+  if ('arg' in source) return asKey(args[source.arg]);
+  if ('header' in source) {
+    const value = request?.headers[source.header.toLowerCase()];
+    return Array.isArray(value) ? value.join(', ') : value;
+  }
+  throw new Error(`@Idempotent() on a GraphQL resolver: key { field } names a message's field; use { arg } or { header }`);
+}
+
+/** An argument's value as a key: a string, or undefined when absent (null counts as absent). */
+function asKey(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  return typeof value === 'string' ? value : String(value as number);
+}
