@@ -30,9 +30,10 @@ module.exports = {
     '^@safe-retries/card-network-simulator$': '<rootDir>/packages/card-network-simulator/src/index.ts',
   },
   // ESM-only packages are transformed too: Nest's, the content-disposition 2 of @fastify/static
-  // (which Swagger UI needs on Fastify) and the cookie 1 of light-my-request (Fastify's inject),
-  // wherever they are nested.
-  transformIgnorePatterns: ['^(?!.*/node_modules/(@nestjs|content-disposition|cookie)/).*/node_modules/'],
+  // (which Swagger UI needs on Fastify), the cookie 1 of light-my-request (Fastify's inject) and
+  // mercurius with the quick-lru it loads by import() (compiled to require here), wherever they
+  // are nested.
+  transformIgnorePatterns: ['^(?!.*/node_modules/(@nestjs|content-disposition|cookie|mercurius|quick-lru)/).*/node_modules/'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 2,

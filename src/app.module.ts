@@ -9,6 +9,7 @@ import { AppConfig } from './config/config';
 import { AppConfigModule } from './config/config.module';
 import { databaseMode } from './database/database-mode';
 import { DatabaseModule } from './database/database.module';
+import { GraphqlApiModule } from './graphql/graphql-api.module';
 import { HealthModule } from './health/health.module';
 import { IdempotencyModule } from 'safe-retries';
 import { LoggingModule } from './logging/logging.module';
@@ -103,7 +104,7 @@ export class AppModule {
         IdempotencyKeysModule,
         // Its route's keys live in Redis: mounted only with REDIS_URL (packages/idempotency/README.md, "A Redis store").
         ...(config.redis.url ? [NotificationsModule] : []),
-        ...(cli ? [CardNetworkModule.closed()] : []),
+        ...(cli ? [CardNetworkModule.closed()] : [GraphqlApiModule]),
       ],
       // A guard runs before every interceptor: a card number in an Idempotency-Key is refused before any claim.
       providers: [{ provide: APP_GUARD, useClass: CardNumberKeyGuard }],

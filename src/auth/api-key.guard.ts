@@ -1,5 +1,6 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+import { httpRequestOf } from '../common/http-request';
 import { problems } from '../common/problem';
 import { isPublicRoute } from '../common/route-access';
 import { authenticateRequest } from './authenticate-on-request';
@@ -8,7 +9,7 @@ import { RequestWithClient } from './current-client.decorator';
 import { FailedAuthLimiter } from './failed-auth.limiter';
 
 /**
- * Global guard: every route needs `Authorization: Bearer <key>` unless it is
+ * Global guard: every route (and every GraphQL operation) needs `Authorization: Bearer <key>` unless it is
  * declared without one (Public, MetricsTokenRoute, SignedRoute). The
  * authentication hook (authenticateOnRequest) has already checked the key of
  * every such request before its body was read, so the client is found on the
@@ -24,7 +25,8 @@ export class ApiKeyGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (isPublicRoute(this.reflector, context)) return true;
-    const req = context.switchToHttp().getRequest<RequestWithClient>();
+    const req = httpRequestOf<RequestWithClient>(context);
+    if (!req) throw new Error('ApiKeyGuard guards HTTP routes and GraphQL operations only');
     const outcome = await authenticateRequest(req, this.clients, this.failedAuth);
     if (outcome === undefined) throw problems.unauthorized();
     if ('blockedFor' in outcome) throw this.failedAuth.refusal(outcome.blockedFor);

@@ -1,6 +1,7 @@
 import { ExecutionContext, Injectable } from '@nestjs/common';
 import { ThrottlerGuard } from '@nestjs/throttler';
 import type { ThrottlerLimitDetail } from '@nestjs/throttler';
+import { httpReplyOf, httpRequestOf } from '../common/http-request';
 import { problems } from '../common/problem';
 import { isPublicRoute } from '../common/route-access';
 import { RequestWithClient } from './current-client.decorator';
@@ -16,6 +17,8 @@ import { RequestWithClient } from './current-client.decorator';
  * - `generateKey`: one budget per client for every route (the library's key is
  *   per controller and handler too).
  * - `throwThrottlingException`: 429 problem+json `rate_limited` with Retry-After.
+ * - `getRequestResponse`: the Fastify request and reply of a route or of a
+ *   GraphQL operation, so /graphql shares the client's budget.
  *
  * The headers are the library's, named after the `client` throttler:
  * X-RateLimit-Limit-client, -Remaining-client, -Reset-client, and
@@ -31,6 +34,13 @@ export class ClientThrottlerGuard extends ThrottlerGuard {
     const client = (req as Partial<RequestWithClient>).client;
     if (!client) return Promise.reject(new Error('ClientThrottlerGuard ran on a route without a client: it must run after ApiKeyGuard'));
     return Promise.resolve(client.id);
+  }
+
+  protected override getRequestResponse(context: ExecutionContext): { req: Record<string, unknown>; res: Record<string, unknown> } {
+    const req = httpRequestOf<Record<string, unknown>>(context);
+    const res = httpReplyOf<Record<string, unknown>>(context);
+    if (!req || !res) throw new Error('ClientThrottlerGuard guards HTTP routes and GraphQL operations only');
+    return { req, res };
   }
 
   protected override generateKey(_context: ExecutionContext, tracker: string, throttlerName: string): string {

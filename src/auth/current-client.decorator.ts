@@ -1,6 +1,7 @@
 import { ExecutionContext, createParamDecorator } from '@nestjs/common';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
+import { httpRequestOf } from '../common/http-request';
 import { AuthenticatedClient } from './authenticated-client';
 
 /** A route's request on either platform (a Fastify request, an Express one), with the client ApiKeyGuard set. */
@@ -11,9 +12,9 @@ export interface RequestWithClient {
   client?: AuthenticatedClient;
 }
 
-/** The authenticated client of the request (set by ApiKeyGuard). */
+/** The authenticated client of the request, or of the HTTP request carrying a GraphQL operation (set by ApiKeyGuard). */
 export const CurrentClient = createParamDecorator((_data: unknown, ctx: ExecutionContext): AuthenticatedClient => {
-  const client = ctx.switchToHttp().getRequest<RequestWithClient>().client;
+  const client = httpRequestOf<RequestWithClient>(ctx)?.client;
   if (!client) throw new Error('CurrentClient used on a route without ApiKeyGuard');
   return client;
 });

@@ -1,5 +1,6 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { containsCardNumber } from './card-number';
+import { httpRequestOf } from './http-request';
 import { problems } from './problem';
 
 const HEADER = 'idempotency-key';
@@ -17,8 +18,9 @@ const HEADER = 'idempotency-key';
 @Injectable()
 export class CardNumberKeyGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    if (context.getType() !== 'http') return true;
-    const headers = context.switchToHttp().getRequest<{ headers: Record<string, string | string[] | undefined> }>().headers;
+    // A route, or a GraphQL operation (its key is the header of the HTTP request carrying it).
+    const headers = httpRequestOf<{ headers: Record<string, string | string[] | undefined> }>(context)?.headers;
+    if (headers === undefined) return true;
     const value = headers[HEADER];
     if (value === undefined) return true;
     if (!containsCardNumber(Array.isArray(value) ? value.join(',') : value)) return true;

@@ -3,7 +3,9 @@ import { IdempotencyProblem } from 'safe-retries';
 import { isDatabaseUnavailable } from '../database/database-errors';
 import { describeForLog } from '../logging/describe-error';
 import { recordRequestError } from '../logging/request-log.hook';
+import { GraphQLProblem } from './graphql-problem';
 import { AnyResponse, nodeResponse, sendProblem } from './http';
+import { httpRequestOf } from './http-request';
 import { ProblemException, problems } from './problem';
 
 const CODES_BY_STATUS: Record<number, string> = {
@@ -23,13 +25,21 @@ const CODES_BY_STATUS: Record<number, string> = {
  * stable `code`. Unknown errors are 500s with no detail leaked (class, message
  * and stack go to the log with the request id, and to the request's line); an
  * unreachable database is a 503 with Retry-After, because a retry will succeed
- * once it is back.
+ * once it is back. A GraphQL operation's error is the same problem as a
+ * GraphQL error (GraphQLProblem), never problem+json: the GraphQL server
+ * answers it in its own response.
  */
 @Catch()
 export class ProblemDetailsFilter implements ExceptionFilter {
   private readonly logger = new Logger('Errors');
 
   catch(exception: unknown, host: ArgumentsHost): void {
+    if (host.getType<string>() === 'graphql') {
+      const request = httpRequestOf<{ id?: unknown }>(host);
+      const problem = this.toProblem(exception, typeof request?.id === 'string' ? request.id : undefined);
+      if (problem.problem.status >= 500 && request) recordRequestError(request, exception);
+      throw GraphQLProblem.of(problem);
+    }
     const http = host.switchToHttp();
     // The Fastify request: its id is the request id (the app has no Nest middleware, whose Node request would be passed here).
     const request = http.getRequest<{ id?: unknown }>();

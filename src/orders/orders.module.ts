@@ -3,12 +3,13 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { OrderEntity } from './order.entity';
 import { OrdersController } from './orders.controller';
 import { OrdersRepository } from './orders.repository';
+import { OrdersResolver } from './orders.resolver';
 import { OrdersService } from './orders.service';
 
 @Module({
   imports: [TypeOrmModule.forFeature([OrderEntity])],
   controllers: [OrdersController],
-  providers: [OrdersService, OrdersRepository],
+  providers: [OrdersService, OrdersRepository, OrdersResolver],
   exports: [OrdersService],
 })
 export class OrdersModule {}

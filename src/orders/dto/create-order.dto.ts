@@ -1,3 +1,4 @@
+import { Field, InputType, Int, ObjectType } from '@nestjs/graphql';
 import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import {
@@ -41,8 +42,12 @@ function IsPayableTotal(options?: ValidationOptions): PropertyDecorator {
     });
 }
 
+/** An order's line, in requests and responses (GraphQL: `OrderItemInput` in, `OrderItem` out). */
+@ObjectType('OrderItem')
+@InputType('OrderItemInput')
 export class OrderItemDto {
   @ApiProperty({ example: 'sku_tshirt_m', minLength: 1, maxLength: 64, description: 'Stored and returned: never card data (a card number is refused, 400)' })
+  @Field()
   @IsString()
   @Length(1, 64)
   @NoControlCharacters()
@@ -51,20 +56,24 @@ export class OrderItemDto {
   sku!: string;
 
   @ApiProperty({ type: 'integer', example: 2, minimum: 1, maximum: 1000 })
+  @Field(() => Int)
   @IsInt()
   @Min(1)
   @Max(1000)
   quantity!: number;
 
   @ApiProperty({ type: 'integer', example: 1999, minimum: 0, maximum: MAX_AMOUNT, description: 'Price of one unit in minor units (cents)' })
+  @Field(() => Int, { description: 'Price of one unit in minor units (cents)' })
   @IsInt()
   @Min(0)
   @Max(MAX_AMOUNT)
   unit_amount!: number;
 }
 
+@InputType('CreateOrderInput')
 export class CreateOrderDto {
   @ApiProperty({ example: 'usd', description: 'ISO 4217 code, any case; stored lower-case' })
+  @Field({ description: 'ISO 4217 code, any case; stored lower-case' })
   @IsCurrency()
   currency!: string;
 
@@ -74,6 +83,7 @@ export class CreateOrderDto {
     maxItems: 100,
     description: `The total (sum of quantity × unit_amount) must be payable: 1 to ${MAX_AMOUNT} minor units`,
   })
+  @Field(() => [OrderItemDto])
   @IsArray()
   @IsPayableTotal()
   @ArrayMinSize(1)
