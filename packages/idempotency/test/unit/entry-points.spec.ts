@@ -7,7 +7,8 @@ import * as testing from '../../src/testing';
 
 /**
  * The package's entry points: the root is what an app writes against, and
- * loads neither @nestjs/swagger nor ioredis (optional peers): every module it
+ * loads none of @nestjs/swagger, ioredis, @nestjs/graphql, graphql and
+ * @nestjs/microservices (optional peers, or the app's): every module it
  * reaches is read here and none imports them. The subpaths are where they are.
  */
 const SRC = resolve(__dirname, '../../src');
@@ -54,12 +55,15 @@ describe('entry points', () => {
   it('the root exports what an app writes against, and nothing else', () => {
     expect(Object.keys(root).sort()).toEqual(
       [
+        'CONTEXT_ERROR_CODES',
         'IDEMPOTENCY_DEFAULTS',
         'IDEMPOTENCY_EVENTS_CHANNEL',
         'IDEMPOTENT_OUTCOME',
         'HttpResponse',
         'IdempotencyContext',
         'IdempotencyErrorCode',
+        'IdempotencyGraphQLError',
+        'IdempotencyMessageError',
         'IdempotencyKeyEntity',
         'IdempotencyKeys',
         'IdempotencyModule',
@@ -71,6 +75,7 @@ describe('entry points', () => {
         'InvalidMessageIdError',
         'LeaseLostError',
         'Operation',
+        'REPLAYED_OUTCOME_CODE',
         'PhasedOperation',
         'Resumes',
         'createIdempotencyMigrations',
@@ -85,11 +90,11 @@ describe('entry points', () => {
     );
   });
 
-  it('the root never loads @nestjs/swagger nor ioredis', () => {
+  it('the root never loads @nestjs/swagger, ioredis, GraphQL nor @nestjs/microservices', () => {
     const { files, packages, lazily } = reach(join(SRC, 'index.ts'));
     expect(files.size).toBeGreaterThan(20);
     expect(packages).toContain('@nestjs/common');
-    const optional = (p: string) => p.startsWith('@nestjs/swagger') || p === 'ioredis';
+    const optional = (p: string) => /^(@nestjs\/(swagger|graphql|mercurius|apollo|microservices)|graphql|mercurius|ioredis)(\/|$)/.test(p);
     expect([...packages].filter(optional)).toEqual([]);
     // The Redis store, built only from the module's `redis` option, loads ioredis when it connects.
     expect([...lazily]).toEqual(['ioredis']);

@@ -1,0 +1,212 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo, Server } from 'node:net';
+import { Controller, INestMicroservice, Type } from '@nestjs/common';
+import { ClientProxy, ClientProxyFactory, EventPattern, MessagePattern, Payload, Transport } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { lastValueFrom } from 'rxjs';
+import { DataSource } from 'typeorm';
+import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent, IdempotencyModule, Idempotent, createIdempotencyMigrations, transactionalClsModule } from '../../src';
+import { keyId } from '../../src/key-id';
+import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
+import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
+import { createDatabase } from '../support/test-services';
+
+/**
+ * @Idempotent() on microservice handlers over Nest's TCP transport (a real
+ * socket, no broker), against PostgreSQL: identical messages at once write
+ * one row and get one reply; a duplicate event has one effect. The same race
+ * against the naive check-then-insert store writes two rows.
+ */
+
+interface Credit {
+  id?: string;
+  account: string;
+  amount: number;
+}
+
+@Controller()
+class LedgerController {
+  constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
+
+  @MessagePattern('ledger.credit')
+  @Idempotent({ key: { field: 'id' } })
+  async credit(@Payload() credit: Credit): Promise<{ entry: string; account: string; amount: number }> {
+    const [row] = (await this.txHost.tx.query('INSERT INTO ledger_entries (message_id, account, amount) VALUES ($1, $2, $3) RETURNING entry_id::text', [
+      credit.id ?? null,
+      credit.account,
+      credit.amount,
+    ])) as { entry_id: string }[];
+    return { entry: row.entry_id, account: credit.account, amount: credit.amount };
+  }
+
+  @EventPattern('ledger.noted')
+  @Idempotent({ key: { field: 'id' } })
+  async noted(@Payload() credit: Credit): Promise<void> {
+    await this.txHost.tx.query('INSERT INTO ledger_entries (message_id, account, amount) VALUES ($1, $2, $3)', [credit.id, credit.account, credit.amount]);
+  }
+}
+
+interface Ledger {
+  app: INestMicroservice;
+  client: ClientProxy;
+  dataSource: DataSource;
+  close(): Promise<void>;
+}
+
+async function startLedger(store?: Type): Promise<Ledger> {
+  const db = await createDatabase();
+  let builder = Test.createTestingModule({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(), migrationsRun: true, extra: { max: 20 } }),
+      transactionalClsModule({ middleware: false }),
+      IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false } }),
+    ],
+    controllers: [LedgerController],
+  });
+  if (store) builder = builder.overrideProvider(PostgresIdempotencyStore).useClass(store);
+  const moduleRef = await builder.compile();
+  const app = moduleRef.createNestMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port: 0 } });
+  app.useLogger(false);
+  await app.listen();
+  const dataSource = app.get(DataSource);
+  await dataSource.query('CREATE TABLE ledger_entries (entry_id bigserial PRIMARY KEY, message_id text, account text NOT NULL, amount int NOT NULL)');
+  const { port } = app.unwrap<Server>().address() as AddressInfo;
+  const client = ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
+  await client.connect();
+  return {
+    app,
+    client,
+    dataSource,
+    close: async () => {
+      await client.close();
+      await app.close();
+      await db.drop();
+    },
+  };
+}
+
+/** A reply, or the error the sender received. */
+type Reply = { ok: true; value: unknown } | { ok: false; error: { status?: string; code?: string; retryAfter?: number } };
+
+function send(ledger: Ledger, pattern: string, data: unknown): Promise<Reply> {
+  return lastValueFrom(ledger.client.send(pattern, data)).then(
+    (value: unknown) => ({ ok: true, value }),
+    (error: Reply & { ok: false }['error']) => ({ ok: false, error }),
+  );
+}
+
+async function entries(ledger: Ledger, id: string): Promise<number> {
+  const [row] = (await ledger.dataSource.query('SELECT count(*)::int AS n FROM ledger_entries WHERE message_id = $1', [id])) as { n: number }[];
+  return row.n;
+}
+
+/** Polls until `check` holds (a condition awaited, not a fixed wait); fails after 15 s. */
+async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** The module's outcomes for one key, as told on its diagnostics channel, while `work` runs and after. */
+function outcomesOf(scope: string, key: string): { names: string[]; stop(): void } {
+  const id = keyId(scope, key);
+  const names: string[] = [];
+  const listener = (message: unknown) => {
+    const event = message as IdempotencyEvent;
+    if (event.keyId === id) names.push(event.name);
+  };
+  subscribe(IDEMPOTENCY_EVENTS_CHANNEL, listener);
+  return { names, stop: () => unsubscribe(IDEMPOTENCY_EVENTS_CHANNEL, listener) };
+}
+
+describe('@Idempotent() on message handlers over TCP', () => {
+  jest.setTimeout(120_000);
+
+  describe('with the PostgreSQL store', () => {
+    let ledger: Ledger;
+    beforeAll(async () => {
+      ledger = await startLedger();
+    });
+    afterAll(() => ledger.close());
+
+    it('100 identical @MessagePattern messages at once: one row, every reply the same or IDEMPOTENCY_KEY_IN_USE', async () => {
+      const id = randomUUID();
+      const replies = await Promise.all(Array.from({ length: 100 }, () => send(ledger, 'ledger.credit', { id, account: 'acct_1', amount: 250 })));
+      expect(await entries(ledger, id)).toBe(1);
+      const values = replies.flatMap((r) => (r.ok ? [r.value] : []));
+      expect(values.length).toBeGreaterThanOrEqual(1);
+      for (const value of values) expect(value).toEqual(values[0]);
+      expect(values[0]).toMatchObject({ account: 'acct_1', amount: 250 });
+      for (const r of replies) if (!r.ok) expect(r.error).toMatchObject({ status: 'error', code: 'IDEMPOTENCY_KEY_IN_USE', retryAfter: 1 });
+      console.log(`messages: ${values.length} replies, ${replies.length - values.length} IDEMPOTENCY_KEY_IN_USE, 1 row`);
+
+      // A retry once it has settled: the stored reply.
+      const retry = await send(ledger, 'ledger.credit', { id, account: 'acct_1', amount: 250 });
+      expect(retry).toEqual({ ok: true, value: values[0] });
+    });
+
+    it('refuses the key reused with another payload (IDEMPOTENCY_KEY_REUSED) and a message without a key (IDEMPOTENCY_KEY_MISSING)', async () => {
+      const id = randomUUID();
+      expect((await send(ledger, 'ledger.credit', { id, account: 'acct_2', amount: 100 })).ok).toBe(true);
+      const reused = await send(ledger, 'ledger.credit', { id, account: 'acct_2', amount: 999 });
+      expect(reused).toMatchObject({ ok: false, error: { status: 'error', code: 'IDEMPOTENCY_KEY_REUSED' } });
+      const missing = await send(ledger, 'ledger.credit', { account: 'acct_2', amount: 100 });
+      expect(missing).toMatchObject({ ok: false, error: { status: 'error', code: 'IDEMPOTENCY_KEY_MISSING' } });
+      expect(await entries(ledger, id)).toBe(1);
+    });
+
+    it('a duplicate @EventPattern event is acknowledged and skipped: one effect', async () => {
+      const id = randomUUID();
+      const scope = 'message:ledger.noted';
+      const outcomes = outcomesOf(scope, id);
+      try {
+        await lastValueFrom(ledger.client.emit('ledger.noted', { id, account: 'acct_3', amount: 70 }), { defaultValue: undefined });
+        await until('the first event to be processed', async () => (await entries(ledger, id)) === 1 && outcomes.names.includes('claimed'));
+        // The completion commits with the row: once the row is visible, the key is completed.
+        for (let i = 0; i < 5; i++) await lastValueFrom(ledger.client.emit('ledger.noted', { id, account: 'acct_3', amount: 70 }), { defaultValue: undefined });
+        await until('the five duplicates to be skipped', () => outcomes.names.filter((n) => n === 'replayed').length === 5);
+        expect(await entries(ledger, id)).toBe(1);
+      } finally {
+        outcomes.stop();
+      }
+    });
+
+    it('30 identical events at once: one effect, the rest skipped or refused while it runs', async () => {
+      const id = randomUUID();
+      const outcomes = outcomesOf('message:ledger.noted', id);
+      try {
+        await Promise.all(
+          Array.from({ length: 30 }, () => lastValueFrom(ledger.client.emit('ledger.noted', { id, account: 'acct_4', amount: 5 }), { defaultValue: undefined })),
+        );
+        await until('every event to be answered', () => outcomes.names.length === 30);
+        expect(outcomes.names.filter((n) => n === 'claimed')).toHaveLength(1);
+        expect(outcomes.names.every((n) => n === 'claimed' || n === 'replayed' || n === 'in_progress')).toBe(true);
+        await until('the claimed event to commit', async () => (await entries(ledger, id)) === 1);
+        expect(await entries(ledger, id)).toBe(1);
+      } finally {
+        outcomes.stop();
+      }
+    });
+  });
+
+  describe('with the naive check-then-insert store (the race has teeth)', () => {
+    let ledger: Ledger;
+    beforeAll(async () => {
+      ledger = await startLedger(NaiveIdempotencyStore);
+    });
+    afterAll(() => ledger.close());
+
+    it('100 identical messages at once write more than one row', async () => {
+      ledger.app.get<NaiveIdempotencyStore>(PostgresIdempotencyStore).holdClaimWindow(2);
+      const id = randomUUID();
+      await Promise.all(Array.from({ length: 100 }, () => send(ledger, 'ledger.credit', { id, account: 'acct_5', amount: 1 })));
+      expect(await entries(ledger, id)).toBeGreaterThanOrEqual(2);
+    });
+  });
+});
