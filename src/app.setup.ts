@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import { CLS_REQ, ClsService } from 'nestjs-cls';
 import { authenticateOnRequest } from './auth/authenticate-on-request';
 import { ClientsService } from './auth/clients.service';
@@ -156,7 +156,12 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
  * which @nestjs/swagger and @fastify/static register, are public.
  */
 function configureRoutes(fastify: FastifyInstance): void {
-  fastify.addHook('onRoute', (route) => {
+  fastify.addHook('onRoute', function (route) {
+    // A route answers its errors (an unparsable body, ...) with the error handler its instance
+    // has when the error happens, not the one it had when Fastify built the route: Nest sets its
+    // exception layer at the end of init, after the GraphQL driver has loaded its plugin (which
+    // builds every route declared so far).
+    if (route.errorHandler === undefined) route.errorHandler = answerWithCurrentErrorHandler(this);
     const { maxBodyBytes } = route.config ?? {};
     if (maxBodyBytes !== undefined) route.bodyLimit = maxBodyBytes;
     const path = route.url ?? route.path;
@@ -164,6 +169,11 @@ function configureRoutes(fastify: FastifyInstance): void {
       route.config = { ...route.config, access: 'public' };
     }
   });
+}
+
+/** An error handler that hands the error to the one `instance` has when the error happens. */
+function answerWithCurrentErrorHandler(instance: FastifyInstance): NonNullable<RouteOptions['errorHandler']> {
+  return (error, request, reply) => instance.errorHandler(error, request, reply);
 }
 
 /**
