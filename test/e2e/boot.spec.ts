@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@safe-retries/dev-postgres';
 import { AppProcess, startAppProcess } from '../support/app-process';
+import { orderBody } from '../support/fixtures';
+import { CREATE_ORDER, GraphqlAnswer } from '../support/graphql';
 import { createTestDatabase } from '../support/database';
 import { builtFile } from '../support/dist';
 import { waitFor } from '../support/http-client';
@@ -80,6 +82,19 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect((await fetch(`${base}/metrics`)).status).toBe(401);
     const metrics = await fetch(`${base}/metrics`, { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } });
     expect(await metrics.text()).toContain('http_request_duration_seconds');
+
+    // The built app's GraphQL endpoint (Mercurius, its cache loaded by import()): createOrder, then its replay.
+    const createOrder = () =>
+      fetch(`${base}/graphql`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json', 'Idempotency-Key': 'boot-graphql-1' },
+        body: JSON.stringify({ query: CREATE_ORDER, variables: { input: orderBody() } }),
+      });
+    const created = (await (await createOrder()).json()) as GraphqlAnswer<{ createOrder: { id: string; status: string } }>;
+    expect(created.data?.createOrder.status).toBe('pending');
+    const replayed = await createOrder();
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(((await replayed.json()) as GraphqlAnswer).data).toEqual(created.data);
 
     expect(postgresProcessesFor(dir).length).toBeGreaterThan(0);
     const stopping = Date.now();
