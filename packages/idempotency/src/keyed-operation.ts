@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { idempotencyErrors } from './idempotency.errors';
+import { IdempotencyProblem, idempotencyErrors } from './idempotency.errors';
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from './idempotency.store';
@@ -70,7 +70,8 @@ export class KeyedOperation {
             return answer;
           },
           (error: unknown) => {
-            span.end(error);
+            // The module's own problems are answers, not failures of the operation.
+            span.end(error instanceof IdempotencyProblem ? undefined : error);
             throw error;
           },
         ),

@@ -1,0 +1,143 @@
+import { randomUUID } from 'node:crypto';
+import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
+import { Args, Field, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
+import { MercuriusDriver, MercuriusDriverConfig } from '@nestjs/mercurius';
+import { GraphQLModule } from '@nestjs/graphql';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { DataSource } from 'typeorm';
+import { IdempotencyModule, Idempotent, createIdempotencyMigrations, transactionalClsModule } from '../../src';
+import { createDatabase } from '../support/test-services';
+
+/**
+ * @Idempotent() on a GraphQL resolver in an app of its own (Mercurius on
+ * Fastify, no app code of this repository): the key from an argument, the
+ * scope from the module's `scope` on the HTTP request, problems as GraphQL
+ * errors even under an app filter that catches everything.
+ */
+
+@ObjectType()
+class Credit {
+  @Field()
+  entry!: string;
+
+  @Field(() => Int)
+  amount!: number;
+}
+
+@Resolver()
+class CreditsResolver {
+  constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
+
+  @Query(() => String)
+  ping(): string {
+    return 'pong';
+  }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: { arg: 'idempotencyKey' } })
+  async credit(@Args('idempotencyKey', { nullable: true }) _key: string, @Args('amount', { type: () => Int }) amount: number): Promise<Credit> {
+    const [row] = (await this.txHost.tx.query('INSERT INTO credits (amount) VALUES ($1) RETURNING entry::text', [amount])) as { entry: string }[];
+    return { entry: row.entry, amount };
+  }
+
+  @Mutation(() => Credit, { nullable: true })
+  @Idempotent({ key: { arg: 'idempotencyKey' }, required: false })
+  async creditMaybe(@Args('idempotencyKey', { nullable: true }) _key: string, @Args('amount', { type: () => Int }) amount: number): Promise<Credit> {
+    return this.credit(_key, amount);
+  }
+}
+
+/** An app filter that answers every error its own way: the module's errors must not reach it. */
+@Catch()
+class SwallowEverything implements ExceptionFilter {
+  catch(_exception: unknown, _host: ArgumentsHost): { swallowed: true } {
+    return { swallowed: true };
+  }
+}
+
+type Answer = { data?: Record<string, { entry: string; amount: number } | null> | null; errors?: { extensions?: { code?: string } }[] };
+
+describe('@Idempotent() on a GraphQL resolver (Mercurius)', () => {
+  let app: NestFastifyApplication;
+  let drop: () => Promise<void>;
+
+  beforeAll(async () => {
+    const db = await createDatabase();
+    drop = db.drop;
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(), migrationsRun: true, extra: { max: 20 } }),
+        transactionalClsModule({ middleware: false }),
+        IdempotencyModule.forRoot({
+          purge: { enabled: false },
+          recovery: { enabled: false },
+          scope: (req) => req.headers['x-tenant'] as string | undefined,
+        }),
+        GraphQLModule.forRoot<MercuriusDriverConfig>({ driver: MercuriusDriver, autoSchemaFile: true }),
+      ],
+      providers: [CreditsResolver],
+    }).compile();
+    app = moduleRef.createNestApplication<NestFastifyApplication>(new FastifyAdapter());
+    app.useGlobalFilters(new SwallowEverything());
+    app.useLogger(false);
+    await app.init();
+    await app.getHttpAdapter().getInstance().ready();
+    await app.get(DataSource).query('CREATE TABLE credits (entry bigserial PRIMARY KEY, amount int NOT NULL)');
+  });
+  afterAll(async () => {
+    await app.close();
+    await drop();
+  });
+
+  async function mutate(query: string, tenant = 'tenant-a'): Promise<{ answer: Answer; replayed?: string }> {
+    const res = await app.inject({ method: 'POST', url: '/graphql', headers: { 'content-type': 'application/json', 'x-tenant': tenant }, payload: { query } });
+    return { answer: res.json<Answer>(), replayed: res.headers['idempotent-replayed'] as string | undefined };
+  }
+
+  const credits = async (): Promise<number> => Number(((await app.get(DataSource).query('SELECT count(*)::int AS n FROM credits')) as { n: number }[])[0].n);
+
+  it('reads the key from an argument: a retry replays the same credit, another tenant is another credit', async () => {
+    const key = randomUUID();
+    const first = await mutate(`mutation { credit(idempotencyKey: "${key}", amount: 7) { entry amount } }`);
+    expect(first.answer.errors).toBeUndefined();
+    const before = await credits();
+    const retry = await mutate(`mutation { credit(amount: 7, idempotencyKey: "${key}") { entry } }`);
+    expect(retry.replayed).toBe('true');
+    expect(retry.answer.data).toEqual({ credit: { entry: first.answer.data!.credit!.entry } });
+    expect(await credits()).toBe(before);
+    const other = await mutate(`mutation { credit(idempotencyKey: "${key}", amount: 7) { entry } }`, 'tenant-b');
+    expect(other.answer.data!.credit!.entry).not.toBe(first.answer.data!.credit!.entry);
+  });
+
+  it('answers its problems as GraphQL errors whatever the app filter: REUSED, MISSING, INVALID', async () => {
+    const key = randomUUID();
+    await mutate(`mutation { credit(idempotencyKey: "${key}", amount: 1) { entry } }`);
+    const reused = await mutate(`mutation { credit(idempotencyKey: "${key}", amount: 2) { entry } }`);
+    expect(reused.answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    const missing = await mutate('mutation { credit(amount: 2) { entry } }');
+    expect(missing.answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_MISSING');
+    const invalid = await mutate(`mutation { credit(idempotencyKey: "${'k'.repeat(256)}", amount: 2) { entry } }`);
+    expect(invalid.answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_INVALID');
+  });
+
+  it('runs a field with `required: false` and no key as a plain resolver', async () => {
+    const before = await credits();
+    await mutate('mutation { creditMaybe(amount: 3) { entry } }');
+    await mutate('mutation { creditMaybe(amount: 3) { entry } }');
+    expect(await credits()).toBe(before + 2);
+  });
+
+  it('50 identical mutations at once: one credit; every answer it or IDEMPOTENCY_KEY_IN_USE', async () => {
+    const key = randomUUID();
+    const before = await credits();
+    const answers = await Promise.all(Array.from({ length: 50 }, () => mutate(`mutation { credit(idempotencyKey: "${key}", amount: 9) { entry } }`)));
+    expect(await credits()).toBe(before + 1);
+    const entries = new Set(answers.flatMap(({ answer }) => (answer.data?.credit ? [answer.data.credit.entry] : [])));
+    expect(entries.size).toBe(1);
+    for (const { answer } of answers) if (!answer.data?.credit) expect(answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_IN_USE');
+  });
+});
