@@ -73,6 +73,15 @@ describe('GraphQL orders (e2e)', () => {
     expect(b.data!.createOrder.id).not.toBe(a.data!.createOrder.id);
   });
 
+  it('shares the client\'s keys with REST: a key used on POST /orders is a reuse for createOrder', async () => {
+    const key = randomUUID();
+    await request(server()).post('/orders').set(t.auth()).set('Idempotency-Key', key).send(orderBody()).expect(201);
+    const before = await countRows(t.dataSource, 'orders');
+    const res = await createOrderMutation(server(), t.auth(), key).expect(200);
+    expect(errorCode(res.body as GraphqlAnswer)).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(await countRows(t.dataSource, 'orders')).toBe(before);
+  });
+
   it('answers invalid input as a GraphQL error VALIDATION_FAILED and keeps the key free', async () => {
     const key = randomUUID();
     const res = await createOrderMutation(server(), t.auth(), key, orderBody({ currency: 'usdd' })).expect(200);
