@@ -17,7 +17,7 @@ const DEFAULT_KEY: IdempotencyKeySource = { header: 'idempotency-key' };
  * The GraphQL context as Apollo (`{ req }`) and Mercurius (`{ req, reply }`,
  * reply.request) give it under Nest: whatever carries the HTTP request.
  */
-interface GraphqlContext {
+export interface GraphqlContext {
   req?: IdempotencyRequest;
   request?: IdempotencyRequest;
   reply?: { request?: IdempotencyRequest; header?(name: string, value: string): unknown };
@@ -72,7 +72,7 @@ export class GraphqlIdempotency {
     const { policyUrl } = this.options;
     const request = graphqlHttpRequest(ctx);
 
-    const raw = readKey(route.key ?? DEFAULT_KEY, args, ctx, request);
+    const raw = readGraphqlKey(route.key ?? DEFAULT_KEY, args, ctx, request);
     if (raw === undefined) {
       if (!route.required) return next.handle();
       throw idempotencyErrors.missing(policyUrl);
@@ -93,7 +93,8 @@ export class GraphqlIdempotency {
   }
 }
 
-function readKey(source: IdempotencyKeySource, args: Record<string, unknown>, ctx: GraphqlContext | undefined, request: IdempotencyRequest | undefined): string | undefined {
+/** The key of a GraphQL field, read where `source` says (undefined: the operation has none). */
+export function readGraphqlKey(source: IdempotencyKeySource, args: Record<string, unknown>, ctx: GraphqlContext | undefined, request: IdempotencyRequest | undefined): string | undefined {
   if (typeof source === 'function') return source(args, ctx);
   if ('arg' in source) return asKey(args[source.arg]);
   if ('header' in source) {

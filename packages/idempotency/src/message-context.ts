@@ -18,7 +18,7 @@ const DEFAULT_KEY: IdempotencyKeySource = { field: 'idempotencyKey' };
  * (`getHeaders()`), Kafka (`getMessage().headers`), RabbitMQ
  * (`getMessage().properties.headers`); TCP has none.
  */
-interface TransportContext {
+export interface TransportContext {
   getHeaders?(): unknown;
   getMessage?(): unknown;
 }
@@ -63,7 +63,7 @@ export class MessageIdempotency {
     const route = this.routes.of(context);
     const { policyUrl } = this.options;
 
-    const raw = readKey(route.key ?? DEFAULT_KEY, data, transport);
+    const raw = readMessageKey(route.key ?? DEFAULT_KEY, data, transport);
     if (raw === undefined) {
       if (!route.required) return next.handle();
       throw idempotencyErrors.missing(policyUrl);
@@ -90,7 +90,8 @@ function scopeOf(route: RouteSettings, handler: object, data: unknown, transport
   return `message:${typeof pattern === 'string' ? pattern : JSON.stringify(pattern ?? route.operation)}`;
 }
 
-function readKey(source: IdempotencyKeySource, data: unknown, transport: TransportContext | undefined): string | undefined {
+/** The key of a message, read where `source` says (undefined: the message has none). */
+export function readMessageKey(source: IdempotencyKeySource, data: unknown, transport: TransportContext | undefined): string | undefined {
   if (typeof source === 'function') return source(data, transport);
   if ('field' in source) {
     const value = typeof data === 'object' && data !== null ? (data as Record<string, unknown>)[source.field] : undefined;
