@@ -6,6 +6,7 @@
  */
 // The module, its options, and the values an app's configuration reads.
 export { IdempotencyModule } from './idempotency.module';
+export { IDEMPOTENCY_COMMIT_MODES } from './module-options';
 export type { IdempotencyCommitMode, IdempotencyModuleOptions, IdempotentOptions } from './module-options';
 export { IDEMPOTENCY_DEFAULTS } from './idempotency.options';
 export { formatDuration, parseDuration } from './duration';

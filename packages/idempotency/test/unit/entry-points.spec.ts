@@ -54,6 +54,7 @@ describe('entry points', () => {
   it('the root exports what an app writes against, and nothing else', () => {
     expect(Object.keys(root).sort()).toEqual(
       [
+        'IDEMPOTENCY_COMMIT_MODES',
         'IDEMPOTENCY_DEFAULTS',
         'IDEMPOTENCY_EVENTS_CHANNEL',
         'IDEMPOTENT_OUTCOME',
