@@ -30,7 +30,7 @@ export interface PgCountingProxy {
 }
 
 class BackendCounter {
-  private buffered = Buffer.alloc(0);
+  private buffered: Buffer = Buffer.alloc(0);
   private commandsSinceReady = 0;
   private lastTag = '';
   private status = 'I';
