@@ -3,6 +3,7 @@ import request from 'supertest';
 import { IdempotencyKeys } from 'safe-retries';
 import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, WidgetGates, createLibraryApp } from '../support/demo/library-app';
 import { countRows } from '../support/app';
+import { waitFor } from '../support/http-client';
 import { PgCountingProxy, PgCounts, startPgCountingProxy } from '../support/pg-counting-proxy';
 
 /**
@@ -21,7 +22,7 @@ describe.each(['express', 'fastify'] as const)('one commit per new key, on %s (e
   let t: LibraryApp;
   let proxy: PgCountingProxy;
 
-  const post = (path: 'widgets' | 'widgets-one', key: string, body: object) =>
+  const post = (path: 'widgets' | 'widgets-one' | 'widgets-one-wait', key: string, body: object) =>
     request(t.app.getHttpServer()).post(`/lib/${path}`).set(PRINCIPAL_HEADER, SCOPE).set('Idempotency-Key', key).send(body);
   const widgets = (name: string) => countRows(t.dataSource, 'lib_widgets', 'name = $1', [name]);
   const outcome = (key: string) => t.app.get(IdempotencyKeys).outcome(SCOPE, key);
@@ -69,6 +70,25 @@ describe.each(['express', 'fastify'] as const)('one commit per new key, on %s (e
     expect(original.status).toBe(201);
     const replay = await post('widgets-one', key, { name }).expect(201);
     expect(replay.text).toBe(original.text);
+    expect(await widgets(name)).toBe(1);
+  });
+
+  it('wait: a duplicate waits for the first to commit (woken by its announcement) and gets its replay', async () => {
+    const key = randomUUID();
+    const name = `one-wait-${key}`;
+    const gate = t.app.get(WidgetGates).hold(name);
+    const first = post('widgets-one-wait', key, { name }).then((r) => r);
+    await gate.reached;
+    const sent = proxy.counts().roundTrips;
+    const duplicate = post('widgets-one-wait', key, { name }).then((r) => r);
+    // Its first claim (BEGIN, the claim, COMMIT) found the key held: it is waiting now.
+    await waitFor('the duplicate to find the key held', () => proxy.counts().roundTrips >= sent + 3);
+    gate.open();
+    const [original, waited] = await Promise.all([first, duplicate]);
+    expect(original.status).toBe(201);
+    expect(waited.status).toBe(201);
+    expect(waited.headers['idempotent-replayed']).toBe('true');
+    expect(waited.text).toBe(original.text);
     expect(await widgets(name)).toBe(1);
   });
 

@@ -68,11 +68,21 @@ export async function runInOneCommit(route: OneCommitRoute, request: ClaimReques
     const left = deadline - performance.now();
     // Registered before the claim: a settlement in between is not missed.
     const waiting = settlement && left > 0 ? settlement.awaitSettled(request.scope, request.key, Math.min(left, WAIT_SLICE_MS)) : undefined;
-    const answer = await attempt(route, request, metrics, work).finally(() => waiting?.cancel());
+    let answer: Awaited<ReturnType<typeof attempt>>;
+    try {
+      answer = await attempt(route, request, metrics, work);
+    } catch (error) {
+      waiting?.cancel();
+      throw error;
+    }
+    if (answer.kind === 'in_progress' && waiting) {
+      await waiting.settled;
+      continue;
+    }
+    waiting?.cancel();
     if (answer.kind === 'lost_insert' && lostInserts++ < CLAIMS_AFTER_A_LOST_INSERT) continue;
     if (answer.kind === 'lost_insert') return { kind: 'in_progress', retryAfterMs: WAIT_SLICE_MS };
-    if (answer.kind !== 'in_progress' || !waiting) return answer;
-    await waiting.settled;
+    return answer;
   }
 }
 

@@ -73,6 +73,13 @@ class LibraryDemoController {
     return { id: row.id, name: body.name };
   }
 
+  /** The same, where a duplicate waits for the first to settle instead of 409. */
+  @Post('widgets-one-wait')
+  @Idempotent({ commit: 'one', lease: '1s', wait: '5s' })
+  createInOneCommitWaiting(@Req() req: HeaderRequest, @Body() body: { name: string; fail?: boolean }, @Res({ passthrough: true }) res: unknown) {
+    return this.createInOneCommit(req, body, res);
+  }
+
   @Post('widgets')
   @Idempotent()
   async create(@Req() req: HeaderRequest, @Body() body: { name: string; delay_ms?: number }, @Res({ passthrough: true }) res: unknown) {
