@@ -9,13 +9,10 @@
  *   commits with the handler's writes; the Redis store runs `work` as it is,
  *   and its completion follows the work.
  * - What a store cannot do is absent from it, not a flag: `recovery` (recovery
- *   points, for phased operations and the recovery job) and `settlement` (waking
- *   waiting duplicates, for `@Idempotent({ wait })`). A route that needs one is
- *   refused at startup when its store has none (IdempotencyStores).
- *
- * A further way of executing (e.g. the claim taken inside the handler's own
- * transaction) is one more optional part of this kind, asked for by the routes
- * that choose it.
+ *   points, for phased operations and the recovery job), `settlement` (waking
+ *   waiting duplicates, for `@Idempotent({ wait })`) and `oneCommit` (claims
+ *   held by the unit itself, for `@Idempotent({ commit: 'one' })`). A route that
+ *   needs one is refused at startup when its store has none (IdempotencyStores).
  */
 export interface ClaimRequest {
   scope: string;

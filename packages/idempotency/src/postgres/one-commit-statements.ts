@@ -11,7 +11,8 @@ import { KEY_LOCK, NOW_US, REPLACEABLE, replaceableRow } from './statements';
 /**
  * An in-progress row of a durable claim that nothing resumes and whose owner's
  * lease has ended: the unit takes it over (its final write changes the token,
- * so the old owner's fenced completion matches nothing).
+ * so the old owner's fenced completion matches nothing). `p`: the row's alias and
+ * a dot, where a bare column name would be ambiguous.
  */
 const abandoned = (p = ''): string => `(${p}status IS NULL AND ${p}recovery IS NULL AND ${p}lease <= ${NOW_US})`;
 
