@@ -177,6 +177,24 @@ export const oneCommitCases: StoreContractCase[] = [
     },
   },
   {
+    name: 'one commit: a completed key past its retention is new again: the next unit claims it and its insert replaces the row',
+    modes: ['one'],
+    async run(d) {
+      const request = d.request({ leaseMs: 20, retentionMs: 50 });
+      const { owner } = await d.claimed(request);
+      await d.complete(owner, d.response('first'));
+      const deadline = Date.now() + 10_000;
+      while ((await d.store.outcome(request.scope, request.key)).state !== 'unknown') {
+        assert.ok(Date.now() < deadline, 'the key is forgotten once its retention has run out');
+        await sleep(10);
+      }
+      const again = await d.claimed(request);
+      await d.complete(again.owner, d.response('second'));
+      const replay = await d.claim(request);
+      assert.equal(replay.kind === 'completed' && replay.response.body, 'second');
+    },
+  },
+  {
     name: 'one commit: the key is written once: a unit that believes it free after another committed it stores nothing (LeaseLostError)',
     modes: ['one'],
     async run(d) {
