@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { toPaymentResponse } from '../src/payments/payments.service';
 import { JSON_TYPE, PAYMENT_BODY, StoreHarness } from './lib/app';
 import { round } from './lib/stats';
+import type { ClaimRequest, StoredResponse } from '../packages/idempotency/src/idempotency.store';
 
 /**
  * §4 Storage: `keys` completed keys (UUIDv4) whose stored response has the
@@ -76,7 +77,20 @@ async function size(h: StoreHarness): Promise<Size> {
   };
 }
 
-export async function storage(h: StoreHarness, keys: number, concurrency: number, shape: BodyShape = 'reference'): Promise<StorageResult> {
+/**
+ * How each key is written: `durable`, the claim (a row in progress) and then the
+ * fenced completion (an UPDATE of that row); `one`, the one-commit claim and the
+ * key's single INSERT with its response, in one transaction.
+ */
+export type StorageCommit = 'durable' | 'one';
+
+export async function storage(
+  h: StoreHarness,
+  keys: number,
+  concurrency: number,
+  shape: BodyShape = 'reference',
+  commit: StorageCommit = 'durable',
+): Promise<StorageResult & { commit: StorageCommit }> {
   await h.dataSource.query('TRUNCATE idempotency_keys');
   let issued = 0;
   let bodyBytes = 0;
@@ -86,11 +100,17 @@ export async function storage(h: StoreHarness, keys: number, concurrency: number
       while (issued < keys) {
         issued++;
         const amount = 100 + Math.floor(Math.random() * 99_900);
-        const claim = await h.store.claim(h.request(randomUUID(), { ...PAYMENT_BODY, amount }));
-        if (claim.kind !== 'claimed') throw new Error(`storage: expected a claim, got ${claim.kind}`);
+        const request = h.request(randomUUID(), { ...PAYMENT_BODY, amount });
         const body = responseBody(shape, amount);
         bodyBytes += Buffer.byteLength(body);
-        await h.complete(claim.owner, { status: 201, body, contentType: JSON_TYPE });
+        const response = { status: 201, body, contentType: JSON_TYPE };
+        if (commit === 'one') {
+          await writeInOneCommit(h, request, response);
+          continue;
+        }
+        const claim = await h.store.claim(request);
+        if (claim.kind !== 'claimed') throw new Error(`storage: expected a claim, got ${claim.kind}`);
+        await h.complete(claim.owner, response);
       }
     }),
   );
@@ -108,6 +128,7 @@ export async function storage(h: StoreHarness, keys: number, concurrency: number
   const afterVacuumFull = await size(h);
   return {
     shape,
+    commit,
     bodyBytes: round(bodyBytes / keys, 1),
     keys,
     concurrency,
@@ -118,4 +139,17 @@ export async function storage(h: StoreHarness, keys: number, concurrency: number
     afterVacuum,
     afterVacuumFull,
   };
+}
+
+/** A key as a one-commit route writes it: claimed and inserted with its response in one transaction. */
+async function writeInOneCommit(h: StoreHarness, request: ClaimRequest, response: StoredResponse): Promise<void> {
+  const { oneCommit } = h.store;
+  if (!oneCommit) throw new Error('storage: the store has no one-commit claims');
+  await h.cls.run(() =>
+    h.store.runUnit(async () => {
+      const claim = await oneCommit.claim(request);
+      if (claim.kind !== 'claimed') throw new Error(`storage: expected a claim, got ${claim.kind}`);
+      await oneCommit.complete(request, response);
+    }),
+  );
 }

@@ -77,6 +77,7 @@ export class AppModule {
             lease: config.idempotency.leaseMs,
             retention: config.idempotency.retentionMs,
             claimPoolSize: config.idempotency.claimPoolSize,
+            commit: config.idempotency.commit,
             preparedStatements: mode.preparedStatements,
             transactionPooler: mode.transactionPooler,
             listenUrl: mode.directUrl,

@@ -69,6 +69,8 @@ function idempotency(e: Env) {
     leaseMs: e.IDEMPOTENCY_LEASE,
     retentionMs: e.IDEMPOTENCY_RETENTION,
     claimPoolSize: e.IDEMPOTENCY_CLAIM_POOL_SIZE,
+    /** How non-phased routes that do not say commit their key (`one`: inside the handler's transaction). */
+    commit: e.IDEMPOTENCY_COMMIT,
     purge: {
       enabled: e.IDEMPOTENCY_PURGE_ENABLED,
       cron: e.IDEMPOTENCY_PURGE_CRON,

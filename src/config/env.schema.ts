@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { IDEMPOTENCY_DEFAULTS, parseKeyRing } from 'safe-retries';
+import { IDEMPOTENCY_COMMIT_MODES, IDEMPOTENCY_DEFAULTS, parseKeyRing } from 'safe-retries';
 import { DEFAULT_CARD_NETWORK_SECRET, DEFAULT_WEBHOOK_SECRET } from './config.constants';
 import {
   POSTGRES_URL,
@@ -61,6 +61,8 @@ const variables = z.object({
   IDEMPOTENCY_LEASE: duration(IDEMPOTENCY_DEFAULTS.lease),
   IDEMPOTENCY_RETENTION: duration(IDEMPOTENCY_DEFAULTS.retention),
   IDEMPOTENCY_CLAIM_POOL_SIZE: integer(IDEMPOTENCY_DEFAULTS.claimPoolSize, 1, 1000),
+  // How non-phased routes that do not say commit their key: durable (a claim of its own) or one.
+  IDEMPOTENCY_COMMIT: z.enum(IDEMPOTENCY_COMMIT_MODES).default(IDEMPOTENCY_DEFAULTS.commit),
   IDEMPOTENCY_PURGE_ENABLED: boolean(IDEMPOTENCY_DEFAULTS.purge.enabled),
   IDEMPOTENCY_PURGE_CRON: cron(IDEMPOTENCY_DEFAULTS.purge.cron),
   IDEMPOTENCY_PURGE_BATCH: integer(IDEMPOTENCY_DEFAULTS.purge.batchSize, 1, 1_000_000),

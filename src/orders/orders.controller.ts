@@ -17,8 +17,9 @@ import { OrdersService } from './orders.service';
 export class OrdersController {
   constructor(private readonly orders: OrdersService) {}
 
+  // Its whole effect is one INSERT in this database: the key commits with it, once.
   @Post()
-  @Idempotent()
+  @Idempotent({ commit: 'one' })
   @ApiOperation({ summary: 'Create an order (pending)' })
   @ApiCreatedResponse({ type: OrderResponse, headers: { Location: { description: '/orders/{id}', schema: { type: 'string' } } } })
   async create(

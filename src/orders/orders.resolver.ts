@@ -20,7 +20,8 @@ export class OrdersResolver {
   constructor(private readonly orders: OrdersService) {}
 
   @Mutation(() => OrderResponse, { description: 'Create an order (pending); send an Idempotency-Key header' })
-  @Idempotent()
+  // As POST /orders: its whole effect is one INSERT in this database, so the key commits with it, once.
+  @Idempotent({ commit: 'one' })
   createOrder(@CurrentClient() client: AuthenticatedClient, @Args('input') input: CreateOrderDto): Promise<OrderResponse> {
     return this.orders.create(client.id, input);
   }

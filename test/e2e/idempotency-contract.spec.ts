@@ -24,8 +24,16 @@ import { RedisIdempotencyStore } from '../../packages/idempotency/src/redis/redi
 const RUNS = Number(process.env.RACE_RUNS ?? 3);
 // The Redis half skips, with one line, where the run has no Redis (never under CI).
 const STORES: IdempotencyStoreKind[] = hasRedisSuites() ? ['postgres', 'redis'] : (redisSuites(), ['postgres']);
+/** Each store, and the PostgreSQL store's routes again with `commit: 'one'` (under /contract/postgres-one). */
+const VARIANTS: { route: string; store: IdempotencyStoreKind; commit?: 'one' }[] = [
+  ...STORES.map((store) => ({ route: store, store })),
+  { route: 'postgres-one', store: 'postgres', commit: 'one' },
+];
 
-describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
+describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, commit }) => {
+  // A leased owner's renewal and takeover are the durable claim's; a one-commit owner's lease
+  // bounds its transaction instead (test/e2e/idempotency-one-commit.spec.ts).
+  const leased = commit === 'one' ? it.skip : it;
   jest.setTimeout(120_000);
   let t: TestApp;
   let effects: SideEffects;
@@ -34,7 +42,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
   beforeAll(async () => {
     t = await createTestApp({
       listen: true,
-      imports: [ContractModule.on(store)],
+      imports: [ContractModule.on(store, commit)],
       env: { IDEMPOTENCY_REPLAY_CACHE: '0', ...(store === 'redis' ? { REDIS_URL: redisUrl() } : {}) },
     });
     effects = t.app.get(SideEffects);
@@ -44,7 +52,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
 
   type Body = { name: string; hold?: boolean; pace_ms?: number; fail?: 'boom' | 'declined' };
   const post = (path: 'sends' | 'short-lease', key: string, body: Body, client?: { key: string }) =>
-    request(t.url!).post(`/contract/${store}/${path}`).set(t.auth(client)).set('Idempotency-Key', key).send(body);
+    request(t.url!).post(`/contract/${route}/${path}`).set(t.auth(client)).set('Idempotency-Key', key).send(body);
   const send = (path: 'sends' | 'short-lease', key: string, body: Body) => post(path, key, body).then((r) => r);
   const name = (what: string) => `${what}-${randomUUID()}`;
 
@@ -74,7 +82,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
     const first = await post('sends', key, body).expect(202);
     expect(first.headers['idempotent-replayed']).toBeUndefined();
     expect(first.headers['content-type']).toBe(SEND_CONTENT_TYPE);
-    expect(first.headers['location']).toMatch(new RegExp(`^/contract/${store}/sends/`));
+    expect(first.headers['location']).toMatch(new RegExp(`^/contract/${route}/sends/`));
 
     const replay = await post('sends', key, body).expect(202);
     expect(replay.headers['idempotent-replayed']).toBe('true');
@@ -143,7 +151,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
     expect(effects.executions(body.name)).toBe(2);
   });
 
-  it('renews the lease of an owner at work: retries long past the first lease get 409, then the one response', async () => {
+  leased('renews the lease of an owner at work: retries long past the first lease get 409, then the one response', async () => {
     const key = randomUUID();
     const body = { name: name('renewed'), hold: true };
     const original = send('short-lease', key, body);
@@ -164,7 +172,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
     expect(replay.text).toBe(done.text);
   });
 
-  it("lets a retry take over from a stalled owner after the lease; the stale owner's completion fails and the newer response stands", async () => {
+  leased("lets a retry take over from a stalled owner after the lease; the stale owner's completion fails and the newer response stands", async () => {
     const key = randomUUID();
     const body = { name: name('stale-complete'), hold: true };
     renewals.stall(key);
@@ -187,7 +195,7 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
     expect(replay.text).toBe(newer.text);
   });
 
-  it("a stalled owner's release after a failure leaves the newer claim in place", async () => {
+  leased("a stalled owner's release after a failure leaves the newer claim in place", async () => {
     const key = randomUUID();
     const body = { name: name('stale-release'), hold: true };
     renewals.stall(key);
@@ -231,9 +239,9 @@ describe.each(STORES)('idempotency contract, %s store (e2e)', (store) => {
       const key = randomUUID();
       const body = { name: name('race'), pace_ms: 50 };
       const responses: TimedResponse[] = await Promise.all(
-        Array.from({ length: n }, () => timed(request(t.url!).post(`/contract/${store}/sends`).set(t.auth()).set('Idempotency-Key', key).send(body))),
+        Array.from({ length: n }, () => timed(request(t.url!).post(`/contract/${route}/sends`).set(t.auth()).set('Idempotency-Key', key).send(body))),
       );
-      console.log(`${store} race N=${n} run ${run}/${RUNS}: ${JSON.stringify(histogram(responses))} peak in flight ${peakConcurrency(responses)}`);
+      console.log(`${route} race N=${n} run ${run}/${RUNS}: ${JSON.stringify(histogram(responses))} peak in flight ${peakConcurrency(responses)}`);
       expect(effects.executions(body.name)).toBe(1);
       const originals = responses.filter((r) => r.status === 202 && r.headers['idempotent-replayed'] === undefined);
       expect(originals).toHaveLength(1);

@@ -29,13 +29,13 @@ describe('OpenAPI document (e2e)', () => {
   });
 
   it.each([
-    ['/payments', 'post'],
-    ['/orders', 'post'],
-    ['/orders/{id}/cancel', 'post'],
-    ['/payments/{id}/refunds', 'post'],
-  ])('documents %s %s as idempotent', (path, method) => {
+    ['/payments', 'post', {}],
+    ['/orders', 'post', { commit: 'one' }],
+    ['/orders/{id}/cancel', 'post', {}],
+    ['/payments/{id}/refunds', 'post', {}],
+  ])('documents %s %s as idempotent', (path, method, mode) => {
     const op = doc.paths[path][method];
-    expect(op['x-idempotency']).toEqual({ header: 'Idempotency-Key', required: true, lease: '20s', retention: '48h', scope: 'client' });
+    expect(op['x-idempotency']).toEqual({ header: 'Idempotency-Key', required: true, lease: '20s', retention: '48h', scope: 'client', ...mode });
     const header = op.parameters!.find((p) => p.in === 'header' && p.name === 'Idempotency-Key')!;
     expect(header.required).toBe(true);
     expect(header.schema!.maxLength).toBe(255);
@@ -46,6 +46,12 @@ describe('OpenAPI document (e2e)', () => {
     const success = Object.keys(op.responses).find((s) => /^2/.test(s))!;
     expect(op.responses[success].headers).toHaveProperty('Idempotent-Replayed');
     expect(op.description).toContain('Idempotent-Replayed');
+  });
+
+  it('tells that order creation runs in one transaction with its key, with no lease to wait out', () => {
+    const header = doc.paths['/orders'].post.parameters!.find((p) => p.name === 'Idempotency-Key')!;
+    expect(header.description).toContain('Runs in one transaction with its key, bounded by 20s (no lease to wait out: a crashed attempt frees the key at once)');
+    expect(doc.paths['/payments'].post.parameters!.find((p) => p.name === 'Idempotency-Key')!.description).toContain('Lease 20s (renewed while the request works)');
   });
 
   it('does not mark read-only routes idempotent-keyed', () => {

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IdempotencyStoreKind, IdempotentOptions } from './module-options';
-import { IdempotencyStore } from './idempotency.store';
+import { IdempotencyStore, OneCommitKeys } from './idempotency.store';
 import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
 import { RedisIdempotencyStore } from './redis/redis-idempotency.store';
 
@@ -15,6 +15,11 @@ const NEEDS = {
   settlement: {
     route: (o: IdempotentOptions) => o.wait !== undefined,
     missing: (kind: string, others: string) => `wait needs a store that wakes waiting duplicates (PostgreSQL's LISTEN/NOTIFY); the ${kind} store cannot: drop wait or use store ${others}`,
+  },
+  oneCommit: {
+    route: (o: IdempotentOptions) => o.commit === 'one',
+    missing: (kind: string, others: string) =>
+      `commit 'one' needs a store that claims inside the handler's transaction (the key commits with its writes); the ${kind} store cannot: drop commit or use store ${others}`,
   },
 } as const;
 
@@ -49,13 +54,26 @@ export class IdempotencyStores {
     const kind = route.store ?? this.options.store;
     const store = this.byKind.get(kind);
     if (!store) throw new Error(`store '${kind}' needs IdempotencyModule's ${kind} option ({ url } or { client })`);
-    for (const part of ['recovery', 'settlement'] as const) {
+    for (const part of ['recovery', 'settlement', 'oneCommit'] as const) {
       if (NEEDS[part].route(route) && !store[part]) throw new Error(NEEDS[part].missing(kind, this.kindsWith(part)));
+    }
+    if (route.commit === 'one' && route.phased !== undefined) {
+      throw new Error("commit 'one' is for a route whose whole effect is one transaction; a phased route commits in each phase: drop commit or phased");
     }
     return store;
   }
 
-  private kindsWith(part: 'recovery' | 'settlement'): string {
+  /**
+   * The one-commit claims of a route of `store` (see `commit`), or none: the
+   * route's own `commit`, else the module's where it applies (a non-phased
+   * route of a store that has them).
+   */
+  oneCommitOf(route: IdempotentOptions, store: IdempotencyStore): OneCommitKeys | undefined {
+    const mode = route.commit ?? (route.phased === undefined ? this.options.commit : 'durable');
+    return mode === 'one' ? store.oneCommit : undefined;
+  }
+
+  private kindsWith(part: 'recovery' | 'settlement' | 'oneCommit'): string {
     return [...this.byKind].flatMap(([kind, store]) => (store[part] ? [`'${kind}'`] : [])).join(' or ');
   }
 }

@@ -14,6 +14,7 @@ import { LeaseKeeper } from './lease-keeper';
 import { aboutOperation, openSpan } from './idempotency.telemetry';
 import { claimOrWait } from './key-claims';
 import { OperationAttempt, SettledAttempt } from './operation-attempt';
+import { runInOneCommit } from './one-commit-run';
 import { PHASED_OPERATION, PhasedOperation } from './phased-operation';
 import { ReplayCache } from './replay-cache';
 import { checkScope } from './scope';
@@ -38,6 +39,8 @@ type Claimed = Extract<ClaimResult, { kind: 'claimed' }>;
  *                       (a PostgreSQL transaction) { pipes + handler; fenced completion }
  *                       -> respond; a phased route runs its own units (PhasedOperation).
  *                       The lease is renewed while it runs (LeaseKeeper).
+ *                       A one-commit route claims inside its own transaction instead
+ *                       (runInOneCommit) and comes back here finished or answered.
  *   error in the unit: business outcome -> stored in it, committed, answered like a result
  *                      anything else    -> rolled back, key released if still ours, rethrown
  *
@@ -149,9 +152,21 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const { policyUrl } = this.options;
     // Before the claim is sent: the retention it reports is counted from here.
     const sentAt = performance.now();
-    const claim = await claimOrWait(route.store, request, route.waitMs, this.metrics);
+    const claim = route.oneCommit
+      ? await runInOneCommit({ ...route, oneCommit: route.oneCommit }, request, this.metrics, {
+          entered: () => this.context.enter(request.key),
+          handle: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
+          respond: (value) => this.serialize(res, value),
+        })
+      : await claimOrWait(route.store, request, route.waitMs, this.metrics);
 
     switch (claim.kind) {
+      case 'finished':
+        // A one-commit route's request: claimed, run and committed.
+        this.remember(route.store, request, claim.response, claim.retainedForMs, sentAt);
+        return { response: of(this.send(res, claim.response, false)) };
+      case 'lease_lost':
+        throw idempotencyErrors.leaseLost(policyUrl);
       case 'completed':
         this.remember(route.store, request, claim.response, claim.retainedForMs, sentAt);
         return { response: this.replay(res, claim.response) };

@@ -2,7 +2,7 @@ import { EncryptionKey, parseKeyRing } from './response-cipher';
 import { Duration, formatDuration, parseDuration } from './duration';
 import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from './idempotency-messages-table';
 import { IdempotencyTable, idempotencyTable } from './idempotency-table';
-import { IDEMPOTENCY_STORE_KINDS, IdempotencyModuleOptions, IdempotencyRequest, IdempotencyStoreKind } from './module-options';
+import { IDEMPOTENCY_COMMIT_MODES, IDEMPOTENCY_STORE_KINDS, IdempotencyCommitMode, IdempotencyModuleOptions, IdempotencyRequest, IdempotencyStoreKind } from './module-options';
 import type { IdempotencyRedisClient } from './redis/redis-options';
 
 /**
@@ -14,6 +14,8 @@ export interface ResolvedIdempotencyOptions {
   table: IdempotencyTable;
   /** The store of routes that name none. */
   store: IdempotencyStoreKind;
+  /** The commit mode of routes that name none (`one` applies to non-phased PostgreSQL routes). */
+  commit: IdempotencyCommitMode;
   /** The Redis store's connection, when there is one. */
   redis?: { url?: string; client?: IdempotencyRedisClient; keyPrefix: string };
   leaseMs: number;
@@ -40,6 +42,7 @@ export interface ResolvedIdempotencyOptions {
  * options, for each route's `@Idempotent()` options, and in the interceptor.
  */
 export const IDEMPOTENCY_DEFAULTS = {
+  commit: 'durable',
   lease: '30s',
   retention: '24h',
   claimPoolSize: 10,
@@ -87,6 +90,7 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
   return {
     table: idempotencyTable(o.tableName),
     ...resolveStore(o),
+    commit: resolveCommit(o.commit),
     ...resolveTiming(o, DEFAULT_TIMING, 'IdempotencyModule'),
     scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),
     claimPoolSize: o.claimPoolSize ?? d.claimPoolSize,
@@ -115,6 +119,12 @@ function resolveStore(o: IdempotencyModuleOptions): Pick<ResolvedIdempotencyOpti
   if (o.redis && !o.redis.url === !o.redis.client) throw new RangeError('IdempotencyModule: redis needs exactly one of url and client');
   if (store === 'redis' && !o.redis) throw new RangeError("IdempotencyModule: store 'redis' needs the redis option ({ url } or { client })");
   return { store, redis: o.redis && { url: o.redis.url, client: o.redis.client, keyPrefix: o.redis.keyPrefix ?? 'idempotency:' } };
+}
+
+function resolveCommit(commit: IdempotencyCommitMode | undefined): IdempotencyCommitMode {
+  const mode = commit ?? IDEMPOTENCY_DEFAULTS.commit;
+  if (!IDEMPOTENCY_COMMIT_MODES.includes(mode)) throw new RangeError(`IdempotencyModule: commit must be ${IDEMPOTENCY_COMMIT_MODES.join(' or ')}, not ${String(mode)}`);
+  return mode;
 }
 
 function resolveConnection(o: IdempotencyModuleOptions): Pick<ResolvedIdempotencyOptions, 'preparedStatements' | 'transactionPooler' | 'listen'> {

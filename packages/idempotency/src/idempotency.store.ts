@@ -9,13 +9,10 @@
  *   commits with the handler's writes; the Redis store runs `work` as it is,
  *   and its completion follows the work.
  * - What a store cannot do is absent from it, not a flag: `recovery` (recovery
- *   points, for phased operations and the recovery job) and `settlement` (waking
- *   waiting duplicates, for `@Idempotent({ wait })`). A route that needs one is
- *   refused at startup when its store has none (IdempotencyStores).
- *
- * A further way of executing (e.g. the claim taken inside the handler's own
- * transaction) is one more optional part of this kind, asked for by the routes
- * that choose it.
+ *   points, for phased operations and the recovery job), `settlement` (waking
+ *   waiting duplicates, for `@Idempotent({ wait })`) and `oneCommit` (claims
+ *   held by the unit itself, for `@Idempotent({ commit: 'one' })`). A route that
+ *   needs one is refused at startup when its store has none (IdempotencyStores).
  */
 export interface ClaimRequest {
   scope: string;
@@ -133,6 +130,33 @@ export interface IdempotencyStore {
   readonly recovery?: RecoveryPoints;
   /** Wakes duplicates waiting for a key to settle; absent: they cannot wait. */
   readonly settlement?: KeySettlement;
+  /** Claims held by a unit itself, for routes that commit once; absent: they cannot. */
+  readonly oneCommit?: OneCommitKeys;
+}
+
+/**
+ * A key claimed by the unit that runs its request (see OneCommitRun): the
+ * claim is the first statement of the unit and lasts exactly as long as the
+ * unit (its commit, its rollback, or the end of its connection frees it), and
+ * the key is written once, with its response, by the unit's last statement.
+ * A new key then costs one commit, and a crashed owner leaves nothing to take
+ * over: its key is free at once. The lease bounds the unit instead: the store
+ * ends a unit that runs past it, so it cannot commit.
+ */
+export interface OneCommitKeys {
+  /**
+   * The unit's first statement (inside runUnit): claims the key for the unit,
+   * or reports its state as `claim` does (`in_progress`: another unit holds
+   * it). Claimed, the key has no record until `complete`.
+   */
+  claim(request: ClaimRequest): Promise<ClaimResult>;
+  /**
+   * The unit's last statement: writes the key with its response, retained for
+   * `request.retentionMs` from now. Throws LeaseLostError when another unit
+   * committed the key first (nothing of this unit may commit; a new claim
+   * reads what that unit stored).
+   */
+  complete(request: ClaimRequest, response: StoredResponse): Promise<void>;
 }
 
 /** What phased operations and the recovery job need of a store. */

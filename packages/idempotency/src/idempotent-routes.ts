@@ -3,7 +3,7 @@ import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { parseDuration } from './duration';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, resolveTiming } from './idempotency.options';
 import { IdempotentOptions } from './module-options';
-import { IdempotencyStore } from './idempotency.store';
+import { IdempotencyStore, OneCommitKeys } from './idempotency.store';
 import { IdempotencyStores } from './idempotency-stores';
 
 /** Route metadata of @Idempotent(), read by the interceptor (handler first, then controller). */
@@ -27,6 +27,8 @@ export interface RouteSettings {
   messageScope?: IdempotentOptions['messageScope'];
   /** Where its keys are kept; it has every optional part the route needs. */
   store: IdempotencyStore;
+  /** Present when the route commits once (`commit: 'one'`): its key is claimed inside its transaction (OneCommitRun). */
+  oneCommit?: OneCommitKeys;
 }
 
 /**
@@ -63,7 +65,7 @@ export interface IdempotentRoute {
  * is found (Nest's DiscoveryService and MetadataScanner, the route metadata
  * through the Reflector) and resolved, so one that cannot work (a store it
  * names that the module has not, or one without what it asks for: phases,
- * waiting) stops the app with one line saying why, rather than failing a
+ * waiting, one commit) stops the app with one line saying why, rather than failing a
  * request. The interceptor reads each route's settings from here.
  */
 @Injectable()
@@ -147,6 +149,7 @@ export class IdempotentRoutes implements OnModuleInit {
       key: o.key,
       messageScope: o.messageScope,
       store,
+      oneCommit: this.stores.oneCommitOf(o, store),
     };
     this.settings.set(handler, settings);
     return settings;

@@ -6,7 +6,8 @@
  */
 // The module, its options, and the values an app's configuration reads.
 export { IdempotencyModule } from './idempotency.module';
-export type { IdempotencyKeySource, IdempotencyModuleOptions, IdempotentOptions } from './module-options';
+export { IDEMPOTENCY_COMMIT_MODES } from './module-options';
+export type { IdempotencyCommitMode, IdempotencyKeySource, IdempotencyModuleOptions, IdempotentOptions } from './module-options';
 export { IDEMPOTENCY_DEFAULTS } from './idempotency.options';
 export { formatDuration, parseDuration } from './duration';
 export type { Duration } from './duration';

@@ -7,6 +7,7 @@ import { RouteSettings } from './idempotent-routes';
 import { aboutOperation, openSpan } from './idempotency.telemetry';
 import { claimOrWait } from './key-claims';
 import { LeaseKeeper } from './lease-keeper';
+import { runInOneCommit } from './one-commit-run';
 import { OperationAttempt } from './operation-attempt';
 import { ReplayCache } from './replay-cache';
 
@@ -37,9 +38,9 @@ type Claimed = Extract<ClaimResult, { kind: 'claimed' }>;
 
 /**
  * The protocol of a GraphQL mutation or a message handler once its key, scope
- * and fingerprint are read: the same claim, fencing, leases, retention, stores
- * and replay cache as an HTTP route (claimOrWait, OperationAttempt,
- * LeaseKeeper), with the handler's value in place of an HTTP response. The
+ * and fingerprint are read: the same claim, fencing, leases, retention, stores,
+ * commit modes and replay cache as an HTTP route (claimOrWait, OperationAttempt,
+ * LeaseKeeper; runInOneCommit for `commit: 'one'`), with the handler's value in place of an HTTP response. The
  * value is stored as its JSON, and both the first answer and every replay are
  * that JSON parsed, so a retry sees exactly what the first call saw. Its
  * problems are the module's IdempotencyProblems, which each context answers in
@@ -81,8 +82,21 @@ export class KeyedOperation {
 
   private async claimAndRun(route: RouteSettings, request: ClaimRequest, handle: () => Promise<unknown>): Promise<KeyedAnswer> {
     const sentAt = performance.now();
-    const claim = await claimOrWait(route.store, request, route.waitMs, this.metrics);
+    const claim = route.oneCommit
+      ? await runInOneCommit({ ...route, oneCommit: route.oneCommit }, request, this.metrics, {
+          entered: () => this.context.enter(request.key),
+          handle,
+          respond: storedValue,
+        })
+      : await claimOrWait(route.store, request, route.waitMs, this.metrics);
     switch (claim.kind) {
+      case 'finished':
+        // A one-commit route's call: claimed, run and committed with its writes.
+        this.remember(route.store, request, claim.response, claim.retainedForMs, sentAt);
+        if (claim.response.status >= 400) throw new ReplayedOutcome(claim.response);
+        return { value: parseValue(claim.response.body), replayed: false };
+      case 'lease_lost':
+        throw idempotencyErrors.leaseLost(this.policyUrl);
       case 'completed':
         this.remember(route.store, request, claim.response, claim.retainedForMs, sentAt);
         return this.replayed(claim.response);

@@ -27,6 +27,17 @@ export interface IdempotencyRequest {
 export const IDEMPOTENCY_STORE_KINDS = ['postgres', 'redis'] as const;
 export type IdempotencyStoreKind = (typeof IDEMPOTENCY_STORE_KINDS)[number];
 
+/**
+ * How a route's key commits (see packages/idempotency/README.md, "One commit
+ * per new key"). `durable`: the key is claimed by a statement of its own, which
+ * commits before the handler runs, and the handler's transaction completes it.
+ * `one`: the key is claimed inside the handler's transaction and written with
+ * its response at its commit: one commit per new key, for routes whose whole
+ * effect is that one transaction (PostgreSQL store; not with `phased`).
+ */
+export const IDEMPOTENCY_COMMIT_MODES = ['durable', 'one'] as const;
+export type IdempotencyCommitMode = (typeof IDEMPOTENCY_COMMIT_MODES)[number];
+
 /** Options of `IdempotencyModule.forRoot/forRootAsync`. */
 export interface IdempotencyModuleOptions {
   /**
@@ -36,6 +47,12 @@ export interface IdempotencyModuleOptions {
    * database (packages/idempotency/README.md, "A Redis store").
    */
   store?: IdempotencyStoreKind;
+  /**
+   * How routes that do not say (`@Idempotent({ commit })`) commit their key.
+   * Default `durable`. `one` applies to every non-phased route of the
+   * PostgreSQL store; phased routes and Redis routes keep the durable claim.
+   */
+  commit?: IdempotencyCommitMode;
   /** The Redis store, for `store: 'redis'` or routes with `@Idempotent({ store: 'redis' })`. Requires the `ioredis` package. */
   redis?: IdempotencyRedisOptions;
   /**
@@ -199,6 +216,15 @@ export interface IdempotentOptions {
    * routes and GraphQL resolvers use the module's `scope`.
    */
   messageScope?: string | ((data: unknown, transport: unknown) => string | undefined);
+  /**
+   * This route's commit mode, overriding the module's. `one`: the key is
+   * claimed inside the handler's transaction (an advisory lock), and written
+   * with the response at its commit; the lease bounds that transaction (the
+   * server ends it past the lease). Only for a route whose whole effect is that
+   * transaction (no call outside the database); the PostgreSQL store; not with
+   * `phased` (the app stops at startup with the reason).
+   */
+  commit?: IdempotencyCommitMode;
 }
 
 /**

@@ -103,8 +103,9 @@ export class SideEffects {
 /** A media type of our own: a replay must give it back, not application/json. */
 export const SEND_CONTENT_TYPE = 'application/vnd.demo.send+json; charset=utf-8';
 
-function contractController(store: IdempotencyStoreKind): Type {
-  @Controller(`contract/${store}`)
+function contractController(store: IdempotencyStoreKind, commit?: 'one'): Type {
+  const route = commit === 'one' ? `${store}-one` : store;
+  @Controller(`contract/${route}`)
   class ContractController {
     constructor(readonly effects: SideEffects) {}
 
@@ -114,7 +115,7 @@ function contractController(store: IdempotencyStoreKind): Type {
       if (dto.fail === 'declined') {
         throw new BusinessOutcomeException({ status: 402, code: 'card_declined', title: 'Card Declined', detail: `${dto.name} declined` });
       }
-      res.header('Location', `/contract/${store}/sends/${encodeURIComponent(dto.name)}/${execution}`);
+      res.header('Location', `/contract/${route}/sends/${encodeURIComponent(dto.name)}/${execution}`);
       res.header('Content-Type', SEND_CONTENT_TYPE);
       // Keys in a deliberate order and a non-ASCII character: the bytes must come back as sent.
       return JSON.stringify({ zeta: 1, name: dto.name, execution, client: client.id, note: 'envoyé ✓' });
@@ -122,26 +123,29 @@ function contractController(store: IdempotencyStoreKind): Type {
 
     @Post('sends')
     @HttpCode(202)
-    @Idempotent({ store })
+    @Idempotent({ store, commit })
     sends(@CurrentClient() client: AuthenticatedClient, @Body() dto: SendDto, @Res({ passthrough: true }) res: ResponseHeaders) {
       return this.send(client, dto, res);
     }
 
     @Post('short-lease')
     @HttpCode(202)
-    @Idempotent({ store, lease: '300ms' })
+    @Idempotent({ store, commit, lease: '300ms' })
     shortLease(@CurrentClient() client: AuthenticatedClient, @Body() dto: SendDto, @Res({ passthrough: true }) res: ResponseHeaders) {
       return this.send(client, dto, res);
     }
   }
-  Object.defineProperty(ContractController, 'name', { value: `${store[0].toUpperCase()}${store.slice(1)}ContractController` });
+  Object.defineProperty(ContractController, 'name', { value: `${store[0].toUpperCase()}${store.slice(1)}${commit === 'one' ? 'OneCommit' : ''}ContractController` });
   return ContractController;
 }
 
-/** The contract's routes on one store (`redis` needs the idempotency module's redis option: REDIS_URL). */
+/**
+ * The contract's routes on one store (`redis` needs the idempotency module's redis option: REDIS_URL),
+ * under `/contract/<store>`, or with `commit: 'one'` under `/contract/<store>-one`.
+ */
 @Module({})
 export class ContractModule {
-  static on(store: IdempotencyStoreKind): DynamicModule {
-    return { module: ContractModule, controllers: [contractController(store)], providers: [SideEffects], exports: [SideEffects] };
+  static on(store: IdempotencyStoreKind, commit?: 'one'): DynamicModule {
+    return { module: ContractModule, controllers: [contractController(store, commit)], providers: [SideEffects], exports: [SideEffects] };
   }
 }

@@ -1,4 +1,4 @@
-import { Body, Controller, INestApplication, Module, OnModuleInit, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, INestApplication, Injectable, Module, OnModuleInit, Post, Req, Res } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
@@ -6,7 +6,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { DataSource } from 'typeorm';
 import { HttpResponse } from 'safe-retries';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { IdempotencyModule, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations, transactionalClsModule } from 'safe-retries';
+import { IdempotencyModule, IdempotencyModuleOptions, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations, transactionalClsModule } from 'safe-retries';
 import { TestDatabase, createTestDatabase } from '../database';
 
 /**
@@ -28,9 +28,57 @@ const principal = (req: HeaderRequest) => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Holds the next execution of a name after its insert, until the test opens the gate: a paused owner. */
+@Injectable()
+export class WidgetGates {
+  private readonly gates = new Map<string, { reached(): void; opened: Promise<void> }>();
+
+  /** The next execution of `name` waits; `reached` resolves when it does, `open` lets it go on. */
+  hold(name: string): { reached: Promise<void>; open(): void } {
+    let reached!: () => void;
+    let open!: () => void;
+    const reachedP = new Promise<void>((resolve) => (reached = resolve));
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    this.gates.set(name, { reached, opened });
+    return { reached: reachedP, open };
+  }
+
+  async pass(name: string): Promise<void> {
+    const gate = this.gates.get(name);
+    if (!gate) return;
+    this.gates.delete(name);
+    gate.reached();
+    await gate.opened;
+  }
+}
+
 @Controller('lib')
 class LibraryDemoController {
-  constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
+  constructor(
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    private readonly gates: WidgetGates,
+  ) {}
+
+  /** The widget route in one commit: the claim inside its transaction, bounded by a 1 s lease. */
+  @Post('widgets-one')
+  @Idempotent({ commit: 'one', lease: '1s' })
+  async createInOneCommit(@Req() req: HeaderRequest, @Body() body: { name: string; fail?: boolean }, @Res({ passthrough: true }) res: unknown) {
+    const [row] = await this.txHost.tx.query<{ id: string }[]>('INSERT INTO lib_widgets (scope, name) VALUES ($1, $2) RETURNING id', [
+      principal(req),
+      body.name,
+    ]);
+    await this.gates.pass(body.name);
+    if (body.fail) throw new Error('widgets-one: the handler failed after its insert');
+    HttpResponse.of(res).setHeader('Location', `/lib/widgets/${row.id}`);
+    return { id: row.id, name: body.name };
+  }
+
+  /** The same, where a duplicate waits for the first to settle instead of 409. */
+  @Post('widgets-one-wait')
+  @Idempotent({ commit: 'one', lease: '1s', wait: '5s' })
+  createInOneCommitWaiting(@Req() req: HeaderRequest, @Body() body: { name: string; fail?: boolean }, @Res({ passthrough: true }) res: unknown) {
+    return this.createInOneCommit(req, body, res);
+  }
 
   @Post('widgets')
   @Idempotent()
@@ -83,7 +131,7 @@ class LibraryDemoController {
   }
 }
 
-@Module({ controllers: [LibraryDemoController] })
+@Module({ controllers: [LibraryDemoController], providers: [WidgetGates] })
 class LibraryDemoModule implements OnModuleInit {
   constructor(private readonly dataSource: DataSource) {}
 
@@ -105,13 +153,17 @@ export interface LibraryApp {
 export type Platform = 'express' | 'fastify';
 
 /** Boots the library demo on a fresh database, the way a new Nest + TypeORM app would wire the module. */
-export async function createLibraryApp(platform: Platform = 'express'): Promise<LibraryApp> {
+export async function createLibraryApp(
+  platform: Platform = 'express',
+  options: { databaseUrl?(url: string): string; idempotency?: IdempotencyModuleOptions } = {},
+): Promise<LibraryApp> {
   const db = await createTestDatabase();
+  const url = options.databaseUrl ? options.databaseUrl(db.url) : db.url;
   const moduleRef = await Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(LIBRARY_TABLE), migrationsRun: true }),
+      TypeOrmModule.forRoot({ type: 'postgres', url, migrations: createIdempotencyMigrations(LIBRARY_TABLE), migrationsRun: true }),
       transactionalClsModule(),
-      IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, purge: { enabled: false }, recovery: { enabled: false } }),
+      IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, purge: { enabled: false }, recovery: { enabled: false }, ...options.idempotency }),
       LibraryDemoModule,
     ],
   }).compile();

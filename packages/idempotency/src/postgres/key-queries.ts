@@ -29,14 +29,22 @@ export class KeyQueries {
    * and the caller's transaction rolls back.
    */
   async fencedInTransaction(name: string, text: string, values: unknown[]): Promise<void> {
+    const { rowCount } = await (await this.transaction(name)).query(this.statement(name, text, values));
+    if (!rowCount) throw new LeaseLostError();
+  }
+
+  /** A statement on the ambient business transaction's own connection; its rows. */
+  async inTransaction<R extends QueryResultRow>(name: string, text: string, values: unknown[]): Promise<R[]> {
+    return (await (await this.transaction(name)).query<R>(this.statement(name, text, values))).rows;
+  }
+
+  private async transaction(name: string): Promise<PoolClient> {
     if (!this.txHost.isTransactionActive()) {
       throw new Error(`${name} must run inside the business transaction`);
     }
     const runner = this.txHost.tx.queryRunner;
     if (!runner) throw new Error('the ambient transaction has no query runner');
-    const connection = (await runner.connect()) as PoolClient;
-    const { rowCount } = await connection.query(this.statement(name, text, values));
-    if (!rowCount) throw new LeaseLostError();
+    return (await runner.connect()) as PoolClient;
   }
 
   /** A statement named `name` when statements are prepared, else unnamed (parsed on each run). */

@@ -7,9 +7,11 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../idempotency.options';
 import { keyId } from '../key-id';
 import { ResponseCipher } from '../response-cipher';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, KeySettlement, Ownership, RecoveryPoints, StoredResponse } from '../idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, KeySettlement, OneCommitKeys, Ownership, RecoveryPoints, StoredResponse } from '../idempotency.store';
 import { createClaimPool } from './claim-pool';
 import { KeyQueries } from './key-queries';
+import { oneCommitStatements } from './one-commit-statements';
+import { PostgresOneCommitKeys } from './postgres-one-commit-keys';
 import { PostgresRecoveryPoints, StoredRecoveryPoint } from './postgres-recovery-points';
 import { SettledKeysListener } from './settled-keys';
 import { KeyStatements, keyStatements } from './statements';
@@ -40,6 +42,10 @@ import { KeyStatements, keyStatements } from './statements';
  *   still holds the lease, is never replaced and never purged, whatever its age.
  * - A unit of work (runUnit) is a transaction of the ambient TransactionHost:
  *   the completion, a recovery point and a discard run in it, fenced.
+ * - Routes that commit once (`oneCommit`, postgres-one-commit-keys.ts) claim
+ *   inside that transaction instead: a transaction-scoped advisory lock, and
+ *   the key's row inserted with the response before COMMIT. Their key has no
+ *   row while in flight; `outcome` finds its lock in pg_locks.
  *
  * The statements are in statements.ts, how they are sent in key-queries.ts,
  * recovery points in postgres-recovery-points.ts, waiting duplicates in
@@ -85,6 +91,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   // Typed by the contract, so the package's declarations need no pg types.
   readonly recovery: RecoveryPoints;
   readonly settlement: KeySettlement;
+  readonly oneCommit: OneCommitKeys;
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
@@ -98,6 +105,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     this.queries = new KeyQueries(this.claimPool, txHost, options.preparedStatements);
     this.points = new PostgresRecoveryPoints(this.queries, this.sql, options.retentionMs);
     this.recovery = this.points;
+    this.oneCommit = new PostgresOneCommitKeys(this.queries, oneCommitStatements(options.table.sql), this.cipher);
     const listenAt = options.listen && (options.listen.url ? { connectionString: options.listen.url } : this.claimPool.options);
     this.listener = new SettledKeysListener(options.table.name, listenAt);
     this.settlement = {
@@ -170,12 +178,12 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async outcome(scope: string, key: string): Promise<KeyOutcome> {
-    const [row] = await this.queries.autocommit<{ status: number | null; forgotten: boolean; remaining_ms: string; expires_at: string }>(
+    const [row] = await this.queries.autocommit<{ found: boolean; status: number | null; forgotten: boolean | null; remaining_ms: string; expires_at: string; locked: boolean }>(
       'idempotency_outcome',
       this.sql.outcome,
       [keyId(scope, key)],
     );
-    if (!row || row.forgotten) return { state: 'unknown' };
+    if (!row.found || row.forgotten) return row.locked ? { state: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS } : { state: 'unknown' };
     if (row.status === null) return { state: 'in_progress', retryAfterMs: Number(row.remaining_ms) };
     return { state: 'completed', status: row.status, expiresAt: row.expires_at };
   }

@@ -13,7 +13,29 @@ export const NOW_US = `(extract(epoch FROM now()) * 1000000)::int8`;
  * new again (replace) and may be purged: the claim and the purge share this
  * condition.
  */
-export const REPLACEABLE = `(expires_at <= now() AND (status IS NOT NULL OR (lease <= ${NOW_US} AND recovery IS NULL)))`;
+export const REPLACEABLE = replaceable('');
+
+/** REPLACEABLE for the row of table alias `alias` (where a bare column name would be ambiguous). */
+export const replaceableRow = (alias: string): string => replaceable(`${alias}.`);
+
+function replaceable(p: string): string {
+  return `(${p}expires_at <= now() AND (${p}status IS NOT NULL OR (${p}lease <= ${NOW_US} AND ${p}recovery IS NULL)))`;
+}
+
+/** The advisory lock of a key: a 64-bit hash of its id (the other form, two int4, is another key space). */
+export const KEY_LOCK = `hashtextextended($1::text, 0)`;
+
+/**
+ * Whether some session holds the lock of key $1 now (read from pg_locks: an
+ * int8 advisory lock is its high half in classid, its low half in objid,
+ * objsubid 1).
+ */
+export const KEY_LOCK_HELD = `EXISTS (
+  SELECT 1 FROM pg_locks l
+   WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+     AND l.classid = ((${KEY_LOCK} >> 32) & 4294967295)::oid
+     AND l.objid = (${KEY_LOCK} & 4294967295)::oid)`;
 
 // The existing row is read first, in the same statement: when it is there the
 // INSERT is not even attempted, so a duplicate never waits on the owner's
@@ -103,11 +125,13 @@ UPDATE ${t} SET lease = ${NOW_US} + $2::int8 * 1000
 RETURNING lease::text AS lease, recovery`;
 
 // What a client may be told about its key: nothing is written, nothing locked.
+// A key claimed by a unit that commits once has no row until that unit
+// commits: it is in progress while some session holds its lock.
 const OUTCOME_SQL = (t: string) => `
-SELECT status, ${REPLACEABLE} AS forgotten, greatest(lease - ${NOW_US}, 0) / 1000 AS remaining_ms,
-       to_json(expires_at) #>> '{}' AS expires_at
-  FROM ${t}
- WHERE id = $1::uuid`;
+SELECT k.id IS NOT NULL AS found, status, ${REPLACEABLE} AS forgotten, greatest(lease - ${NOW_US}, 0) / 1000 AS remaining_ms,
+       to_json(expires_at) #>> '{}' AS expires_at, ${KEY_LOCK_HELD} AS locked
+  FROM (SELECT 1) one
+  LEFT JOIN ${t} k ON k.id = $1::uuid`;
 
 // An operation that ends with nothing done: the key and its recovery point go,
 // fenced like the completion, in the transaction that undoes the phases.

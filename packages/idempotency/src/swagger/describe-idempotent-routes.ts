@@ -3,6 +3,7 @@ import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
 import { parseDuration } from '../duration';
 import { resolveTiming } from '../idempotency.options';
 import { MAX_KEY_LENGTH } from '../idempotency-key';
+import { IdempotencyStores } from '../idempotency-stores';
 import { IdempotentRoute, IdempotentRoutes, messagePatterns } from '../idempotent-routes';
 import { IdempotentOptions } from '../module-options';
 
@@ -24,13 +25,15 @@ const described = new WeakSet<object>();
  * described once, however many apps a process creates.
  */
 export function describeIdempotentRoutes(app: INestApplicationContext): void {
+  const stores = app.get(IdempotencyStores, { strict: false });
   for (const route of app.get(IdempotentRoutes, { strict: false }).list) {
     // A GraphQL resolver or a message handler has no HTTP route to describe.
     if (route.provider || messagePatterns(route.handler) !== undefined) continue;
     const target = route.onClass ? route.controller : route.handler;
     if (described.has(target)) continue;
     described.add(target);
-    const decorate = openApiOf(route.options);
+    const oneCommit = stores.oneCommitOf(route.options, stores.forRoute(route.options)) !== undefined;
+    const decorate = openApiOf(route.options, oneCommit);
     if (route.onClass) decorate(route.controller);
     else decorate(route.controller.prototype, route.method, handlerDescriptor(route));
   }
@@ -41,8 +44,8 @@ function handlerDescriptor(route: IdempotentRoute): PropertyDescriptor {
   return { value: route.handler, writable: true, enumerable: false, configurable: true };
 }
 
-/** The OpenAPI metadata of a route with these options. */
-function openApiOf(options: IdempotentOptions): ReturnType<typeof applyDecorators> {
+/** The OpenAPI metadata of a route with these options (`oneCommit`: it commits once, see `commit`). */
+function openApiOf(options: IdempotentOptions, oneCommit: boolean): ReturnType<typeof applyDecorators> {
   const { leaseMs, retentionMs } = resolveTiming(options, undefined, '@Idempotent()');
   const required = options.required ?? true;
   const waitMs = options.wait === undefined ? 0 : parseDuration(options.wait);
@@ -71,6 +74,8 @@ function openApiOf(options: IdempotentOptions): ReturnType<typeof applyDecorator
       ...(waitMs > 0 ? { wait_ms: waitMs } : {}),
       // Where the key is kept, when the route names it (redis: not atomic with the database).
       ...(options.store ? { store: options.store } : {}),
+      // One commit per new key: the lease bounds the request's transaction, and a crash frees the key at once.
+      ...(oneCommit ? { commit: 'one' } : {}),
     }),
   );
 }

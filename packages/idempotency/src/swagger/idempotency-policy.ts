@@ -21,7 +21,7 @@ export function policySummary(o: ResolvedIdempotencyOptions): string {
 }
 
 export function policyMarkdown(o: ResolvedIdempotencyOptions): string {
-  return `# Idempotency policy\n\n${policySummary(o)}\n\nA claim is honoured for ${formatDuration(o.leaseMs)} (the lease), renewed every third of it while the request works; a retry after it has run out takes over an abandoned request (for example after a crash), and the stalled original can then never commit.\n`;
+  return `# Idempotency policy\n\n${policySummary(o)}\n\nA claim is honoured for ${formatDuration(o.leaseMs)} (the lease), renewed every third of it while the request works; a retry after it has run out takes over an abandoned request (for example after a crash), and the stalled original can then never commit. Operations marked \`commit: one\` in \`x-idempotency\` run with their key in one database transaction instead: they have no lease to wait out (a crashed attempt frees its key at once), a retry while one runs gets 409 (with a different body too, until the first has ended: then 422), and the lease is the longest that transaction may run (the database ends it after that, and nothing of it commits).\n`;
 }
 
 type OpenApiDoc = {
@@ -33,7 +33,7 @@ type OpenApiOperation = {
   description?: string;
   parameters?: { name: string; in: string; description?: string }[];
   responses?: Record<string, { headers?: Record<string, unknown> }>;
-  [X_IDEMPOTENCY]?: { lease: number | string | null; retention: number | string | null; required: boolean };
+  [X_IDEMPOTENCY]?: { lease: number | string | null; retention: number | string | null; required: boolean; commit?: 'one' };
 };
 
 /**
@@ -72,12 +72,17 @@ export function applyIdempotencyPolicy<T extends object>(document: T, o: Resolve
       ext.lease = formatDuration(leaseMs);
       ext.retention = formatDuration(retentionMs);
       const header = op.parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key');
+      // A one-commit route has no lease to take over: it bounds the request's one transaction.
+      const lease =
+        ext.commit === 'one'
+          ? `Runs in one transaction with its key, bounded by ${ext.lease} (no lease to wait out: a crashed attempt frees the key at once)`
+          : `Lease ${ext.lease} (renewed while the request works)`;
       if (header) {
-        header.description = `One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (\`8e03978e-...\`) or an RFC 8941 quoted string (\`"8e03978e-..."\`): both are the same key. 1-255 printable ASCII characters. Lease ${ext.lease} (renewed while the request works); its response kept ${ext.retention} from the end of the operation; scoped to your client.`;
+        header.description = `One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (\`8e03978e-...\`) or an RFC 8941 quoted string (\`"8e03978e-..."\`): both are the same key. 1-255 printable ASCII characters. ${lease}; its response kept ${ext.retention} from the end of the operation; scoped to your client.`;
       }
       op.description = [
         op.description,
-        `Idempotent: safe to retry with the same \`Idempotency-Key\`${ext.required ? ' (required)' : ''}. Retries replay the stored response with \`Idempotent-Replayed: true\`; responses are kept ${ext.retention} from the end of the operation; lease ${ext.lease}. See ${o.policyUrl}.`,
+        `Idempotent: safe to retry with the same \`Idempotency-Key\`${ext.required ? ' (required)' : ''}. Retries replay the stored response with \`Idempotent-Replayed: true\`; responses are kept ${ext.retention} from the end of the operation; ${ext.commit === 'one' ? `one transaction, bounded by ${ext.lease}` : `lease ${ext.lease}`}. See ${o.policyUrl}.`,
       ]
         .filter(Boolean)
         .join('\n\n');

@@ -1,5 +1,5 @@
 import { STORE_CONTRACT } from './store-contract';
-import { ContractDriver, StoreContractSettings, StoreContractSubject } from './store-contract-subject';
+import { ContractCommitMode, ContractDriver, StoreContractSettings, StoreContractSubject } from './store-contract-subject';
 
 type TestBody = () => Promise<void>;
 type Test = (name: string, body: TestBody, timeoutMs?: number) => void;
@@ -15,10 +15,11 @@ export interface TestRunner {
 export interface StoreContractOptions extends Partial<StoreContractSettings> {
   /**
    * The optional parts of the contract the store has (`recovery` points,
-   * `settlement`: waking waiting duplicates). Their cases run for these; the
-   * store's shape is checked against them too. Default: none.
+   * `settlement`: waking waiting duplicates, `oneCommit`: claims held by a
+   * unit). Their cases run for these (with `oneCommit`, the core's cases run
+   * in that mode too); the store's shape is checked against them. Default: none.
    */
-  parts?: { recovery?: boolean; settlement?: boolean };
+  parts?: { recovery?: boolean; settlement?: boolean; oneCommit?: boolean };
   /** The test runner's functions; by default the globals of the test file that calls (jest's). */
   runner?: TestRunner;
 }
@@ -39,34 +40,42 @@ const CASE_TIMEOUT_MS = 60_000;
 export function describeStoreContract(name: string, factory: () => Promise<StoreContractSubject>, options: StoreContractOptions = {}): void {
   const { describe, it, beforeAll, afterAll } = options.runner ?? globalRunner();
   const settings: StoreContractSettings = { raceSize: options.raceSize ?? 50, shortLeaseMs: options.shortLeaseMs ?? 200 };
-  const parts = { recovery: options.parts?.recovery ?? false, settlement: options.parts?.settlement ?? false };
+  const parts = { recovery: options.parts?.recovery ?? false, settlement: options.parts?.settlement ?? false, oneCommit: options.parts?.oneCommit ?? false };
+  const modes: ContractCommitMode[] = parts.oneCommit ? ['durable', 'one'] : ['durable'];
   describe(`idempotency store contract: ${name}`, () => {
-    let driver: ContractDriver | undefined;
-    const subject = () => {
+    let drivers: Map<ContractCommitMode, ContractDriver> | undefined;
+    const subject = (mode: ContractCommitMode = 'durable') => {
+      const driver = drivers?.get(mode);
       if (!driver) throw new Error('the store factory failed; see beforeAll');
       return driver;
     };
     beforeAll(async () => {
-      driver = new ContractDriver(await factory(), settings);
+      const made = await factory();
+      drivers = new Map(modes.map((mode) => [mode, new ContractDriver(made, settings, mode)]));
     }, CASE_TIMEOUT_MS);
     afterAll(async () => {
-      await driver?.subject.close?.();
+      for (const driver of drivers?.values() ?? []) await driver.releaseAll();
+      await drivers?.get('durable')?.subject.close?.();
     }, CASE_TIMEOUT_MS);
 
     it(`has the optional parts it declares (${describeParts(parts)})`, async () => {
       const { store } = subject();
-      for (const part of ['recovery', 'settlement'] as const) {
+      for (const part of ['recovery', 'settlement', 'oneCommit'] as const) {
         if (Boolean(store[part]) !== parts[part]) throw new Error(`the store ${store[part] ? 'has' : 'has no'} ${part}, and declares ${parts[part] ? 'it' : 'none'}`);
       }
     });
-    for (const contractCase of STORE_CONTRACT) {
-      const test = contractCase.needs && !parts[contractCase.needs] ? it.skip : it;
-      test(contractCase.name, () => contractCase.run(subject()), CASE_TIMEOUT_MS);
+    for (const mode of modes) {
+      for (const contractCase of STORE_CONTRACT) {
+        if (!(contractCase.modes ?? ['durable']).includes(mode)) continue;
+        const test = contractCase.needs && !parts[contractCase.needs] ? it.skip : it;
+        const named = mode === 'durable' ? contractCase.name : `[commit one] ${contractCase.name}`;
+        test(named, () => contractCase.run(subject(mode)), CASE_TIMEOUT_MS);
+      }
     }
   });
 }
 
-function describeParts(parts: { recovery: boolean; settlement: boolean }): string {
+function describeParts(parts: { recovery: boolean; settlement: boolean; oneCommit: boolean }): string {
   const has = Object.entries(parts).flatMap(([part, present]) => (present ? [part] : []));
   return has.length ? has.join(', ') : 'none';
 }

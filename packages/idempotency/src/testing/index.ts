@@ -17,7 +17,7 @@ export type { StoreContractOptions, TestRunner } from './describe-store-contract
 export { STORE_CONTRACT } from './store-contract';
 export type { StoreContractCase } from './store-contract';
 export { ContractDriver } from './store-contract-subject';
-export type { StoreContractSettings, StoreContractSubject } from './store-contract-subject';
+export type { ContractCommitMode, StoreContractSettings, StoreContractSubject } from './store-contract-subject';
 export { idempotencyStoreOf } from './idempotency-store-of';
 // The contract itself, for a store of your own (a completion that cannot be
 // stored after the work ran throws ResponseNotStoredError; one that is not the
@@ -29,6 +29,7 @@ export type {
   IdempotencyStore,
   KeyOutcome,
   KeySettlement,
+  OneCommitKeys,
   Ownership,
   RecoveryPoint,
   RecoveryPoints,

@@ -140,3 +140,71 @@ export const settlementCases: StoreContractCase[] = [
     },
   },
 ];
+
+/** The cases of claims held by a unit (`oneCommit`), beside the core's cases that run in both modes. */
+export const oneCommitCases: StoreContractCase[] = [
+  {
+    name: 'one commit: a unit that ends without committing (a crash, a rollback) frees its key at once, not after its lease',
+    modes: ['one'],
+    async run(d) {
+      const request = d.request({ leaseMs: 60_000 });
+      const { owner } = await d.claimed(request);
+      await d.release(owner);
+      const again = await d.claimed(request);
+      await d.complete(again.owner, d.response());
+      assert.equal((await d.claim(request)).kind, 'completed');
+    },
+  },
+  {
+    name: 'one commit: an owner paused past its lease has its unit ended by the store; the next claim wins at once and commits; the paused one cannot',
+    modes: ['one'],
+    async run(d) {
+      const request = d.request({ leaseMs: d.settings.shortLeaseMs });
+      const { owner: paused } = await d.claimed(request);
+      const deadline = Date.now() + 10 * d.settings.shortLeaseMs + 5_000;
+      let next = await d.claim(request);
+      while (next.kind === 'in_progress' && Date.now() < deadline) {
+        await sleep(Math.max(5, Math.floor(d.settings.shortLeaseMs / 10)));
+        next = await d.claim(request);
+      }
+      assert.equal(next.kind, 'claimed', `the key of an owner paused past its ${request.leaseMs} ms lease is claimed again, not ${next.kind}`);
+      if (next.kind !== 'claimed') return;
+      assert.equal(next.takenOver, false, 'nothing of the paused owner is left to take over');
+      await d.complete(next.owner, d.response('next'));
+      await assert.rejects(d.complete(paused, d.response('paused')), 'the paused owner commits');
+      const replay = await d.claim(request);
+      assert.equal(replay.kind === 'completed' && replay.response.body, 'next');
+    },
+  },
+  {
+    name: 'one commit: a completed key past its retention is new again: the next unit claims it and its insert replaces the row',
+    modes: ['one'],
+    async run(d) {
+      const request = d.request({ leaseMs: 20, retentionMs: 50 });
+      const { owner } = await d.claimed(request);
+      await d.complete(owner, d.response('first'));
+      const deadline = Date.now() + 10_000;
+      while ((await d.store.outcome(request.scope, request.key)).state !== 'unknown') {
+        assert.ok(Date.now() < deadline, 'the key is forgotten once its retention has run out');
+        await sleep(10);
+      }
+      const again = await d.claimed(request);
+      await d.complete(again.owner, d.response('second'));
+      const replay = await d.claim(request);
+      assert.equal(replay.kind === 'completed' && replay.response.body, 'second');
+    },
+  },
+  {
+    name: 'one commit: the key is written once: a unit that believes it free after another committed it stores nothing (LeaseLostError)',
+    modes: ['one'],
+    async run(d) {
+      const request = d.request();
+      const { owner } = await d.claimed(request);
+      await d.complete(owner, d.response('first'));
+      // As a unit whose claim's snapshot predates the first unit's commit would.
+      await d.leaseLost(d.unit(() => d.oneCommit.complete(request, d.response('second'))), 'a second insert of the key');
+      const replay = await d.claim(request);
+      assert.equal(replay.kind === 'completed' && replay.response.body, 'first');
+    },
+  },
+];

@@ -1,15 +1,22 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ContractDriver } from './store-contract-subject';
-import { recoveryCases, settlementCases } from './store-contract-parts';
+import { ContractCommitMode, ContractDriver } from './store-contract-subject';
+import { oneCommitCases, recoveryCases, settlementCases } from './store-contract-parts';
 
-/** One case of the store contract. `needs`: the optional part of the contract it tests. */
+/**
+ * One case of the store contract. `needs`: the optional part of the contract
+ * it tests. `modes`: how it claims keys (ContractCommitMode): a case for both
+ * runs once per mode the store has; default `durable` only.
+ */
 export interface StoreContractCase {
   name: string;
   needs?: 'recovery' | 'settlement';
+  modes?: readonly ContractCommitMode[];
   run(driver: ContractDriver): Promise<void>;
 }
+
+const BOTH: readonly ContractCommitMode[] = ['durable', 'one'];
 
 /**
  * The contract every store keeps (see IdempotencyStore), case by case, on a
@@ -19,24 +26,27 @@ export interface StoreContractCase {
 const coreCases: StoreContractCase[] = [
   {
     name: 'race: identical concurrent claims of a new key, exactly one wins and every other is told it is in progress',
+    modes: BOTH,
     async run(d) {
       const request = d.request();
-      const claims = await Promise.all(Array.from({ length: d.settings.raceSize }, () => d.store.claim(request)));
+      const claims = await Promise.all(Array.from({ length: d.settings.raceSize }, () => d.claim(request)));
       const kinds = claims.map((c) => c.kind);
       assert.equal(kinds.filter((k) => k === 'claimed').length, 1, `one winner of ${claims.length} identical claims, got ${JSON.stringify(count(kinds))}`);
       assert.deepEqual(count(kinds), { claimed: 1, in_progress: claims.length - 1 });
       const winner = claims.find((c) => c.kind === 'claimed');
       assert.equal(winner?.kind === 'claimed' && winner.takenOver, false);
+      if (winner?.kind === 'claimed') await d.complete(winner.owner, d.response());
     },
   },
   {
     name: 'replay: a completed key answers its response as stored: status, body bytes, content type, Location',
+    modes: BOTH,
     async run(d) {
       for (const response of [d.response(), { status: 200, body: '', contentType: 'application/json; charset=utf-8' }]) {
         const request = d.request();
         const { owner } = await d.claimed(request);
         await d.complete(owner, response);
-        const replay = await d.store.claim(request);
+        const replay = await d.claim(request);
         assert.equal(replay.kind, 'completed');
         if (replay.kind !== 'completed') return;
         assert.deepEqual({ ...replay.response, location: replay.response.location ?? undefined }, { ...response, location: response.location });
@@ -46,34 +56,41 @@ const coreCases: StoreContractCase[] = [
   },
   {
     name: 'scope: the same key in another scope is another operation',
+    modes: BOTH,
     async run(d) {
       const request = d.request();
       const { owner } = await d.claimed(request);
-      await d.claimed({ ...request, scope: `${request.scope}-other` });
+      const other = await d.claimed({ ...request, scope: `${request.scope}-other` });
       await d.complete(owner, d.response());
+      await d.release(other.owner);
     },
   },
   {
-    name: 'mismatch: the key with another fingerprint is refused, while in progress and once completed',
+    name: 'mismatch: the key with another fingerprint is refused once completed, and while in progress (one commit: in progress, its key has no record yet)',
+    modes: BOTH,
     async run(d) {
       const request = d.request();
       const other = { ...request, fingerprint: randomBytes(16) };
       const { owner } = await d.claimed(request);
-      assert.deepEqual(await d.store.claim(other), { kind: 'mismatch' });
+      const whileRunning = await d.claim(other);
+      if (d.mode === 'one') assert.equal(whileRunning.kind, 'in_progress');
+      else assert.deepEqual(whileRunning, { kind: 'mismatch' });
       const response = d.response();
       await d.complete(owner, response);
-      assert.deepEqual(await d.store.claim(other), { kind: 'mismatch' });
-      assert.equal((await d.store.claim(request)).kind, 'completed');
+      assert.deepEqual(await d.claim(other), { kind: 'mismatch' });
+      assert.equal((await d.claim(request)).kind, 'completed');
     },
   },
   {
     name: 'in progress: while the lease holds, a duplicate is told what is left of it',
+    modes: BOTH,
     async run(d) {
       const request = d.request({ leaseMs: 60_000 });
-      await d.claimed(request);
-      const duplicate = await d.store.claim(request);
+      const { owner } = await d.claimed(request);
+      const duplicate = await d.claim(request);
       assert.equal(duplicate.kind, 'in_progress');
       if (duplicate.kind === 'in_progress') assert.ok(duplicate.retryAfterMs > 0 && duplicate.retryAfterMs <= 60_000, `retryAfterMs ${duplicate.retryAfterMs}`);
+      await d.release(owner);
     },
   },
   {
@@ -122,18 +139,20 @@ const coreCases: StoreContractCase[] = [
   },
   {
     name: 'release: an unfinished key is freed (the next claim is fresh); a completed one stays',
+    modes: BOTH,
     async run(d) {
       const request = d.request();
       const { owner } = await d.claimed(request);
-      await d.store.release(owner);
+      await d.release(owner);
       const again = await d.claimed(request);
       await d.complete(again.owner, d.response());
-      await d.store.release(again.owner);
-      assert.equal((await d.store.claim(request)).kind, 'completed');
+      await d.release(again.owner);
+      assert.equal((await d.claim(request)).kind, 'completed');
     },
   },
   {
     name: 'outcome: unknown, in progress with what is left of the lease, completed with its status and end of retention; scoped',
+    modes: BOTH,
     async run(d) {
       const request = d.request({ leaseMs: 60_000, retentionMs: 3_600_000 });
       assert.deepEqual(await d.store.outcome(request.scope, request.key), { state: 'unknown' });
@@ -167,7 +186,7 @@ const coreCases: StoreContractCase[] = [
 ];
 
 /** Every case, the core's first. */
-export const STORE_CONTRACT: readonly StoreContractCase[] = [...coreCases, ...recoveryCases, ...settlementCases];
+export const STORE_CONTRACT: readonly StoreContractCase[] = [...coreCases, ...oneCommitCases, ...recoveryCases, ...settlementCases];
 
 function count(kinds: string[]): Record<string, number> {
   const counts: Record<string, number> = {};

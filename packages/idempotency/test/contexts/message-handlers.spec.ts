@@ -9,7 +9,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { lastValueFrom } from 'rxjs';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent, IdempotencyModule, Idempotent, createIdempotencyMigrations, transactionalClsModule } from '../../src';
+import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyCommitMode, IdempotencyEvent, IdempotencyModule, Idempotent, createIdempotencyMigrations, transactionalClsModule } from '../../src';
 import { keyId } from '../../src/key-id';
 import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
@@ -17,8 +17,8 @@ import { createDatabase } from '../support/test-services';
 
 /**
  * @Idempotent() on microservice handlers over Nest's TCP transport (a real
- * socket, no broker), against PostgreSQL: identical messages at once write
- * one row and get one reply; a duplicate event has one effect. The same race
+ * socket, no broker), against PostgreSQL in both commit modes: identical
+ * messages at once write one row and get one reply; a duplicate event has one effect. The same race
  * against the naive check-then-insert store writes two rows.
  */
 
@@ -57,13 +57,13 @@ interface Ledger {
   close(): Promise<void>;
 }
 
-async function startLedger(store?: Type): Promise<Ledger> {
+async function startLedger(store?: Type, commit: IdempotencyCommitMode = 'durable'): Promise<Ledger> {
   const db = await createDatabase();
   let builder = Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(), migrationsRun: true, extra: { max: 20 } }),
       transactionalClsModule({ middleware: false }),
-      IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false } }),
+      IdempotencyModule.forRoot({ commit, purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false } }),
     ],
     controllers: [LedgerController],
   });
@@ -128,10 +128,11 @@ function outcomesOf(scope: string, key: string): { names: string[]; stop(): void
 describe('@Idempotent() on message handlers over TCP', () => {
   jest.setTimeout(120_000);
 
-  describe('with the PostgreSQL store', () => {
+  // The module's default commit mode: the durable claim, or the claim inside the handler's transaction.
+  describe.each<IdempotencyCommitMode>(['durable', 'one'])('with the PostgreSQL store, commit %s', (commit) => {
     let ledger: Ledger;
     beforeAll(async () => {
-      ledger = await startLedger();
+      ledger = await startLedger(undefined, commit);
     });
     afterAll(() => ledger.close());
 

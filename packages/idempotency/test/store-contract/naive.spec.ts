@@ -1,11 +1,12 @@
-import { ContractDriver, STORE_CONTRACT, StoreContractSubject } from '../../src/testing';
+import { ContractCommitMode, ContractDriver, STORE_CONTRACT, StoreContractSubject } from '../../src/testing';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { postgresStoreSubject } from '../support/store-apps';
 
 /**
  * The contract has teeth: a deliberately naive store (check, then insert; an
- * unfenced completion; no takeover) passes its sequential cases and fails the
- * race and the fencing, as such code does in production.
+ * unfenced completion; no takeover; one-commit claims that check without a
+ * lock) passes its sequential cases and fails the race, in both modes, and the
+ * fencing, as such code does in production.
  */
 describe('the store contract against a naive check-then-insert store', () => {
   let subject: StoreContractSubject;
@@ -14,10 +15,11 @@ describe('the store contract against a naive check-then-insert store', () => {
   });
   afterAll(() => subject?.close?.());
 
-  const run = (prefix: string) => {
+  const run = (prefix: string, mode: ContractCommitMode = 'durable', raceSize = 50) => {
     const contractCase = STORE_CONTRACT.find((c) => c.name.startsWith(prefix));
     if (!contractCase) throw new Error(`no case ${prefix}`);
-    return contractCase.run(new ContractDriver(subject, { raceSize: 50, shortLeaseMs: 100 }));
+    const driver = new ContractDriver(subject, { raceSize, shortLeaseMs: 100 }, mode);
+    return contractCase.run(driver).finally(() => driver.releaseAll());
   };
 
   it('fails the race: two claims inside its window between the check and the write both win', async () => {
@@ -26,11 +28,21 @@ describe('the store contract against a naive check-then-insert store', () => {
     await expect(run('race:')).rejects.toThrow(/one winner of 50 identical claims/);
   });
 
+  it('fails the race with one-commit claims too: claims that each check inside their unit all win', async () => {
+    // Fewer than the pool's connections: each winner holds its unit open until the case ends.
+    (subject.store as NaiveIdempotencyStore).holdClaimWindow(2);
+    await expect(run('race:', 'one', 8)).rejects.toThrow(/one winner of 8 identical claims/);
+  });
+
   it('fails the fencing: an owner past its lease is never taken over', async () => {
     await expect(run('fencing:')).rejects.toThrow(/no takeover within/);
   });
 
   it.each(['replay:', 'scope:', 'mismatch:', 'in progress:'])('passes the sequential case %s', async (prefix) => {
     await run(prefix);
+  });
+
+  it.each(['replay:', 'release:'])('passes the sequential case %s with one-commit claims', async (prefix) => {
+    await run(prefix, 'one');
   });
 });

@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { describeStoreContract } from '../../src/testing';
 import { postgresStoreSubject } from '../support/store-apps';
 
-// The PostgreSQL store keeps the whole contract, its optional parts too; with
+// The PostgreSQL store keeps the whole contract, its optional parts too (its
+// core cases run again with one-commit claims); with
 // responses sealed at rest, and with statements sent unnamed (behind a pooler).
-const parts = { recovery: true, settlement: true };
+const parts = { recovery: true, settlement: true, oneCommit: true };
 
 describeStoreContract('PostgreSQL', () => postgresStoreSubject(), { parts });
 

@@ -5,7 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { keyId } from '../../src/key-id';
 import { decodeResponse, encodeHeaders } from '../../src/response-cipher';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from '../../src/idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, OneCommitKeys, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from '../../src/idempotency.store';
 
 /**
  * A DELIBERATELY NAIVE store, for the store contract and the race suite to
@@ -88,6 +88,31 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
     },
     takeOverOperation: async () => null,
     takeOverAbandoned: async () => [],
+  };
+
+  // Claims inside the unit, as naive: a check with no lock, and an upsert at the end.
+  readonly oneCommit: OneCommitKeys = {
+    claim: async (r: ClaimRequest): Promise<ClaimResult> => {
+      const [row] = await this.txHost.tx.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
+        'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1',
+        [keyId(r.scope, r.key)],
+      );
+      if (row) {
+        if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
+        if (row.status === null) return { kind: 'in_progress', retryAfterMs: 1000 };
+        return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
+      }
+      await this.window?.enter();
+      return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: '0', retentionMs: r.retentionMs }, takenOver: false, recovery: null };
+    },
+    complete: async (r: ClaimRequest, response: StoredResponse): Promise<void> => {
+      await this.txHost.tx.query(
+        `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at, status, body, headers)
+         VALUES ($1, $2, 0, now() + interval '1 day', $3, $4, $5)
+         ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, body = EXCLUDED.body, headers = EXCLUDED.headers`,
+        [keyId(r.scope, r.key), r.fingerprint, response.status, response.body, encodeHeaders(response)],
+      );
+    },
   };
 
   async outcome(scope: string, key: string): Promise<KeyOutcome> {

@@ -56,6 +56,7 @@ describe('entry points', () => {
     expect(Object.keys(root).sort()).toEqual(
       [
         'CONTEXT_ERROR_CODES',
+        'IDEMPOTENCY_COMMIT_MODES',
         'IDEMPOTENCY_DEFAULTS',
         'IDEMPOTENCY_EVENTS_CHANNEL',
         'IDEMPOTENT_OUTCOME',

@@ -1,0 +1,48 @@
+import { IdempotencyStores } from '../../src/idempotency-stores';
+import { IdempotencyStore, OneCommitKeys } from '../../src/idempotency.store';
+import { resolveIdempotencyOptions } from '../../src/idempotency.options';
+import { IdempotencyModuleOptions } from '../../src/module-options';
+import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
+import { RedisIdempotencyStore } from '../../src/redis/redis-idempotency.store';
+
+/**
+ * Which store and commit mode a route gets, decided once at startup: only the
+ * shapes of the stores matter here (which optional parts they have), so the
+ * stores are plain objects with or without them.
+ */
+describe('IdempotencyStores: a route\'s store and commit mode', () => {
+  const oneCommit = {} as OneCommitKeys;
+  const postgres = { recovery: {}, settlement: {}, oneCommit } as unknown as PostgresIdempotencyStore;
+  const redis = {} as unknown as RedisIdempotencyStore;
+  const stores = (options: IdempotencyModuleOptions = {}) =>
+    new IdempotencyStores(postgres, redis, resolveIdempotencyOptions({ redis: { url: 'redis://127.0.0.1:6379' }, ...options }));
+
+  it("gives a route that asks for commit 'one' its store's one-commit claims", () => {
+    const s = stores();
+    const store = s.forRoute({ commit: 'one' });
+    expect(s.oneCommitOf({ commit: 'one' }, store)).toBe(oneCommit);
+    expect(s.oneCommitOf({}, store)).toBeUndefined();
+  });
+
+  it("applies the module's commit 'one' to non-phased routes of a store that has it, and to no other", () => {
+    const s = stores({ commit: 'one' });
+    const pg: IdempotencyStore = s.forRoute({});
+    expect(s.oneCommitOf({}, pg)).toBe(oneCommit);
+    expect(s.oneCommitOf({ commit: 'durable' }, pg)).toBeUndefined();
+    expect(s.oneCommitOf({ phased: 'op' }, s.forRoute({ phased: 'op' }))).toBeUndefined();
+    expect(s.oneCommitOf({ store: 'redis' }, s.forRoute({ store: 'redis' }))).toBeUndefined();
+  });
+
+  it("refuses at startup, in one line, commit 'one' on a store without it and on a phased route", () => {
+    expect(() => stores().forRoute({ store: 'redis', commit: 'one' })).toThrow(
+      "commit 'one' needs a store that claims inside the handler's transaction (the key commits with its writes); the redis store cannot: drop commit or use store 'postgres'",
+    );
+    expect(() => stores().forRoute({ phased: 'op', commit: 'one' })).toThrow(
+      "commit 'one' is for a route whose whole effect is one transaction; a phased route commits in each phase: drop commit or phased",
+    );
+  });
+
+  it('refuses an unknown module commit mode', () => {
+    expect(() => resolveIdempotencyOptions({ commit: 'twice' as never })).toThrow('IdempotencyModule: commit must be durable or one, not twice');
+  });
+});
