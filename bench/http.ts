@@ -4,6 +4,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
+import { SqlCount } from './lib/sql-counter';
 import { median, msSince, round, summarize } from './lib/stats';
 
 /** The bench's HTTP server in a child process (see server.ts). */
@@ -11,12 +12,17 @@ export interface BenchServer {
   port: number;
   pid: number;
   stop(): Promise<void>;
+  /**
+   * Counts the server's statements while `fn` runs (a server started with
+   * `{ countSql: true }`): only its own connections, nothing of the bench's.
+   */
+  countSql<T>(fn: () => Promise<T>): Promise<{ result: T; sql: SqlCount }>;
 }
 
 /** `appEnv`: the app's environment overrides (e.g. the card network's delay). */
-export async function startServer(databaseUrl: string, appEnv: Record<string, string> = {}): Promise<BenchServer> {
+export async function startServer(databaseUrl: string, appEnv: Record<string, string> = {}, options: { countSql?: boolean } = {}): Promise<BenchServer> {
   const child: ChildProcess = fork(join(__dirname, 'server.js'), [], {
-    env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, BENCH_APP_ENV: JSON.stringify(appEnv) },
+    env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, BENCH_APP_ENV: JSON.stringify(appEnv), BENCH_COUNT_SQL: options.countSql ? '1' : '0' },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   // The server logs 4xx at warn (the race's 409s): keep the tail, show it only on failure.
@@ -51,6 +57,25 @@ export async function startServer(databaseUrl: string, appEnv: Record<string, st
         });
         child.send('stop');
       }),
+    async countSql<T>(fn: () => Promise<T>): Promise<{ result: T; sql: SqlCount }> {
+      if (!options.countSql) throw new Error('the bench server was started without countSql');
+      const counted = new Promise<SqlCount>((resolve) => {
+        const onMessage = (m: { sql?: SqlCount }) => {
+          if (!m.sql) return;
+          child.off('message', onMessage);
+          resolve(m.sql);
+        };
+        child.on('message', onMessage);
+      });
+      child.send('sql-start');
+      let result: T;
+      try {
+        result = await fn();
+      } finally {
+        child.send('sql-stop');
+      }
+      return { result, sql: await counted };
+    },
   };
 }
 
