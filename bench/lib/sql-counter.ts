@@ -37,7 +37,7 @@ export class SqlCounter {
     Client.prototype.query = function (this: Client, ...args: unknown[]) {
       const first = args[0];
       const text = typeof first === 'string' ? first : ((first as { text?: string } | undefined)?.text ?? '?');
-      counter.seen(this, describe(text));
+      counter.seen(this, text);
       return (original as (...a: unknown[]) => unknown).apply(this, args);
     } as typeof Client.prototype.query;
   }
@@ -71,15 +71,16 @@ export class SqlCounter {
     }
   }
 
-  private seen(client: Client, kind: string): void {
-    // Followed even while not counting: a transaction may open before counting starts.
-    const keyword = kind.split(' ')[0].toUpperCase();
+  private seen(client: Client, text: string): void {
+    // Followed even while not counting (a transaction may open before counting starts), from the first word alone.
+    const keyword = /^\s*(\w+)/.exec(text)?.[1].toUpperCase();
     const opens = keyword === 'BEGIN' || keyword === 'START';
     const closes = keyword === 'COMMIT' || keyword === 'ROLLBACK';
     const inside = this.inTransaction.has(client);
     if (opens) this.inTransaction.add(client);
     if (closes) this.inTransaction.delete(client);
     if (!this.active) return;
+    const kind = describe(text);
     this.count += 1;
     this.kinds.set(kind, (this.kinds.get(kind) ?? 0) + 1);
     if (keyword === 'COMMIT') this.commits += 1;
