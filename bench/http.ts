@@ -4,6 +4,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
+import { PoolUse } from './lib/pool-meter';
 import { SqlCount } from './lib/sql-counter';
 import { median, msSince, round, summarize } from './lib/stats';
 
@@ -13,10 +14,10 @@ export interface BenchServer {
   pid: number;
   stop(): Promise<void>;
   /**
-   * Counts the server's statements while `fn` runs (a server started with
-   * `{ countSql: true }`): only its own connections, nothing of the bench's.
+   * Counts the server's statements and meters its pool while `fn` runs (a
+   * server started with `{ countSql: true }`): only its own connections, nothing of the bench's.
    */
-  countSql<T>(fn: () => Promise<T>): Promise<{ result: T; sql: SqlCount }>;
+  countSql<T>(fn: () => Promise<T>): Promise<{ result: T; sql: SqlCount; pool: PoolUse }>;
 }
 
 /** `appEnv`: the app's environment overrides (e.g. the card network's delay). */
@@ -57,13 +58,13 @@ export async function startServer(databaseUrl: string, appEnv: Record<string, st
         });
         child.send('stop');
       }),
-    async countSql<T>(fn: () => Promise<T>): Promise<{ result: T; sql: SqlCount }> {
+    async countSql<T>(fn: () => Promise<T>): Promise<{ result: T; sql: SqlCount; pool: PoolUse }> {
       if (!options.countSql) throw new Error('the bench server was started without countSql');
-      const counted = new Promise<SqlCount>((resolve) => {
-        const onMessage = (m: { sql?: SqlCount }) => {
-          if (!m.sql) return;
+      const counted = new Promise<{ sql: SqlCount; pool: PoolUse }>((resolve) => {
+        const onMessage = (m: { sql?: SqlCount; pool?: PoolUse }) => {
+          if (!m.sql || !m.pool) return;
           child.off('message', onMessage);
-          resolve(m.sql);
+          resolve({ sql: m.sql, pool: m.pool });
         };
         child.on('message', onMessage);
       });
@@ -74,7 +75,7 @@ export async function startServer(databaseUrl: string, appEnv: Record<string, st
       } finally {
         child.send('sql-stop');
       }
-      return { result, sql: await counted };
+      return { result, ...(await counted) };
     },
   };
 }

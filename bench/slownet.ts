@@ -2,6 +2,7 @@ import { startServer } from './http';
 import { BENCH_CLIENT } from './lib/app';
 import { openBenchDatabase } from './lib/database';
 import { PaymentLoadRun, ProbeSummary, paymentLoad, startNetwork } from './lib/payment-load';
+import { PoolUse } from './lib/pool-meter';
 import { SqlCount } from './lib/sql-counter';
 import { fmt, round, table } from './lib/stats';
 
@@ -20,6 +21,8 @@ export interface SlowNetworkRun extends PaymentLoadRun {
   /** API keys the clients post with: 1 (all the bench client's) or one each. */
   apiKeys: number;
   health: ProbeSummary;
+  /** The app's pool (DATABASE_POOL_SIZE) during the run. */
+  pool: PoolUse;
 }
 
 export interface SlowNetworkResult {
@@ -55,8 +58,8 @@ export async function slowNetwork(databaseUrl: string, options: { seconds: numbe
     await paymentLoad(server.port, { ...load, seconds: 3, keyOf: keyEach });
     const runs: SlowNetworkRun[] = [];
     for (const keyOf of [undefined, keyEach]) {
-      const run = await paymentLoad(server.port, { ...load, keyOf, seconds: options.seconds, probes: { listing: false } });
-      runs.push({ apiKeys: keyOf ? clients.length : 1, ...run, health: run.health! });
+      const { result: run, pool } = await server.countSql(() => paymentLoad(server.port, { ...load, keyOf, seconds: options.seconds, probes: { listing: false } }));
+      runs.push({ apiKeys: keyOf ? clients.length : 1, ...run, health: run.health!, pool });
     }
     const { result: counted, sql } = await server.countSql(() =>
       paymentLoad(server.port, { ...load, seconds: 60, maxPayments: options.countedPayments }),
@@ -89,7 +92,7 @@ export function slowNetworkReport(r: SlowNetworkResult): string[] {
   return [
     `§10 Slow network: CARD_NETWORK_DELAY=${r.delay}, ${r.clients} clients posting fresh payments, DATABASE_POOL_SIZE=${r.poolSize}, /health probed every 100 ms`,
     table(
-      ['clients', 'payments/s', 'payment p50', 'p99', 'errors', '/health 200', '/health p50', '/health p99'],
+      ['clients', 'payments/s', 'payment p50', 'p99', 'errors', '/health 200', '/health p50', '/health p99', 'pool: waiting (max)', 'mean wait ms', 'hold p50 / p90 ms'],
       r.runs.map((x) => [
         x.apiKeys === 1 ? 'one API client' : `${x.apiKeys} API clients`,
         fmt(x.paymentsPerSecond, 1),
@@ -99,6 +102,9 @@ export function slowNetworkReport(r: SlowNetworkResult): string[] {
         `${x.health.ok}/${x.health.probes}`,
         fmt(x.health.ms.p50, 1),
         fmt(x.health.ms.p99, 1),
+        `${fmt(x.pool.waiting.mean, 1)} (${x.pool.waiting.max})`,
+        fmt(x.pool.meanWaitMs, 0),
+        `${fmt(x.pool.holdMs.p50, 1)} / ${fmt(x.pool.holdMs.p90, 1)}`,
       ]),
     ),
     `per payment (${c.payments} counted on the server's connections): ${fmt(c.perPayment.statements)} statements, ` +
