@@ -4,6 +4,8 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
+import { PoolUse } from './lib/pool-meter';
+import { SqlCount } from './lib/sql-counter';
 import { median, msSince, round, summarize } from './lib/stats';
 
 /** The bench's HTTP server in a child process (see server.ts). */
@@ -11,12 +13,17 @@ export interface BenchServer {
   port: number;
   pid: number;
   stop(): Promise<void>;
+  /**
+   * Counts the server's statements and meters its pool while `fn` runs (a
+   * server started with `{ countSql: true }`): only its own connections, nothing of the bench's.
+   */
+  countSql<T>(fn: () => Promise<T>): Promise<{ result: T; sql: SqlCount; pool: PoolUse }>;
 }
 
 /** `appEnv`: the app's environment overrides (e.g. the card network's delay). */
-export async function startServer(databaseUrl: string, appEnv: Record<string, string> = {}): Promise<BenchServer> {
+export async function startServer(databaseUrl: string, appEnv: Record<string, string> = {}, options: { countSql?: boolean } = {}): Promise<BenchServer> {
   const child: ChildProcess = fork(join(__dirname, 'server.js'), [], {
-    env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, BENCH_APP_ENV: JSON.stringify(appEnv) },
+    env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, BENCH_APP_ENV: JSON.stringify(appEnv), BENCH_COUNT_SQL: options.countSql ? '1' : '0' },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   // The server logs 4xx at warn (the race's 409s): keep the tail, show it only on failure.
@@ -51,6 +58,25 @@ export async function startServer(databaseUrl: string, appEnv: Record<string, st
         });
         child.send('stop');
       }),
+    async countSql<T>(fn: () => Promise<T>): Promise<{ result: T; sql: SqlCount; pool: PoolUse }> {
+      if (!options.countSql) throw new Error('the bench server was started without countSql');
+      const counted = new Promise<{ sql: SqlCount; pool: PoolUse }>((resolve) => {
+        const onMessage = (m: { sql?: SqlCount; pool?: PoolUse }) => {
+          if (!m.sql || !m.pool) return;
+          child.off('message', onMessage);
+          resolve({ sql: m.sql, pool: m.pool });
+        };
+        child.on('message', onMessage);
+      });
+      child.send('sql-start');
+      let result: T;
+      try {
+        result = await fn();
+      } finally {
+        child.send('sql-stop');
+      }
+      return { result, ...(await counted) };
+    },
   };
 }
 

@@ -3,7 +3,7 @@ import { Agent, request } from 'node:http';
 import autocannon from 'autocannon';
 import { Client } from 'pg';
 import { startPgBouncer } from '../test/support/pgbouncer';
-import { startNetwork } from './charge-boundary';
+import { startNetwork } from './lib/payment-load';
 import { BenchServer, startServer } from './http';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
 import { openBenchDatabase } from './lib/database';

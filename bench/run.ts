@@ -15,6 +15,7 @@ import { PoolerResult, poolerBench } from './pooler';
 import { PurgeBenchResult, purgeBench } from './purge';
 import { PathCost, storeCost } from './store-cost';
 import { StorageResult, storage } from './storage';
+import { SlowNetworkResult, slowNetwork, slowNetworkReport } from './slownet';
 import { latencyChart } from './svg';
 
 /**
@@ -27,6 +28,7 @@ import { latencyChart } from './svg';
  *   §7 the charge boundary: phased vs pool-bound payments under a 300 ms card network
  *   §8 behind PgBouncer (transaction mode): new keys and payments, direct vs through it
  *   §9 a fleet of four behind one PgBouncer, instances killed and restarted under load, reconciled
+ *   §10 payments under a slow network: 300 ms calls, 100 clients, a pool of 5; statements and commits per payment
  *
  * Prints the tables, writes bench/results.json (every figure) and bench/latency.svg.
  * Every comparison is a ratio of two figures from this same run.
@@ -57,6 +59,8 @@ const SETTINGS = {
   boundaryClients: env('BENCH_BOUNDARY_CLIENTS', 200),
   boundarySeconds: env('BENCH_BOUNDARY_SECONDS', 15),
   boundaryDelay: '300ms',
+  slownetSeconds: env('BENCH_SLOWNET_SECONDS', 15),
+  slownetCountedPayments: env('BENCH_SLOWNET_COUNTED', 300),
   poolerSeconds: env('BENCH_POOLER_SECONDS', 8),
   poolerClients: env('BENCH_POOLER_CLIENTS', 100),
   poolerServerConnections: env('BENCH_POOLER_SERVER_CONNECTIONS', 8),
@@ -76,6 +80,9 @@ const TARGETS = {
   boundarySpeedup: 4,
   boundaryHealthP99Ms: 100,
   boundaryListingP99Ms: 250,
+  /** §10, the 100 clients as 100 API clients (one client's payments are bounded by PAYMENTS_CONCURRENCY_PER_CLIENT). */
+  slownetPaymentsPerSecond: 100,
+  slownetHealthP99Ms: 200,
 };
 const CHART_LABELS: Record<Scenario, string> = {
   unprotected: 'POST /bench/payments (no key)',
@@ -163,6 +170,10 @@ async function main(): Promise<void> {
       chargeBoundary(db!.url, { clients: SETTINGS.boundaryClients, seconds: SETTINGS.boundarySeconds, delay: SETTINGS.boundaryDelay }),
     );
 
+    const slownet: SlowNetworkResult = await timed('§10 slow network', () =>
+      slowNetwork(db!.url, { seconds: SETTINGS.slownetSeconds, countedPayments: SETTINGS.slownetCountedPayments }),
+    );
+
     const pooler: PoolerResult = await timed('§8 PgBouncer', () =>
       poolerBench(db!.url, {
         seconds: SETTINGS.poolerSeconds,
@@ -216,6 +227,7 @@ async function main(): Promise<void> {
       target('bytes per key, after VACUUM', fmt(stored.afterVacuum.bytesPerKey, 1), `≤ ${TARGETS.bytesPerKey}`, stored.afterVacuum.bytesPerKey <= TARGETS.bytesPerKey),
       target('whole run', `${fmt(totalSeconds, 0)} s`, `< ${TARGETS.totalSeconds} s`, totalSeconds < TARGETS.totalSeconds),
       ...boundaryTargets(boundary),
+      ...slownetTargets(slownet),
       target('fleet soak: payments lost, doubled, with a wrong id', `${lost}, ${doubled}, ${wrongId}`, '0, 0, 0', lost + doubled + wrongId === 0),
     ];
 
@@ -245,6 +257,7 @@ async function main(): Promise<void> {
       storagePayments: storedPayments,
       purge: purged,
       chargeBoundary: boundary,
+      slowNetwork: slownet,
       pooler,
       fleet,
       ratios,
@@ -301,6 +314,15 @@ function boundaryTargets(b: BoundaryResult): Target[] {
   ];
 }
 
+function slownetTargets(r: SlowNetworkResult): Target[] {
+  const each = r.runs.find((x) => x.apiKeys > 1)!;
+  return [
+    target('§10 payments/s, 100 API clients (300 ms network, pool of 5)', fmt(each.paymentsPerSecond, 1), `≥ ${TARGETS.slownetPaymentsPerSecond}`, each.paymentsPerSecond >= TARGETS.slownetPaymentsPerSecond),
+    target('§10 /health p99 ms, 100 API clients', fmt(each.health.ms.p99, 1), `< ${TARGETS.slownetHealthP99Ms}`, each.health.ms.p99 < TARGETS.slownetHealthP99Ms),
+    target('§10 /health 200 on every probe', r.runs.map((x) => `${x.health.ok}/${x.health.probes}`).join(', '), 'all', r.runs.every((x) => x.health.ok === x.health.probes)),
+  ];
+}
+
 function target(name: string, measured: string, goal: string, met: boolean): Target {
   return { target: name, measured, goal, met };
 }
@@ -318,6 +340,7 @@ function report(
     storagePayments: StorageResult;
     purge: PurgeBenchResult;
     chargeBoundary: BoundaryResult;
+    slowNetwork: SlowNetworkResult;
     pooler: PoolerResult;
     ratios: Record<string, number>;
   },
@@ -474,6 +497,8 @@ function report(
         .join('; '),
     '',
   );
+
+  out.push(...slowNetworkReport(r.slowNetwork), '');
 
   const q = r.pooler;
   out.push(

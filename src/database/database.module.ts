@@ -4,6 +4,7 @@ import { DataSource, DataSourceOptions } from 'typeorm';
 import { transactionalClsModule } from 'safe-retries';
 import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { dataSourceOptions, primaryOnly, runMigrationsLocked } from './data-source';
+import { DatabasePing } from './database-ping';
 import { PREPARED_STATEMENTS } from './sql-repository';
 
 export interface DatabaseModuleOptions {
@@ -23,6 +24,7 @@ export interface DatabaseModuleOptions {
  * The TypeORM data source, migrations on boot, and the ambient transaction
  * (nestjs-cls + @nestjs-cls/transactional): services reach the current
  * transaction through `TransactionHost`, never through a passed EntityManager.
+ * And DatabasePing, the health check's connection of its own.
  */
 @Module({})
 export class DatabaseModule {
@@ -31,8 +33,11 @@ export class DatabaseModule {
     return {
       module: DatabaseModule,
       global: true,
-      providers: [{ provide: PREPARED_STATEMENTS, useValue: options.preparedStatements }],
-      exports: [PREPARED_STATEMENTS],
+      providers: [
+        { provide: PREPARED_STATEMENTS, useValue: options.preparedStatements },
+        { provide: DatabasePing, useFactory: () => new DatabasePing(options.url) },
+      ],
+      exports: [PREPARED_STATEMENTS, DatabasePing],
       imports: [
         TypeOrmModule.forRootAsync({
           useFactory: () => ({

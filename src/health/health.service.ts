@@ -1,14 +1,11 @@
 import { Injectable, ServiceUnavailableException } from '@nestjs/common';
 import { HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import type { HealthCheckResult, HealthIndicatorResult } from '@nestjs/terminus';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { DatabasePing, PING_TIMEOUT_MS } from '../database/database-ping';
 import { MetricsService } from '../metrics/metrics.service';
 
 /** How long a check's result answers GET /health: the endpoint is public, and must not become a way to load the database. */
 export const HEALTH_RESULT_TTL_MS = 1_000;
-/** A database that has not answered `SELECT 1` by then is down. */
-const PING_TIMEOUT_MS = 1_500;
 
 /** A finished database check: the result to answer 200 with, or `down` for a 503. */
 export type HealthOutcome = { up: true; result: HealthCheckResult } | { up: false };
@@ -21,6 +18,9 @@ export type HealthOutcome = { up: true; result: HealthCheckResult } | { up: fals
  * running a second after it started (the database slower than that) no longer
  * holds back the next one, so a hanging database gets one new check a second.
  *
+ * The check pings on a connection of its own (DatabasePing), never waiting
+ * for one of the app's pool behind the requests of a busy moment.
+ *
  * The cache lives in Terminus's HealthIndicatorService, shared by every
  * request; only the request whose attempt really ran the query counts it in
  * `health_checks_total`.
@@ -30,7 +30,7 @@ export class HealthService {
   constructor(
     private readonly health: HealthCheckService,
     private readonly indicators: HealthIndicatorService,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: DatabasePing,
     private readonly metrics: MetricsService,
   ) {}
 
@@ -40,7 +40,7 @@ export class HealthService {
       .check('database')
       .attempt(async () => {
         ran = true;
-        await this.dataSource.query('SELECT 1');
+        await this.database.ping();
       })
       .withTimeout(PING_TIMEOUT_MS)
       .cacheFor(HEALTH_RESULT_TTL_MS);

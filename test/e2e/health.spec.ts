@@ -97,3 +97,32 @@ describe('GET /health (e2e)', () => {
     await waitFor('GET /health to answer 200 again', async () => (await health()).status === 200, { intervalMs: 50 });
   });
 });
+
+/**
+ * The check pings on a connection of its own: an app whose every pooled
+ * connection is taken (a busy moment) still answers 200 while the database
+ * does. On the app's pool the ping would wait for a connection until the
+ * check's timeout, and answer 503.
+ */
+describe('GET /health with the app pool exhausted (e2e)', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp({ listen: true, env: { DATABASE_POOL_SIZE: '2' } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('answers 200 from a check on its own connection', async () => {
+    const held = [t.dataSource.createQueryRunner(), t.dataSource.createQueryRunner()];
+    for (const runner of held) await runner.connect();
+    try {
+      const res = await request(t.url!).get('/health');
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ status: 'ok', info: { database: { status: 'up' } } });
+    } finally {
+      for (const runner of held) await runner.release();
+    }
+  });
+});
