@@ -106,6 +106,11 @@ export class IdempotentRoutes implements OnModuleInit {
     return this.settings.get(handler) ?? this.resolve(handler, controller, this.reflector.getAllAndOverride(IdempotentMetadata, [handler, controller]) ?? {});
   }
 
+  /** The settings of a route found at startup (resolved now when asked before init, e.g. by the OpenAPI description). */
+  settingsOf(route: IdempotentRoute): RouteSettings {
+    return this.settings.get(route.handler) ?? this.resolve(route.handler, route.controller, route.options);
+  }
+
   private discover(): IdempotentRoute[] {
     const found: IdempotentRoute[] = [];
     const controllers = this.discovery.getControllers().map((wrapper) => ({ wrapper, provider: false }));

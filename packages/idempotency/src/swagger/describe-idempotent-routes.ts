@@ -3,7 +3,6 @@ import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
 import { parseDuration } from '../duration';
 import { resolveTiming } from '../idempotency.options';
 import { MAX_KEY_LENGTH } from '../idempotency-key';
-import { IdempotencyStores } from '../idempotency-stores';
 import { IdempotentRoute, IdempotentRoutes, messagePatterns } from '../idempotent-routes';
 import { IdempotentOptions } from '../module-options';
 
@@ -25,14 +24,15 @@ const described = new WeakSet<object>();
  * described once, however many apps a process creates.
  */
 export function describeIdempotentRoutes(app: INestApplicationContext): void {
-  const stores = app.get(IdempotencyStores, { strict: false });
-  for (const route of app.get(IdempotentRoutes, { strict: false }).list) {
+  const routes = app.get(IdempotentRoutes, { strict: false });
+  for (const route of routes.list) {
     // A GraphQL resolver or a message handler has no HTTP route to describe.
     if (route.provider || messagePatterns(route.handler) !== undefined) continue;
     const target = route.onClass ? route.controller : route.handler;
     if (described.has(target)) continue;
     described.add(target);
-    const oneCommit = stores.oneCommitOf(route.options, stores.forRoute(route.options)) !== undefined;
+    // Resolved as the interceptor will run it: a route that cannot work stops the app here, saying which.
+    const oneCommit = routes.settingsOf(route).oneCommit !== undefined;
     const decorate = openApiOf(route.options, oneCommit);
     if (route.onClass) decorate(route.controller);
     else decorate(route.controller.prototype, route.method, handlerDescriptor(route));
