@@ -33,7 +33,7 @@ export interface paths {
         put?: never;
         /**
          * Create an order (pending)
-         * @description Idempotent: safe to retry with the same `Idempotency-Key` (required). Retries replay the stored response with `Idempotent-Replayed: true`; responses are kept 24h from the end of the operation; lease 30s. See /docs/idempotency.
+         * @description Idempotent: safe to retry with the same `Idempotency-Key` (required). Retries replay the stored response with `Idempotent-Replayed: true`; responses are kept 24h from the end of the operation; one transaction, bounded by 30s. See /docs/idempotency.
          */
         post: operations["OrdersController_create"];
         delete?: never;
@@ -454,7 +454,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (`8e03978e-...`) or an RFC 8941 quoted string (`"8e03978e-..."`): both are the same key. 1-255 printable ASCII characters. Lease 30s (renewed while the request works); its response kept 24h from the end of the operation; scoped to your client. */
+                /** @description One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (`8e03978e-...`) or an RFC 8941 quoted string (`"8e03978e-..."`): both are the same key. 1-255 printable ASCII characters. Runs in one transaction with its key, bounded by 30s (no lease to wait out: a crashed attempt frees the key at once); its response kept 24h from the end of the operation; scoped to your client. */
                 "Idempotency-Key": string;
             };
             path?: never;
