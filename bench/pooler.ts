@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import autocannon from 'autocannon';
 import { Client } from 'pg';
 import { startPgBouncer } from '../test/support/pgbouncer';
-import { startNetwork } from './lib/payment-load';
+import { call, startNetwork } from './lib/payment-load';
 import { BenchServer, startServer } from './http';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
 import { openBenchDatabase } from './lib/database';
@@ -80,20 +80,7 @@ async function newKeys(port: number, seconds: number): Promise<{ requests: numbe
 }
 
 function post(agent: Agent, port: number, path: string, body: string): Promise<{ status: number; ms: number }> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const req = request(
-      { host: '127.0.0.1', port, method: 'POST', path, agent, timeout: 30_000, headers: { authorization: AUTH, 'content-type': 'application/json', 'idempotency-key': randomUUID() } },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - started }));
-        res.on('error', () => resolve({ status: 0, ms: performance.now() - started }));
-      },
-    );
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve({ status: 0, ms: performance.now() - started }));
-    req.end(body);
-  });
+  return call(agent, port, 'POST', path, { authorization: AUTH, 'content-type': 'application/json', 'idempotency-key': randomUUID() }, body);
 }
 
 async function payments(port: number, clients: number, seconds: number): Promise<{ done: number; seconds: number; ms: number[]; errors: Record<string, number> }> {

@@ -50,7 +50,8 @@ interface Answer {
   ms: number;
 }
 
-function call(agent: Agent, port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {
+/** One HTTP call on `agent`: its status (0 when it failed) and how long it took. */
+export function call(agent: Agent, port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {
   const started = performance.now();
   return new Promise((resolve) => {
     const req = request({ host: '127.0.0.1', port, method, path, agent, headers, timeout: 30_000 }, (res) => {
