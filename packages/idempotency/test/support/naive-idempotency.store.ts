@@ -34,15 +34,8 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   }
 
   async claim(r: ClaimRequest): Promise<ClaimResult> {
-    const [row] = await this.dataSource.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
-      'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1',
-      [keyId(r.scope, r.key)],
-    );
-    if (row) {
-      if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
-      if (row.status === null) return { kind: 'in_progress', retryAfterMs: 1000 };
-      return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
-    }
+    const found = await this.check(this.dataSource, r);
+    if (found) return found;
     // The race: between the SELECT above and this write, others find nothing too.
     await this.window?.enter();
     await this.dataSource.query(
@@ -93,15 +86,8 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   // Claims inside the unit, as naive: a check with no lock, and an upsert at the end.
   readonly oneCommit: OneCommitKeys = {
     claim: async (r: ClaimRequest): Promise<ClaimResult> => {
-      const [row] = await this.txHost.tx.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
-        'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1',
-        [keyId(r.scope, r.key)],
-      );
-      if (row) {
-        if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
-        if (row.status === null) return { kind: 'in_progress', retryAfterMs: 1000 };
-        return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
-      }
+      const found = await this.check(this.txHost.tx, r);
+      if (found) return found;
       await this.window?.enter();
       return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: '0', retentionMs: r.retentionMs }, takenOver: false, recovery: null };
     },
@@ -114,6 +100,18 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
       );
     },
   };
+
+  /** The naive check: the key's row as this statement sees it, or null when there is none (no lock: others see none too). */
+  private async check(db: Pick<DataSource, 'query'>, r: ClaimRequest): Promise<ClaimResult | null> {
+    const [row] = await db.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
+      'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1',
+      [keyId(r.scope, r.key)],
+    );
+    if (!row) return null;
+    if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
+    if (row.status === null) return { kind: 'in_progress', retryAfterMs: 1000 };
+    return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
+  }
 
   async outcome(scope: string, key: string): Promise<KeyOutcome> {
     const [row] = await this.dataSource.query<{ status: number | null; expires_at: Date }[]>('SELECT status, expires_at FROM idempotency_keys WHERE id = $1', [
