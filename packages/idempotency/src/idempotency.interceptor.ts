@@ -18,9 +18,9 @@ import { runInOneCommit } from './one-commit-run';
 import { PHASED_OPERATION, PhasedOperation } from './phased-operation';
 import { ReplayCache } from './replay-cache';
 import { checkScope } from './scope';
-import { GraphqlIdempotency } from './graphql-context';
-import { KeyedOperation } from './keyed-operation';
-import { MessageIdempotency } from './message-context';
+import { GraphqlIdempotency } from './contexts/graphql-context';
+import { KeyedOperation } from './contexts/keyed-operation';
+import { MessageIdempotency } from './contexts/message-context';
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 /** Retry-After of a 409 for a request still in progress. */
@@ -53,8 +53,8 @@ type Claimed = Extract<ClaimResult, { kind: 'claimed' }>;
  * A GraphQL resolver (`graphql`) and a microservice handler (`rpc`) take the
  * same claim, fencing, leases and stores through KeyedOperation; what differs
  * (where the key, scope and fingerprint come from, how a value is stored and
- * replayed, how a problem is answered) is in graphql-context.ts and
- * message-context.ts.
+ * replayed, how a problem is answered) is in contexts/graphql-context.ts and
+ * contexts/message-context.ts.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {

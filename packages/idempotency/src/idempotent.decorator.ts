@@ -1,5 +1,5 @@
 import { UseFilters, UseInterceptors, applyDecorators } from '@nestjs/common';
-import { IdempotencyContextErrorsFilter } from './context-errors';
+import { IdempotencyContextErrorsFilter } from './contexts/context-errors';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { parseDuration } from './duration';
 import { resolveTiming } from './idempotency.options';

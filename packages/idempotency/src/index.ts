@@ -32,8 +32,8 @@ export { IdempotentConsumer, InvalidMessageIdError } from './idempotent-consumer
 export { IdempotencyPurgeService } from './idempotency-purge.service';
 // What an app catches or tells its clients.
 export { IdempotencyErrorCode, IdempotencyProblem, LeaseLostError } from './idempotency.errors';
-export { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, REPLAYED_OUTCOME_CODE } from './context-errors';
-export type { ContextErrorCode, ContextErrorDetails } from './context-errors';
+export { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, REPLAYED_OUTCOME_CODE } from './contexts/context-errors';
+export type { ContextErrorCode, ContextErrorDetails } from './contexts/context-errors';
 export { IDEMPOTENCY_EVENTS_CHANNEL } from './idempotency.telemetry';
 export type { IdempotencyEvent } from './idempotency.telemetry';
 // The tables.

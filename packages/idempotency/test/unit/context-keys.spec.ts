@@ -1,9 +1,9 @@
 import { IdempotencyErrorCode, IdempotencyProblem } from '../../src';
-import { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, asGraphQLError, asMessageError } from '../../src/context-errors';
-import { graphqlHttpRequest, readGraphqlKey } from '../../src/graphql-context';
+import { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, asGraphQLError, asMessageError } from '../../src/contexts/context-errors';
+import { graphqlHttpRequest, readGraphqlKey } from '../../src/contexts/graphql-context';
 import { idempotencyErrors } from '../../src/idempotency.errors';
-import { ReplayedOutcome } from '../../src/keyed-operation';
-import { readMessageKey } from '../../src/message-context';
+import { ReplayedOutcome } from '../../src/contexts/keyed-operation';
+import { readMessageKey } from '../../src/contexts/message-context';
 
 const request = (headers: Record<string, string | string[]>) => ({ method: 'POST', url: '/graphql', headers });
 

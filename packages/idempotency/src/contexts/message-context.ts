@@ -1,14 +1,14 @@
 import { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable, lastValueFrom, of } from 'rxjs';
 import { asMessageError } from './context-errors';
-import { fingerprint } from './fingerprint';
-import { idempotencyErrors } from './idempotency.errors';
-import { ResolvedIdempotencyOptions } from './idempotency.options';
-import { IdempotencyKeySource } from './module-options';
-import { parseIdempotencyKey } from './idempotency-key';
-import { IdempotentRoutes, RouteSettings, messagePatterns } from './idempotent-routes';
+import { fingerprint } from '../fingerprint';
+import { idempotencyErrors } from '../idempotency.errors';
+import { ResolvedIdempotencyOptions } from '../idempotency.options';
+import { IdempotencyKeySource } from '../module-options';
+import { parseIdempotencyKey } from '../idempotency-key';
+import { IdempotentRoutes, RouteSettings, messagePatterns } from '../idempotent-routes';
 import { KeyedOperation } from './keyed-operation';
-import { checkScope } from './scope';
+import { checkScope } from '../scope';
 
 /** The default key of a message: its payload's `idempotencyKey` field. */
 const DEFAULT_KEY: IdempotencyKeySource = { field: 'idempotencyKey' };

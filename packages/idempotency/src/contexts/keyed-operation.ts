@@ -1,15 +1,15 @@
 import { Logger } from '@nestjs/common';
-import { IdempotencyProblem, idempotencyErrors } from './idempotency.errors';
-import { IdempotencyContext } from './idempotency.context';
-import { IdempotencyMetrics } from './idempotency.metrics';
-import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from './idempotency.store';
-import { RouteSettings } from './idempotent-routes';
-import { aboutOperation, openSpan } from './idempotency.telemetry';
-import { claimOrWait } from './key-claims';
-import { LeaseKeeper } from './lease-keeper';
-import { runInOneCommit } from './one-commit-run';
-import { OperationAttempt } from './operation-attempt';
-import { ReplayCache } from './replay-cache';
+import { IdempotencyProblem, idempotencyErrors } from '../idempotency.errors';
+import { IdempotencyContext } from '../idempotency.context';
+import { IdempotencyMetrics } from '../idempotency.metrics';
+import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from '../idempotency.store';
+import { RouteSettings } from '../idempotent-routes';
+import { aboutOperation, openSpan } from '../idempotency.telemetry';
+import { claimOrWait } from '../key-claims';
+import { LeaseKeeper } from '../lease-keeper';
+import { runInOneCommit } from '../one-commit-run';
+import { OperationAttempt } from '../operation-attempt';
+import { ReplayCache } from '../replay-cache';
 
 /** Retry-After of an in-progress duplicate, as for HTTP. */
 export const IN_PROGRESS_RETRY_AFTER_S = 1;

@@ -1,14 +1,14 @@
 import { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable, lastValueFrom, of } from 'rxjs';
 import { asGraphQLError } from './context-errors';
-import { fingerprint } from './fingerprint';
-import { idempotencyErrors } from './idempotency.errors';
-import { ResolvedIdempotencyOptions } from './idempotency.options';
-import { IdempotencyKeySource, IdempotencyRequest } from './module-options';
-import { parseIdempotencyKey } from './idempotency-key';
-import { IdempotentRoutes } from './idempotent-routes';
+import { fingerprint } from '../fingerprint';
+import { idempotencyErrors } from '../idempotency.errors';
+import { ResolvedIdempotencyOptions } from '../idempotency.options';
+import { IdempotencyKeySource, IdempotencyRequest } from '../module-options';
+import { parseIdempotencyKey } from '../idempotency-key';
+import { IdempotentRoutes } from '../idempotent-routes';
 import { KeyedOperation } from './keyed-operation';
-import { checkScope } from './scope';
+import { checkScope } from '../scope';
 
 /** The default key of a mutation: the header of the HTTP request that carries it. */
 const DEFAULT_KEY: IdempotencyKeySource = { header: 'idempotency-key' };
