@@ -12,7 +12,7 @@ import { parseIdempotencyKey } from './idempotency-key';
 import { fingerprint } from './fingerprint';
 import { LeaseKeeper } from './lease-keeper';
 import { aboutOperation, openSpan } from './idempotency.telemetry';
-import { claimOrWait } from './key-claims';
+import { announceSettled, claimOrWait } from './key-claims';
 import { OperationAttempt, SettledAttempt } from './operation-attempt';
 import { runInOneCommit } from './one-commit-run';
 import { PHASED_OPERATION, PhasedOperation } from './phased-operation';
@@ -163,12 +163,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     switch (claim.kind) {
       case 'finished':
         // A one-commit route's request: claimed, run and committed.
-        this.remember(route.store, request, claim.response, claim.retainedForMs, sentAt);
+        this.replays.rememberCommitted(route.store, request, claim.response, claim.retainedForMs, sentAt);
         return { response: of(this.send(res, claim.response, false)) };
       case 'lease_lost':
         throw idempotencyErrors.leaseLost(policyUrl);
       case 'completed':
-        this.remember(route.store, request, claim.response, claim.retainedForMs, sentAt);
+        this.replays.rememberCommitted(route.store, request, claim.response, claim.retainedForMs, sentAt);
         return { response: this.replay(res, claim.response) };
       case 'mismatch':
         this.metrics.record('mismatch');
@@ -183,7 +183,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.context.enter(request.key);
         let run = this.run(context, next, res, route, request, claim, sentAt);
         // Duplicates may be waiting for this key: wake them once it has settled.
-        if (route.waitMs > 0) run = run.finally(() => this.announceSettled(route.store, claim.owner));
+        if (route.waitMs > 0) run = run.finally(() => announceSettled(route.store, claim.owner));
         return { response: from(run), running: run };
       }
     }
@@ -228,7 +228,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           // The key stays in progress; a retry after the lease runs the route again.
           this.logger.error(end.notStored.message);
         } else {
-          this.remember(store, request, end.response, retainedForMs, sentAt);
+          this.replays.rememberCommitted(store, request, end.response, retainedForMs, sentAt);
         }
         return this.send(res, end.response, false);
       case 'lease_lost':
@@ -239,23 +239,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
       case 'gave_up':
         throw settled.error;
     }
-  }
-
-  private announceSettled(store: IdempotencyStore, owner: { scope: string; key: string }): void {
-    store.settlement?.announceSettled(owner.scope, owner.key).catch((error: unknown) => {
-      this.logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
-    });
-  }
-
-  /**
-   * Keeps a stored response for replays from memory, once it is committed: not
-   * while an outer unit of the app is still open around this request (it could
-   * yet roll the response back), nor when the store cannot say how long the key
-   * is kept.
-   */
-  private remember(store: IdempotencyStore, request: ClaimRequest, response: StoredResponse, retainedForMs: number | undefined, sentAt: number): void {
-    if (retainedForMs === undefined || store.inUnit()) return;
-    this.replays.remember(request.scope, request.key, request.fingerprint, response, retainedForMs, sentAt);
   }
 
   /** The handler's result as the exact bytes that will be sent and stored. */

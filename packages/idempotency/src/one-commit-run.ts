@@ -3,6 +3,7 @@ import { LeaseLostError } from './idempotency.errors';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { ClaimRequest, ClaimResult, IdempotencyStore, OneCommitKeys, StoredResponse } from './idempotency.store';
 import { inSpan } from './idempotency.telemetry';
+import { announceSettled, askAgainWhileInProgress, timedClaim } from './key-claims';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from './idempotent-outcome';
 
 /**
@@ -61,29 +62,12 @@ const logger = new Logger('Idempotency');
  *   claims again; an owner announces its key once its unit has ended.
  */
 export async function runInOneCommit(route: OneCommitRoute, request: ClaimRequest, metrics: IdempotencyMetrics, work: OneCommitWork): Promise<OneCommitAnswer> {
-  const { settlement } = route.store;
-  const deadline = performance.now() + route.waitMs;
-  let lostInserts = 0;
-  for (;;) {
-    const left = deadline - performance.now();
-    // Registered before the claim: a settlement in between is not missed.
-    const waiting = settlement && left > 0 ? settlement.awaitSettled(request.scope, request.key, Math.min(left, WAIT_SLICE_MS)) : undefined;
-    let answer: Awaited<ReturnType<typeof attempt>>;
-    try {
-      answer = await attempt(route, request, metrics, work);
-    } catch (error) {
-      waiting?.cancel();
-      throw error;
-    }
-    if (answer.kind === 'in_progress' && waiting) {
-      await waiting.settled;
-      continue;
-    }
-    waiting?.cancel();
-    if (answer.kind === 'lost_insert' && lostInserts++ < CLAIMS_AFTER_A_LOST_INSERT) continue;
-    if (answer.kind === 'lost_insert') return { kind: 'in_progress', retryAfterMs: WAIT_SLICE_MS };
-    return answer;
-  }
+  const ask = async (): Promise<OneCommitAnswer> => {
+    let answer = await attempt(route, request, metrics, work);
+    for (let lost = 0; answer.kind === 'lost_insert' && lost < CLAIMS_AFTER_A_LOST_INSERT; lost++) answer = await attempt(route, request, metrics, work);
+    return answer.kind === 'lost_insert' ? { kind: 'in_progress', retryAfterMs: WAIT_SLICE_MS } : answer;
+  };
+  return askAgainWhileInProgress(await ask(), route.store.settlement, request, route.waitMs, ask, WAIT_SLICE_MS);
 }
 
 /** One unit: the claim, and when it claims, the work and the key's insert. */
@@ -98,7 +82,7 @@ async function attempt(
   const startedAt = performance.now();
   try {
     return await route.store.runUnit(async (): Promise<OneCommitAnswer> => {
-      const claim = await inSpan('idempotency.claim', () => claimOnce(route.oneCommit, request, metrics));
+      const claim = await inSpan('idempotency.claim', () => timedClaim(metrics, () => route.oneCommit.claim(request)));
       if (claim.kind !== 'claimed') return claim;
       claimed = true;
       metrics.record(claim.takenOver ? 'taken_over' : 'claimed');
@@ -124,13 +108,6 @@ async function attempt(
   }
 }
 
-async function claimOnce(keys: OneCommitKeys, request: ClaimRequest, metrics: IdempotencyMetrics): Promise<ClaimResult> {
-  const started = process.hrtime.bigint();
-  const claim = await keys.claim(request);
-  metrics.claimDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
-  return claim;
-}
-
 /** The handler's response; a business outcome it throws is its response too (its writes commit). */
 async function responseOf(work: OneCommitWork): Promise<StoredResponse> {
   try {
@@ -140,10 +117,4 @@ async function responseOf(work: OneCommitWork): Promise<StoredResponse> {
     const { status, body, contentType } = error[IDEMPOTENT_OUTCOME]();
     return { status, body, contentType };
   }
-}
-
-function announceSettled(store: IdempotencyStore, request: ClaimRequest): void {
-  store.settlement?.announceSettled(request.scope, request.key).catch((error: unknown) => {
-    logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
-  });
 }

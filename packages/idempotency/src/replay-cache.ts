@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { StoredResponse } from './idempotency.store';
+import { ClaimRequest, IdempotencyStore, StoredResponse } from './idempotency.store';
 
 /**
  * The longest a response is served from memory before the database is asked
@@ -30,8 +30,7 @@ interface Entry {
  *   no later than the database's `now()` that set or read it (the caller passes
  *   the time it sent the claim), and never longer than REPLAY_CACHE_MAX_AGE_MS.
  * - The fingerprint. A replay with another body is not answered here (the
- *   claim says 422). Only responses that committed are remembered (see the
- *   interceptor).
+ *   claim says 422). Only responses that committed are remembered (rememberCommitted).
  *
  * Sizes are the UTF-16 size of the strings plus a fixed overhead per entry.
  */
@@ -64,6 +63,23 @@ export class ReplayCache {
    * keeps the key, as it said at a moment no earlier than `measuredAt`
    * (a performance.now() taken before the statement was sent).
    */
+  /**
+   * Keeps a stored response for replays from memory, once it is committed: not
+   * while an outer unit of the app is still open around the request (it could
+   * yet roll the response back), nor when the store cannot say how long the key
+   * is kept (`retainedForMs` undefined).
+   */
+  rememberCommitted(
+    store: Pick<IdempotencyStore, 'inUnit'>,
+    request: Pick<ClaimRequest, 'scope' | 'key' | 'fingerprint'>,
+    response: StoredResponse,
+    retainedForMs: number | undefined,
+    sentAt: number,
+  ): void {
+    if (retainedForMs === undefined || store.inUnit()) return;
+    this.remember(request.scope, request.key, request.fingerprint, response, retainedForMs, sentAt);
+  }
+
   remember(scope: string, key: string, fingerprint: Buffer, response: StoredResponse, retainedForMs: number, measuredAt: number): void {
     if (!this.entries) return;
     // lru-cache serves an entry while its age is at most `ttl` whole milliseconds:

@@ -2,10 +2,10 @@ import { Logger } from '@nestjs/common';
 import { IdempotencyProblem, idempotencyErrors } from '../idempotency.errors';
 import { IdempotencyContext } from '../idempotency.context';
 import { IdempotencyMetrics } from '../idempotency.metrics';
-import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from '../idempotency.store';
+import { ClaimRequest, ClaimResult, StoredResponse } from '../idempotency.store';
 import { RouteSettings } from '../idempotent-routes';
 import { aboutOperation, openSpan } from '../idempotency.telemetry';
-import { claimOrWait } from '../key-claims';
+import { announceSettled, claimOrWait } from '../key-claims';
 import { LeaseKeeper } from '../lease-keeper';
 import { runInOneCommit } from '../one-commit-run';
 import { OperationAttempt } from '../operation-attempt';
@@ -92,13 +92,13 @@ export class KeyedOperation {
     switch (claim.kind) {
       case 'finished':
         // A one-commit route's call: claimed, run and committed with its writes.
-        this.remember(route.store, request, claim.response, claim.retainedForMs, sentAt);
+        this.replays.rememberCommitted(route.store, request, claim.response, claim.retainedForMs, sentAt);
         if (claim.response.status >= 400) throw new ReplayedOutcome(claim.response);
         return { value: parseValue(claim.response.body), replayed: false };
       case 'lease_lost':
         throw idempotencyErrors.leaseLost(this.policyUrl);
       case 'completed':
-        this.remember(route.store, request, claim.response, claim.retainedForMs, sentAt);
+        this.replays.rememberCommitted(route.store, request, claim.response, claim.retainedForMs, sentAt);
         return this.replayed(claim.response);
       case 'mismatch':
         this.metrics.record('mismatch');
@@ -112,7 +112,7 @@ export class KeyedOperation {
         try {
           return await this.attempt(route, request, claim, handle, sentAt);
         } finally {
-          if (route.waitMs > 0) this.announceSettled(route.store, claim.owner);
+          if (route.waitMs > 0) announceSettled(route.store, claim.owner);
         }
     }
   }
@@ -130,7 +130,7 @@ export class KeyedOperation {
     switch (end.kind) {
       case 'finished':
         if (end.notStored) this.logger.error(end.notStored.message);
-        else this.remember(route.store, request, end.response, claim.retainedForMs, sentAt);
+        else this.replays.rememberCommitted(route.store, request, end.response, claim.retainedForMs, sentAt);
         // A business outcome stored in the unit was thrown by the handler: it stands as thrown.
         if (settled.threw) throw settled.error;
         return { value: parseValue(end.response.body), replayed: false };
@@ -147,18 +147,6 @@ export class KeyedOperation {
     this.metrics.record('replayed');
     if (response.status >= 400) throw new ReplayedOutcome(response);
     return { value: parseValue(response.body), replayed: true };
-  }
-
-  /** As the HTTP path: kept in memory once committed, never while an outer unit is open. */
-  private remember(store: IdempotencyStore, request: ClaimRequest, response: StoredResponse, retainedForMs: number | undefined, sentAt: number): void {
-    if (retainedForMs === undefined || store.inUnit()) return;
-    this.replays.remember(request.scope, request.key, request.fingerprint, response, retainedForMs, sentAt);
-  }
-
-  private announceSettled(store: IdempotencyStore, owner: { scope: string; key: string }): void {
-    store.settlement?.announceSettled(owner.scope, owner.key).catch((error: unknown) => {
-      this.logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
-    });
   }
 }
 
