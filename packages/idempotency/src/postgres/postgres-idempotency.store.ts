@@ -178,7 +178,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async outcome(scope: string, key: string): Promise<KeyOutcome> {
-    const [row] = await this.queries.autocommit<{ found: boolean; status: number | null; forgotten: boolean | null; remaining_ms: string; expires_at: string; locked: boolean }>(
+    const [row] = await this.queries.autocommit<{ found: boolean; status: number | null; forgotten: boolean | null; remaining_ms: string; expires_at: string; locked: boolean | null }>(
       'idempotency_outcome',
       this.sql.outcome,
       [keyId(scope, key)],

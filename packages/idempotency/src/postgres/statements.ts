@@ -126,10 +126,12 @@ RETURNING lease::text AS lease, recovery`;
 
 // What a client may be told about its key: nothing is written, nothing locked.
 // A key claimed by a unit that commits once has no row until that unit
-// commits: it is in progress while some session holds its lock.
+// commits: it is in progress while some session holds its lock (pg_locks is
+// read only when the row leaves the key to be claimed: none, or forgotten).
 const OUTCOME_SQL = (t: string) => `
 SELECT k.id IS NOT NULL AS found, status, ${REPLACEABLE} AS forgotten, greatest(lease - ${NOW_US}, 0) / 1000 AS remaining_ms,
-       to_json(expires_at) #>> '{}' AS expires_at, ${KEY_LOCK_HELD} AS locked
+       to_json(expires_at) #>> '{}' AS expires_at,
+       CASE WHEN k.id IS NULL OR ${REPLACEABLE} THEN ${KEY_LOCK_HELD} END AS locked
   FROM (SELECT 1) one
   LEFT JOIN ${t} k ON k.id = $1::uuid`;
 
