@@ -9,6 +9,10 @@ import { IdempotencyStore } from '../packages/idempotency/src/idempotency.store'
 import { LeaseKeeper } from '../packages/idempotency/src/lease-keeper';
 import { OperationAttempt } from '../packages/idempotency/src/operation-attempt';
 import { PhasedOperation as InternalPhasedOperation } from '../packages/idempotency/src/phased-operation';
+import { CreateOrderDto } from '../src/orders/dto/create-order.dto';
+import { OrderResponse } from '../src/orders/dto/order.response';
+import { OrdersModule } from '../src/orders/orders.module';
+import { OrdersService } from '../src/orders/orders.service';
 import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
 import { PaymentResponse } from '../src/payments/dto/payment.response';
 import { PaymentsModule } from '../src/payments/payments.module';
@@ -103,5 +107,35 @@ export class WaitingPaymentsController {
   }
 }
 
-@Module({ imports: [PaymentsModule], controllers: [UnprotectedPaymentsController, WaitingPaymentsController] })
+/**
+ * POST /orders's handler (one INSERT) three more ways, for §11's cost of a new
+ * key (bench/request-cost.ts): with no key, autocommitted (the ceiling); with
+ * no key, in a transaction of its own (what opening one costs); and with the
+ * durable claim. The app's POST /orders is the fourth: `commit: 'one'`.
+ */
+@Controller('bench')
+export class CostedOrdersController {
+  constructor(
+    private readonly orders: OrdersService,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+  ) {}
+
+  @Post('orders')
+  create(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateOrderDto): Promise<OrderResponse> {
+    return this.orders.create(client.id, dto);
+  }
+
+  @Post('transaction-orders')
+  createInTransaction(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateOrderDto): Promise<OrderResponse> {
+    return this.txHost.withTransaction(() => this.orders.create(client.id, dto));
+  }
+
+  @Post('durable-orders')
+  @Idempotent({ commit: 'durable' })
+  createDurable(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateOrderDto): Promise<OrderResponse> {
+    return this.orders.create(client.id, dto);
+  }
+}
+
+@Module({ imports: [PaymentsModule, OrdersModule], controllers: [UnprotectedPaymentsController, WaitingPaymentsController, CostedOrdersController] })
 export class BenchModule {}
