@@ -18,10 +18,10 @@ import { fmt, round, table } from './lib/stats';
  * Each route: the statements the server's connections send per request
  * (SqlCounter, on a server of its own, `counted` requests one at a time); then
  * autocannon, 20 connections and a fresh key a request, in `slices` interleaved
- * slices of `seconds`, on a server that counts nothing, reading the CPU time the
- * server process and the PostgreSQL server (its postmaster and every child) used
- * in each slice from /proc (Linux; with a PostgreSQL on another host, its CPU
- * reads n/a). CPU per request is what decides the ratios on a host where the
+ * slices of `seconds` (each starting at the next route), on a server that
+ * counts nothing, reading the CPU time the server process and the PostgreSQL
+ * server (its postmaster and every child) used in each slice from /proc
+ * (Linux; with a PostgreSQL on another host, its CPU reads n/a). CPU per request is what decides the ratios on a host where the
  * app, PostgreSQL and the load share the cores.
  */
 export interface CostedRoute {
@@ -141,9 +141,10 @@ export async function requestCost(databaseUrl: string, options: { seconds: numbe
   const server = await startServer(databaseUrl);
   const totals = new Map(ROUTES.map((r) => [r.path, { answered: 0, seconds: 0, serverMs: 0, postgresMs: 0, perSlice: [] as number[], non2xx: 0, errors: 0 }]));
   try {
-    for (const { path } of ROUTES) await load(server.port, path, 2); // warm
+    for (const { path } of ROUTES) await load(server.port, path, 3); // warm
     for (let slice = 0; slice < options.slices; slice++) {
-      for (const { route, path } of ROUTES) {
+      // Each slice starts at the next route, so no route is always the first after a pause.
+      for (const { route, path } of ROUTES.map((_, i) => ROUTES[(i + slice) % ROUTES.length])) {
         const t = totals.get(path)!;
         const server0 = processStat(server.pid)?.cpuMs ?? NaN;
         const pg0 = postmaster ? postgresCpuMs(postmaster) : NaN;
