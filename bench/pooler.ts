@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
-import autocannon from 'autocannon';
 import { Client } from 'pg';
 import { startPgBouncer } from '../test/support/pgbouncer';
 import { call, startNetwork } from './lib/payment-load';
 import { BenchServer, startServer } from './http';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';
 import { openBenchDatabase } from './lib/database';
+import { newKeys } from './lib/order-load';
 import { Percentiles, round, summarize } from './lib/stats';
 
 /**
@@ -42,7 +42,6 @@ export interface PoolerResult {
 }
 
 const AUTH = `Bearer ${BENCH_CLIENT.key}`;
-const ORDER = JSON.stringify({ currency: 'usd', items: [{ sku: 'sku_bench', quantity: 1, unit_amount: 1000 }] });
 const PAYMENT = JSON.stringify(PAYMENT_BODY);
 
 /** The largest number of backends on `database` while `work` runs. */
@@ -62,21 +61,6 @@ async function peakBackends<T>(admin: Client, database: string, work: () => Prom
     running = false;
     await sampler;
   }
-}
-
-async function newKeys(port: number, seconds: number): Promise<{ requests: number; seconds: number; latenciesMs: number[]; non2xx: number; errors: number }> {
-  const headers = { 'content-type': 'application/json', authorization: AUTH };
-  const latenciesMs: number[] = [];
-  const instance = autocannon({
-    url: `http://127.0.0.1:${port}`,
-    connections: 20,
-    duration: seconds,
-    timeout: 10,
-    requests: [{ method: 'POST', path: '/orders', headers, body: ORDER, setupRequest: (r: object) => ({ ...r, headers: { ...headers, 'idempotency-key': randomUUID() } }) }],
-  });
-  instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => latenciesMs.push(ms));
-  const r = await instance;
-  return { requests: latenciesMs.length, seconds: r.duration, latenciesMs, non2xx: r.non2xx, errors: r.errors };
 }
 
 function post(agent: Agent, port: number, path: string, body: string): Promise<{ status: number; ms: number }> {

@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
-import autocannon from 'autocannon';
+import { Agent } from 'node:http';
 import { Client } from 'pg';
 import { startServer } from './http';
-import { BENCH_CLIENT } from './lib/app';
 import { openBenchDatabase } from './lib/database';
+import { newKeys, ORDER, ORDER_HEADERS } from './lib/order-load';
+import { call } from './lib/payment-load';
 import { fmt, round, table } from './lib/stats';
 
 /**
@@ -53,8 +54,6 @@ const ROUTES = [
   { route: 'durable claim', path: '/bench/durable-orders' },
   { route: 'one commit', path: '/orders' },
 ];
-const ORDER = JSON.stringify({ currency: 'usd', items: [{ sku: 'sku_bench', quantity: 1, unit_amount: 1000 }] });
-const HEADERS = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_CLIENT.key}` };
 
 const CLOCK_TICKS_PER_SECOND = (() => {
   try {
@@ -102,38 +101,24 @@ async function findPostmaster(databaseUrl: string): Promise<number | null> {
   }
 }
 
-async function post(port: number, path: string): Promise<number> {
-  const r = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers: { ...HEADERS, 'idempotency-key': randomUUID() }, body: ORDER });
-  await r.arrayBuffer();
-  return r.status;
-}
-
-async function load(port: number, path: string, seconds: number): Promise<{ answered: number; seconds: number; non2xx: number; errors: number }> {
-  const r = await autocannon({
-    url: `http://127.0.0.1:${port}`,
-    connections: 20,
-    duration: seconds,
-    timeout: 10,
-    requests: [{ method: 'POST', path, headers: HEADERS, body: ORDER, setupRequest: (q) => ({ ...q, headers: { ...HEADERS, 'idempotency-key': randomUUID() } }) }],
-  });
-  return { answered: r['2xx'], seconds: r.duration, non2xx: r.non2xx, errors: r.errors };
-}
-
 export async function requestCost(databaseUrl: string, options: { seconds: number; slices: number; counted: number; log(m: string): void }): Promise<RequestCostResult> {
   const counts = new Map<string, { statements: number; commits: number }>();
   const counting = await startServer(databaseUrl, {}, { countSql: true });
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const post = (path: string) => call(agent, counting.port, 'POST', path, { ...ORDER_HEADERS, 'idempotency-key': randomUUID() }, ORDER);
   try {
     for (const { path } of ROUTES) {
-      for (let i = 0; i < 20; i++) await post(counting.port, path); // warm
+      for (let i = 0; i < 20; i++) await post(path); // warm
       const { sql } = await counting.countSql(async () => {
         for (let i = 0; i < options.counted; i++) {
-          const status = await post(counting.port, path);
+          const { status } = await post(path);
           if (status !== 201) throw new Error(`POST ${path} answered ${status}`);
         }
       });
       counts.set(path, { statements: sql.statements / options.counted, commits: (sql.commits + sql.autocommits) / options.counted });
     }
   } finally {
+    agent.destroy();
     await counting.stop();
   }
 
@@ -141,22 +126,23 @@ export async function requestCost(databaseUrl: string, options: { seconds: numbe
   const server = await startServer(databaseUrl);
   const totals = new Map(ROUTES.map((r) => [r.path, { answered: 0, seconds: 0, serverMs: 0, postgresMs: 0, perSlice: [] as number[], non2xx: 0, errors: 0 }]));
   try {
-    for (const { path } of ROUTES) await load(server.port, path, 3); // warm
+    for (const { path } of ROUTES) await newKeys(server.port, 3, path); // warm
     for (let slice = 0; slice < options.slices; slice++) {
       // Each slice starts at the next route, so no route is always the first after a pause.
       for (const { route, path } of ROUTES.map((_, i) => ROUTES[(i + slice) % ROUTES.length])) {
         const t = totals.get(path)!;
         const server0 = processStat(server.pid)?.cpuMs ?? NaN;
         const pg0 = postmaster ? postgresCpuMs(postmaster) : NaN;
-        const r = await load(server.port, path, options.seconds);
+        const r = await newKeys(server.port, options.seconds, path);
+        const answered = r.requests - r.non2xx;
         t.serverMs += (processStat(server.pid)?.cpuMs ?? NaN) - server0;
         t.postgresMs += (postmaster ? postgresCpuMs(postmaster) : NaN) - pg0;
-        t.answered += r.answered;
+        t.answered += answered;
         t.seconds += r.seconds;
         t.non2xx += r.non2xx;
         t.errors += r.errors;
-        t.perSlice.push(round(r.answered / r.seconds, 1));
-        options.log(`§11 slice ${slice + 1} ${route}: ${round(r.answered / r.seconds, 1)} req/s`);
+        t.perSlice.push(round(answered / r.seconds, 1));
+        options.log(`§11 slice ${slice + 1} ${route}: ${round(answered / r.seconds, 1)} req/s`);
       }
     }
   } finally {
