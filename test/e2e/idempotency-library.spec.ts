@@ -211,6 +211,17 @@ describe('the idempotency module at startup (e2e)', () => {
     }
   });
 
+  it("stops the startup when the app's own transactional plugin is on another data source", async () => {
+    const other = TypeOrmModule.forRoot({ name: 'other', type: 'postgres', url: db.url });
+    const moduleRef = await boot([other, transactionalClsModule({ dataSourceName: 'other' }), IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false } })]);
+    const app = moduleRef.createNestApplication({ logger: false });
+    try {
+      await expect(app.init()).rejects.toThrow("IdempotencyModule: a TransactionHost of the app (nestjs-cls transactional plugin) is on another data source than the module's");
+    } finally {
+      await app.close();
+    }
+  });
+
   it('runs its migrations once when instances boot together, and not at all with migrations: false', async () => {
     const own = await createTestDatabase();
     const jobsOff = { purge: { enabled: false }, recovery: { enabled: false } };

@@ -22,6 +22,7 @@ import { ReplayCache } from './replay-cache';
 import { ResumersCheck } from './resumers.check';
 import { ResumersExplorer } from './resumers.explorer';
 import { transactionalPlugin } from './transactional-cls';
+import { TransactionsCheck } from './transactions.check';
 
 export const {
   ConfigurableModuleClass,
@@ -61,6 +62,7 @@ export const {
     { provide: IDEMPOTENCY_CLS, useExisting: ClsService },
     IdempotencyMigrator,
     KeyTransactionWrites,
+    TransactionsCheck,
     IdempotencyMetrics,
     PostgresIdempotencyStore,
     // Built (and connected) from the `redis` option; null without it.
