@@ -69,11 +69,13 @@ export class AppModule {
         }),
         // /metrics opens with the metrics token; a wrong one counts as a failed authentication.
         MetricsModule.forRoot({ imports: [AuthModule], access: MetricsTokenAccess }),
-        // The scheduler the idempotency module's purge and recovery jobs are added to.
+        // The scheduler of the app's own jobs (refund settlement); the idempotency module runs its own.
         ScheduleModule.forRoot(),
         IdempotencyModule.forRootAsync({
           inject: [MetricsService],
           useFactory: (metrics: MetricsService) => ({
+            // Its migrations run among the app's own (migrations/index.ts), by DatabaseModule.
+            migrations: false,
             lease: config.idempotency.leaseMs,
             retention: config.idempotency.retentionMs,
             claimPoolSize: config.idempotency.claimPoolSize,

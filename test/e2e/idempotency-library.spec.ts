@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { ModuleMetadata } from '@nestjs/common';
-import { SchedulerRegistry, ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
+import { DataSource } from 'typeorm';
 import request from 'supertest';
-import { IdempotencyModule, IdempotencyPurgeService, transactionalClsModule } from 'safe-retries';
-import { PURGE_JOB_NAME } from '../../packages/idempotency/src/idempotency-purge.service';
-import { RECOVERY_JOB_NAME } from '../../packages/idempotency/src/idempotency-recovery.service';
+import { IdempotencyModule, IdempotencyPurgeService, IdempotencyRecovery, idempotencyMigrations, transactionalClsModule } from 'safe-retries';
+import { IDEMPOTENCY_TX_HOST } from '../../packages/idempotency/src/idempotency.options';
 import { keyId } from '../../packages/idempotency/src/key-id';
 import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
 import { countRows } from '../support/app';
@@ -156,68 +158,96 @@ describe('the idempotency module at startup (e2e)', () => {
   });
   afterAll(() => db.drop());
 
-  const compile = (imports: ModuleMetadata['imports'], connect: boolean) =>
+  const compile = (imports: ModuleMetadata['imports'], connect: boolean, url = db.url) =>
     Test.createTestingModule({
-      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url, manualInitialization: !connect }), ...(imports ?? [])],
+      imports: [TypeOrmModule.forRoot({ type: 'postgres', url, manualInitialization: !connect }), ...(imports ?? [])],
     }).compile();
-  const boot = (imports: ModuleMetadata['imports']) => compile(imports, true);
+  const boot = (imports: ModuleMetadata['imports'], url?: string) => compile(imports, true, url);
   // A boot that is meant to fail: its data source is never connected, so nothing
   // of it (a pool, TypeORM's connection retries) outlives the rejected compile.
   const refused = (imports: ModuleMetadata['imports']) => compile(imports, false);
 
-  it('says in one error what is missing without nestjs-cls and its transactional plugin', async () => {
-    await expect(refused([IdempotencyModule.forRoot({})])).rejects.toThrow(
-      'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
-    );
-    await expect(refused([ClsModule.forRoot({ global: true }), IdempotencyModule.forRoot({})])).rejects.toThrow(
-      'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter)',
-    );
-  });
+  const tables = async (moduleRef: { get(token: typeof DataSource): DataSource }) =>
+    (await moduleRef.get(DataSource).query<{ t: string }[]>(`SELECT to_regclass('idempotency_keys') AS t UNION ALL SELECT to_regclass('idempotency_messages')`)).map((r) => r.t);
 
-  it("says in one error that the app must import ScheduleModule.forRoot() while a job is enabled", async () => {
-    const both = refused([transactionalClsModule(), IdempotencyModule.forRoot({})]);
-    await expect(both).rejects.toThrow(
-      "IdempotencyModule schedules its purge and recovery through @nestjs/schedule, and the app has not registered it: import ScheduleModule.forRoot() from '@nestjs/schedule' in the app's root module, or set purge: { enabled: false } and recovery: { enabled: false } in the IdempotencyModule options",
-    );
-    const recoveryOnly = refused([transactionalClsModule(), IdempotencyModule.forRoot({ purge: { enabled: false } })]);
-    await expect(recoveryOnly).rejects.toThrow('IdempotencyModule schedules its recovery through @nestjs/schedule');
-  });
-
-  it("adds its purge and recovery jobs to the app's SchedulerRegistry, which stops them on shutdown", async () => {
-    const moduleRef = await boot([ScheduleModule.forRoot(), transactionalClsModule(), IdempotencyModule.forRoot({})]);
+  it('brings its transactions, jobs and tables: the app imports nothing else', async () => {
+    const moduleRef = await boot([IdempotencyModule.forRoot({})]);
     const app = moduleRef.createNestApplication({ logger: false });
     await app.init();
-    const registry = app.get(SchedulerRegistry);
     let closed = false;
     try {
-      expect(registry.getIntervals()).toEqual([RECOVERY_JOB_NAME]);
-      expect([...registry.getCronJobs().keys()]).toEqual([PURGE_JOB_NAME]);
-      const purge = registry.getCronJob(PURGE_JOB_NAME);
-      expect(purge.isActive).toBe(true);
+      expect(await tables(app)).toEqual(['idempotency_keys', 'idempotency_messages']);
+      expect(app.get(TransactionHost)).toBeInstanceOf(TransactionHost);
+      const [purge, recovery] = [app.get(IdempotencyPurgeService), app.get(IdempotencyRecovery)];
+      expect([purge.scheduled, recovery.scheduled]).toEqual([true, true]);
       await app.close();
       closed = true;
-      expect(purge.isActive).toBe(false);
-      expect(registry.getIntervals()).toEqual([]);
-      expect(registry.getCronJobs().size).toBe(0);
+      expect([purge.scheduled, recovery.scheduled]).toEqual([false, false]);
     } finally {
       if (!closed) await app.close();
     }
   });
 
-  it('starts without ScheduleModule when its jobs are off', async () => {
-    const moduleRef = await boot([transactionalClsModule(), IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false } })]);
+  it("reuses the app's own nestjs-cls with or without the transactional plugin, and its own scheduler", async () => {
+    for (const cls of [ClsModule.forRoot({ global: true, middleware: { mount: true } }), transactionalClsModule()]) {
+      const moduleRef = await boot([cls, ScheduleModule.forRoot(), IdempotencyModule.forRoot({})]);
+      const app = moduleRef.createNestApplication({ logger: false });
+      await app.init();
+      try {
+        expect(app.get(IdempotencyPurgeService).scheduled).toBe(true);
+        // The app's scheduler holds only the app's jobs.
+        expect(app.get(SchedulerRegistry).getCronJobs().size).toBe(0);
+        // Every TransactionHost reads the same transaction.
+        const dataSource = app.get(DataSource);
+        const host = app.get(TransactionHost) as TransactionHost<TransactionalAdapterTypeOrm>;
+        await host.withTransaction(async () => {
+          expect(host.tx.queryRunner).toBeDefined();
+          expect(app.get(IDEMPOTENCY_TX_HOST).tx.queryRunner).toBe(host.tx.queryRunner);
+        });
+        expect(host.tx).toBe(dataSource.manager);
+      } finally {
+        await app.close();
+      }
+    }
+  });
+
+  it("stops the startup when the app's own transactional plugin is on another data source", async () => {
+    const other = TypeOrmModule.forRoot({ name: 'other', type: 'postgres', url: db.url });
+    const moduleRef = await boot([other, transactionalClsModule({ dataSourceName: 'other' }), IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false } })]);
     const app = moduleRef.createNestApplication({ logger: false });
-    await app.init();
     try {
-      // The module brings no scheduler of its own.
-      expect(() => app.get(SchedulerRegistry, { strict: false })).toThrow();
+      await expect(app.init()).rejects.toThrow("IdempotencyModule: a TransactionHost of the app (nestjs-cls transactional plugin) is on another data source than the module's");
     } finally {
       await app.close();
     }
   });
 
+  it('runs its migrations once when instances boot together, and not at all with migrations: false', async () => {
+    const own = await createTestDatabase();
+    const jobsOff = { purge: { enabled: false }, recovery: { enabled: false } };
+    try {
+      const off = await (await boot([IdempotencyModule.forRoot({ migrations: false, ...jobsOff })], own.url)).createNestApplication({ logger: false }).init();
+      try {
+        expect(await tables(off)).toEqual([null, null]);
+      } finally {
+        await off.close();
+      }
+      const instances = await Promise.all([1, 2, 3].map(() => boot([IdempotencyModule.forRoot(jobsOff)], own.url)));
+      const apps = await Promise.all(instances.map((m) => m.createNestApplication({ logger: false }).init()));
+      try {
+        expect(await tables(apps[0])).toEqual(['idempotency_keys', 'idempotency_messages']);
+        const applied = await apps[0].get(DataSource).query<{ name: string }[]>('SELECT name FROM migrations ORDER BY id');
+        expect(applied.map((m) => m.name)).toEqual(idempotencyMigrations.map((m) => new m().name));
+      } finally {
+        await Promise.all(apps.map((a) => a.close()));
+      }
+    } finally {
+      await own.drop();
+    }
+  });
+
   it('resolves forRootAsync options with the same checks', async () => {
     const module = IdempotencyModule.forRootAsync({ useFactory: async () => ({ lease: '1m', retention: '30s' }) });
-    await expect(refused([transactionalClsModule(), module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
+    await expect(refused([module])).rejects.toThrow('IdempotencyModule: the lease (1m) must be shorter than the retention (30s)');
   });
 });

@@ -1,7 +1,6 @@
 import { Module } from '@nestjs/common';
-import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
+import { IdempotencyModule } from 'safe-retries';
 import { accountScope } from './account.guard';
 import { ledgerDataSourceOptions } from './data-source';
 import { LedgerController } from './ledger.controller';
@@ -11,11 +10,8 @@ import { CREDIT_DELAY_MS, LedgerService } from './ledger.service';
   imports: [
     // The same options as `npm run migrate` (src/data-source.ts); run it before starting.
     TypeOrmModule.forRootAsync({ useFactory: () => ledgerDataSourceOptions() }),
-    // The ambient transaction the module opens around each @Idempotent() handler.
-    transactionalClsModule(),
-    // The scheduler the module's purge and recovery jobs (both on by default) are added to.
-    ScheduleModule.forRoot(),
     // Keys belong to the account AccountGuard put on the request (acct_…, not a UUID).
+    // The module brings its transaction (TransactionHost), its jobs and its tables.
     IdempotencyModule.forRoot({ scope: accountScope }),
   ],
   controllers: [LedgerController],

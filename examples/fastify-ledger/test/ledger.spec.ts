@@ -63,7 +63,7 @@ describe('fastify-ledger: safe-retries from its package, on Fastify, with acct_â
   beforeAll(async () => {
     const url = process.env.DATABASE_URL;
     if (!url) throw new Error('set DATABASE_URL to a PostgreSQL database the tests may create tables in');
-    await migrate(url); // the library's migrations and the app's, from src/data-source.ts
+    await migrate(url); // the app's migrations, from src/data-source.ts; the module creates its tables at boot
     const moduleRef = await NestTest.createTestingModule({ imports: [AppModule] })
       .overrideProvider(CREDIT_DELAY_MS)
       .useValue(DELAY_MS)

@@ -1,12 +1,10 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
-import { SchedulerRegistry } from '@nestjs/schedule';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { CronJob } from 'cron';
 import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { purgeStatements } from './postgres/statements';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
-import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 
 /**
  * The purge job: deletes idempotency keys past their retention, and the
@@ -45,10 +43,10 @@ import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
  *   messages, so neither backlog starves the other within the time budget. An app
  *   whose database lacks the messages table (it has not run the module's
  *   CreateIdempotencyMessages migration) still has its keys purged, with a warning.
- * - The schedule. The job is a cron job in the app's SchedulerRegistry (the app
- *   imports ScheduleModule.forRoot()), under PURGE_JOB_NAME, built from
- *   `purge.cron` the way the registry takes a job whose time is known only at
- *   runtime; the registry stops it when the app shuts down.
+ * - The schedule. The job is a cron job of the module's own (the `cron`
+ *   package, from `purge.cron`), started once the app has bootstrapped and
+ *   stopped before it shuts down: the app registers no scheduler for it, and
+ *   the app's own scheduler, if any, is left alone.
  * - The advisory lock. Every instance schedules the job; a
  *   pg_try_advisory_xact_lock lets one of them work and the others skip at once
  *   (no queue of purgers deleting the same rows). It is held by a transaction
@@ -64,9 +62,6 @@ import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 
 /** Advisory lock id of the purge; distinct from the migration lock (0x5afe0001). */
 export const PURGE_LOCK_ID = 0x5afe_0002;
-
-/** The name of the scheduled job in SchedulerRegistry. */
-export const PURGE_JOB_NAME = 'idempotency-purge';
 
 export interface PurgeResult {
   /** Keys deleted by this run. */
@@ -88,13 +83,13 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   private readonly purgeBatchSql: string;
   private readonly purgeMessagesBatchSql: string;
   private warnedNoMessagesTable = false;
+  /** The running schedule; undefined while the job is off or stopped. */
+  private job?: CronJob;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
-    // Defined whenever the purge is enabled: the module refuses to start otherwise.
-    @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
   ) {
     const sql = purgeStatements(options.table.sql, options.messages.table.sql);
     this.purgeBatchSql = sql.keys;
@@ -103,18 +98,21 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
 
   onApplicationBootstrap(): void {
     const { enabled, cron } = this.options.purge;
-    if (!enabled || !this.scheduler) return;
-    const job = CronJob.from({ cronTime: cron, onTick: () => this.runScheduled(), start: false, name: PURGE_JOB_NAME });
-    this.scheduler.addCronJob(PURGE_JOB_NAME, job);
-    job.start();
+    if (!enabled) return;
+    this.job = CronJob.from({ cronTime: cron, onTick: () => this.runScheduled(), start: true });
     this.logger.log(`purge of expired idempotency keys scheduled (${cron})`);
+  }
+
+  /** Whether this process runs the job on its schedule (from bootstrap to shutdown, while enabled). */
+  get scheduled(): boolean {
+    return this.job !== undefined;
   }
 
   /** Stops the schedule and lets a running purge end after its current batch, before the data source closes. */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
-    // ScheduleModule may already have deleted every registered job.
-    if (this.scheduler?.doesExist('cron', PURGE_JOB_NAME)) this.scheduler.deleteCronJob(PURGE_JOB_NAME);
+    await this.job?.stop();
+    this.job = undefined;
     await this.inFlight?.catch(() => undefined);
   }
 

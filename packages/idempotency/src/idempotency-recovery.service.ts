@@ -1,9 +1,7 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
-import { SchedulerRegistry } from '@nestjs/schedule';
 import { ClsService } from 'nestjs-cls';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
-import { IDEMPOTENCY_SCHEDULER } from './idempotency.scheduler';
 import { IdempotencyStore, Ownership, RecoveryPoint, RecoveryPoints } from './idempotency.store';
 import { IdempotencyStores } from './idempotency-stores';
 import { LeaseKeeper } from './lease-keeper';
@@ -11,9 +9,6 @@ import { aboutOperation, inSpan } from './idempotency.telemetry';
 import { OperationAttempt } from './operation-attempt';
 import { PhasedOperation } from './phased-operation';
 import type { PhasedOperationName } from './phased-operation-name';
-
-/** The name of the recovery's interval in SchedulerRegistry. */
-export const RECOVERY_JOB_NAME = 'idempotency-recovery';
 
 /** Drives a phased operation on from its recovery point to finish() or release(). */
 export type ResumeFunction<S = unknown> = (operation: PhasedOperation<S>) => Promise<unknown>;
@@ -44,9 +39,8 @@ export type TakeOverResult<T> = { taken: false } | { taken: true; result: T };
  * not is released. An operation that still cannot end gives its lease up and is
  * tried again by the next attempt.
  *
- * The job is an interval in the app's SchedulerRegistry (the app imports
- * ScheduleModule.forRoot()), under RECOVERY_JOB_NAME, as the purge's cron job
- * is; the registry clears it when the app shuts down.
+ * The job is an interval of the module's own, as the purge's cron job is:
+ * started once the app has bootstrapped, cleared before it shuts down.
  */
 /** An operation taken over from a store with recovery points. */
 interface Taken {
@@ -62,6 +56,8 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
   private readonly logger = new Logger('IdempotencyRecovery');
   private readonly resumers = new Map<string, ResumeFunction>();
   private inFlight?: Promise<RecoveryRunResult>;
+  /** The running schedule; undefined while the job is off or stopped. */
+  private timer?: NodeJS.Timeout;
   /** The stores that keep recovery points (the PostgreSQL store). */
   private readonly stores: { store: IdempotencyStore; recovery: RecoveryPoints }[];
 
@@ -70,8 +66,6 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     @Inject(IDEMPOTENCY_CLS) private readonly cls: ClsService,
     private readonly metrics: IdempotencyMetrics,
-    // Defined whenever recovery is enabled: the module refuses to start otherwise.
-    @Inject(IDEMPOTENCY_SCHEDULER) private readonly scheduler: SchedulerRegistry | undefined,
   ) {
     this.stores = stores.all.flatMap((store) => (store.recovery ? [{ store, recovery: store.recovery }] : []));
   }
@@ -96,15 +90,20 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
 
   onApplicationBootstrap(): void {
     const { enabled, intervalMs } = this.options.recovery;
-    if (!enabled || !this.scheduler) return;
-    this.scheduler.addInterval(RECOVERY_JOB_NAME, setInterval(() => void this.runScheduled(), intervalMs));
+    if (!enabled) return;
+    this.timer = setInterval(() => void this.runScheduled(), intervalMs);
     this.logger.log(`recovery of abandoned phased operations every ${intervalMs} ms`);
+  }
+
+  /** Whether this process runs the job on its schedule (from bootstrap to shutdown, while enabled). */
+  get scheduled(): boolean {
+    return this.timer !== undefined;
   }
 
   /** Stops the schedule and lets a running recovery end, before the data source closes. */
   async beforeApplicationShutdown(): Promise<void> {
-    // ScheduleModule may already have deleted every registered job.
-    if (this.scheduler?.doesExist('interval', RECOVERY_JOB_NAME)) this.scheduler.deleteInterval(RECOVERY_JOB_NAME);
+    clearInterval(this.timer);
+    this.timer = undefined;
     await this.inFlight?.catch(() => undefined);
   }
 

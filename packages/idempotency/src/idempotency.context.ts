@@ -3,6 +3,7 @@ import { ClsService } from 'nestjs-cls';
 import { IDEMPOTENCY_CLS } from './idempotency.options';
 
 const CURRENT_KEY = Symbol('idempotency.current-key');
+const CURRENT_OPERATION = Symbol('idempotency.current-operation');
 
 /**
  * The Idempotency-Key of the request being executed, for code that passes it on
@@ -18,8 +19,15 @@ export class IdempotencyContext {
     return this.cls.isActive() ? this.cls.get<string | undefined>(CURRENT_KEY) : undefined;
   }
 
+  /** @internal The operation (route) of the current execution, for the module's own errors. */
+  get operation(): string | undefined {
+    return this.cls.isActive() ? this.cls.get<string | undefined>(CURRENT_OPERATION) : undefined;
+  }
+
   /** @internal Set by the interceptor once the key is claimed. */
-  enter(key: string): void {
-    if (this.cls.isActive()) this.cls.set(CURRENT_KEY, key);
+  enter(key: string, operation: string): void {
+    if (!this.cls.isActive()) return;
+    this.cls.set(CURRENT_KEY, key);
+    this.cls.set(CURRENT_OPERATION, operation);
   }
 }

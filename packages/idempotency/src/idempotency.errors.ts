@@ -15,6 +15,7 @@ export enum IdempotencyErrorCode {
   KeyReused = 'idempotency_key_reused',
   InProgress = 'idempotency_request_in_progress',
   LeaseLost = 'idempotency_lease_lost',
+  WriteOutsideTransaction = 'idempotency_write_outside_transaction',
 }
 
 /** RFC 9457 problem details, as the module sends them. */

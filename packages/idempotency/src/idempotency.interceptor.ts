@@ -1,10 +1,11 @@
 import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestInterceptor } from '@nestjs/common';
+import { ClsService } from 'nestjs-cls';
 import { Observable, catchError, from, lastValueFrom, of, throwError } from 'rxjs';
 import { IdempotencyProblem, PROBLEM_JSON, idempotencyErrors } from './idempotency.errors';
 import { HttpResponse } from './http-response';
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyMetrics } from './idempotency.metrics';
-import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IdempotencyRequest } from './module-options';
 import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from './idempotency.store';
 import { IdempotentRoutes, RouteSettings } from './idempotent-routes';
@@ -68,6 +69,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly metrics: IdempotencyMetrics,
     private readonly context: IdempotencyContext,
     private readonly replays: ReplayCache,
+    @Inject(IDEMPOTENCY_CLS) private readonly cls: ClsService,
   ) {
     const operations = new KeyedOperation(metrics, replays, context, options.policyUrl);
     this.graphql = new GraphqlIdempotency(routes, options, operations);
@@ -75,6 +77,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    // The request's context (its transaction, its key), unless the app opened one already
+    // (nestjs-cls's middleware, guard or interceptor, or a hook of its own).
+    if (!this.cls.isActive()) return this.cls.run(() => this.intercept(context, next));
     // 'graphql' is @nestjs/graphql's context type, outside Nest's own ContextType.
     const type = context.getType<string>();
     if (type === 'graphql') return this.graphql.intercept(context, next);
@@ -154,7 +159,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const sentAt = performance.now();
     const claim = route.oneCommit
       ? await runInOneCommit({ ...route, oneCommit: route.oneCommit }, request, this.metrics, {
-          entered: () => this.context.enter(request.key),
+          entered: () => this.context.enter(request.key, route.operation),
           handle: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
           respond: (value) => this.serialize(res, value),
         })
@@ -180,7 +185,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         throw idempotencyErrors.inProgress(policyUrl, IN_PROGRESS_RETRY_AFTER_S);
       case 'claimed': {
         this.metrics.record(claim.takenOver ? 'taken_over' : 'claimed');
-        this.context.enter(request.key);
+        this.context.enter(request.key, route.operation);
         let run = this.run(context, next, res, route, request, claim, sentAt);
         // Duplicates may be waiting for this key: wake them once it has settled.
         if (route.waitMs > 0) run = run.finally(() => announceSettled(route.store, claim.owner));

@@ -1,8 +1,7 @@
-import { ConfigurableModuleBuilder, Global, Module } from '@nestjs/common';
+import { ConfigurableModuleBuilder, DynamicModule, Global, Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { SchedulerRegistry } from '@nestjs/schedule';
 import { TransactionHost } from '@nestjs-cls/transactional';
-import { ClsService } from 'nestjs-cls';
+import { ClsModule, ClsService } from 'nestjs-cls';
 import { Registry } from 'prom-client';
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyKeys } from './idempotency-keys.service';
@@ -15,12 +14,15 @@ import { IdempotencyStores } from './idempotency-stores';
 import { IdempotentConsumer } from './idempotent-consumer';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_REGISTRY, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions, resolveIdempotencyOptions } from './idempotency.options';
 import { IdempotencyModuleOptions } from './module-options';
-import { IDEMPOTENCY_SCHEDULER, idempotencyScheduler } from './idempotency.scheduler';
+import { IdempotencyMigrator } from './idempotency-migrator';
+import { KeyTransactionWrites } from './key-transaction-writes';
 import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
 import { RedisIdempotencyStore } from './redis/redis-idempotency.store';
 import { ReplayCache } from './replay-cache';
 import { ResumersCheck } from './resumers.check';
 import { ResumersExplorer } from './resumers.explorer';
+import { transactionalPlugin } from './transactional-cls';
+import { TransactionsCheck } from './transactions.check';
 
 export const {
   ConfigurableModuleClass,
@@ -29,24 +31,22 @@ export const {
   ASYNC_OPTIONS_TYPE: IDEMPOTENCY_ASYNC_OPTIONS_TYPE,
 } = new ConfigurableModuleBuilder<IdempotencyModuleOptions>().setClassMethodName('forRoot').build();
 
-/** What an app must have registered for the module to run, said once, at startup. */
-export const MISSING_TRANSACTIONS =
-  'IdempotencyModule needs nestjs-cls with ClsPluginTransactional(TypeORM adapter): import transactionalClsModule() ' +
-  "from 'safe-retries' next to TypeOrmModule.forRoot(...), or add that plugin to the app's own ClsModule.forRoot(...)";
-
-/** The module's plumbing comes from the app; a clear startup error when it is not there. */
-function required<T>(dependency: T | undefined): T {
-  if (dependency === undefined) throw new Error(MISSING_TRANSACTIONS);
-  return dependency;
-}
-
 /**
  * The idempotency module: `@Idempotent()` and everything behind it, for any
  * NestJS + TypeORM + PostgreSQL app (Express or Fastify) that has registered
- * TypeOrmModule and nestjs-cls's transactional plugin, and, while its purge or
- * recovery job is enabled, `ScheduleModule.forRoot()`: the jobs go into the
- * app's SchedulerRegistry. `forRoot(options)` or
+ * TypeOrmModule (its default data source). `forRoot(options)` or
  * `forRootAsync({ useFactory, inject, imports })`; see IdempotencyModuleOptions.
+ *
+ * It brings what it needs:
+ * - the ambient transaction: nestjs-cls's transactional plugin on the data
+ *   source (ClsModule.registerPlugins), which provides `TransactionHost`.
+ *   The plugin keeps the transaction in nestjs-cls's context under one slot
+ *   per connection name, so an app that registers the same plugin in its own
+ *   ClsModule.forRoot(...) reaches the same transaction through either
+ *   TransactionHost. Without nestjs-cls's middleware (or any context the app
+ *   opens), the interceptor opens the request's context itself;
+ * - its jobs (purge, recovery) on timers of its own: no scheduler to register;
+ * - its tables, migrated at startup (IdempotencyMigrator).
  */
 @Global()
 @Module({
@@ -58,13 +58,11 @@ function required<T>(dependency: T | undefined): T {
       useFactory: (o: IdempotencyModuleOptions) => o.registry ?? new Registry(),
       inject: [IDEMPOTENCY_MODULE_OPTIONS],
     },
-    { provide: IDEMPOTENCY_TX_HOST, useFactory: required, inject: [{ token: TransactionHost, optional: true }] },
-    { provide: IDEMPOTENCY_CLS, useFactory: required, inject: [{ token: ClsService, optional: true }] },
-    {
-      provide: IDEMPOTENCY_SCHEDULER,
-      useFactory: idempotencyScheduler,
-      inject: [IDEMPOTENCY_OPTIONS, { token: SchedulerRegistry, optional: true }],
-    },
+    { provide: IDEMPOTENCY_TX_HOST, useExisting: TransactionHost },
+    { provide: IDEMPOTENCY_CLS, useExisting: ClsService },
+    IdempotencyMigrator,
+    KeyTransactionWrites,
+    TransactionsCheck,
     IdempotencyMetrics,
     PostgresIdempotencyStore,
     // Built (and connected) from the `redis` option; null without it.
@@ -102,4 +100,17 @@ function required<T>(dependency: T | undefined): T {
     IdempotencyKeys,
   ],
 })
-export class IdempotencyModule extends ConfigurableModuleClass {}
+export class IdempotencyModule extends ConfigurableModuleClass {
+  static override forRoot(options: typeof IDEMPOTENCY_OPTIONS_TYPE): DynamicModule {
+    return withTransactions(super.forRoot(options));
+  }
+
+  static override forRootAsync(options: typeof IDEMPOTENCY_ASYNC_OPTIONS_TYPE): DynamicModule {
+    return withTransactions(super.forRootAsync(options));
+  }
+}
+
+/** The module with nestjs-cls's transactional plugin (its own instance, per app). */
+function withTransactions(module: DynamicModule): DynamicModule {
+  return { ...module, imports: [...(module.imports ?? []), ClsModule.registerPlugins([transactionalPlugin()])] };
+}

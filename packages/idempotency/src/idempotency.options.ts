@@ -12,6 +12,7 @@ import type { IdempotencyRedisClient } from './redis/redis-options';
  */
 export interface ResolvedIdempotencyOptions {
   table: IdempotencyTable;
+  migrations: boolean;
   /** The store of routes that name none. */
   store: IdempotencyStoreKind;
   /** The commit mode of routes that name none (`one` applies to non-phased PostgreSQL routes). */
@@ -53,6 +54,7 @@ export const IDEMPOTENCY_DEFAULTS = {
   replayCache: { enabled: true, maxBytes: 16 * 1024 * 1024 },
   recovery: { enabled: true, interval: '1m', batchSize: 100 },
   messages: { tableName: DEFAULT_MESSAGES_TABLE_NAME, retention: '7d' },
+  migrations: true,
 } as const;
 
 export interface Timing {
@@ -96,6 +98,7 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
     claimPoolSize: o.claimPoolSize ?? d.claimPoolSize,
     ...resolveConnection(o),
     policyUrl: o.policyUrl ?? d.policyUrl,
+    migrations: o.migrations ?? d.migrations,
     purge: {
       enabled: o.purge?.enabled ?? d.purge.enabled,
       cron: o.purge?.cron ?? d.purge.cron,
@@ -165,7 +168,7 @@ function replayCacheBytes(given: IdempotencyModuleOptions['replayCache']): numbe
 
 export const IDEMPOTENCY_OPTIONS = Symbol('IDEMPOTENCY_OPTIONS');
 export const IDEMPOTENCY_REGISTRY = Symbol('IDEMPOTENCY_REGISTRY');
-/** The app's TransactionHost (nestjs-cls, TypeORM adapter), checked once at startup. */
+/** The TransactionHost (nestjs-cls, TypeORM adapter) of the module's transactional plugin. */
 export const IDEMPOTENCY_TX_HOST = Symbol('IDEMPOTENCY_TX_HOST');
-/** The app's ClsService (nestjs-cls), checked once at startup. */
+/** nestjs-cls's ClsService. */
 export const IDEMPOTENCY_CLS = Symbol('IDEMPOTENCY_CLS');

@@ -57,9 +57,17 @@ export interface IdempotencyModuleOptions {
   redis?: IdempotencyRedisOptions;
   /**
    * The table of the keys, `table` or `schema.table`. Default `idempotency_keys`.
-   * Create it with `createIdempotencyMigrations(tableName)` (or the module's SQL).
    */
   tableName?: string;
+  /**
+   * Create and update the module's tables at startup: its pending migrations
+   * (`createIdempotencyMigrations(tableName, messages.tableName)`) run on the
+   * app's data source, recorded in its migrations table, in one transaction
+   * under an advisory lock (instances that boot together run them once).
+   * Default true. Off: the app runs those migrations among its own, or the
+   * module's SQL.
+   */
+  migrations?: boolean;
   /**
    * How long a claim is honoured before a retry with the same body may take the
    * in-progress key over (the recovery from a crashed worker). Default `30s`.

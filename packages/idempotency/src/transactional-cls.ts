@@ -2,16 +2,15 @@ import { DynamicModule } from '@nestjs/common';
 import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import { ClsPluginTransactional } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { ClsModule } from 'nestjs-cls';
+import { ClsModule, ClsPlugin } from 'nestjs-cls';
 
 /**
- * The ambient transaction the module opens around each `@Idempotent()` handler:
- * nestjs-cls, global, with its transactional plugin on the app's TypeORM data
- * source (the default one, or `dataSourceName`). Import it next to
- * `TypeOrmModule.forRoot(...)`; an app's own services reach the same
- * transaction through `TransactionHost`. Its adapter is nestjs-cls's stock
- * TransactionalAdapterTypeOrm. An app that registers ClsModule itself adds the
- * same plugin there instead (one ClsModule per app).
+ * Optional: nestjs-cls's ClsModule for an app that wants to configure it
+ * (IdempotencyModule needs none: it registers the transactional plugin and
+ * opens each request's context itself when nothing else has): global, with
+ * the same transactional plugin on the app's TypeORM data source (the default
+ * one, or `dataSourceName`); both plugins keep the transaction in the same
+ * slot of the context, so either TransactionHost reaches it.
  *
  * `resolveProxyProviders: false` skips nestjs-cls's resolution of Proxy
  * Providers (`ClsModule.forFeature…`, `@InjectableProxy()`) on each request,
@@ -31,11 +30,14 @@ export function transactionalClsModule(
   return ClsModule.forRoot({
     global: true,
     middleware: { mount: options.middleware ?? true, resolveProxyProviders: options.resolveProxyProviders ?? true },
-    plugins: [
-      new ClsPluginTransactional({
-        imports: [TypeOrmModule],
-        adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken(options.dataSourceName) }),
-      }),
-    ],
+    plugins: [transactionalPlugin(options.dataSourceName)],
+  });
+}
+
+/** nestjs-cls's transactional plugin on the app's TypeORM data source (the default one, or `dataSourceName`). */
+export function transactionalPlugin(dataSourceName?: string): ClsPlugin {
+  return new ClsPluginTransactional({
+    imports: [TypeOrmModule],
+    adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken(dataSourceName) }),
   });
 }

@@ -6,7 +6,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { DataSource } from 'typeorm';
 import { HttpResponse } from 'safe-retries';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { IdempotencyModule, IdempotencyModuleOptions, Idempotent, Operation, PhasedOperation, createIdempotencyMigrations, transactionalClsModule } from 'safe-retries';
+import { IdempotencyModule, IdempotencyModuleOptions, Idempotent, Operation, PhasedOperation } from 'safe-retries';
 import { TestDatabase, createTestDatabase } from '../database';
 
 /**
@@ -161,8 +161,7 @@ export async function createLibraryApp(
   const url = options.databaseUrl ? options.databaseUrl(db.url) : db.url;
   const moduleRef = await Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url, migrations: createIdempotencyMigrations(LIBRARY_TABLE), migrationsRun: true }),
-      transactionalClsModule(),
+      TypeOrmModule.forRoot({ type: 'postgres', url }),
       IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, purge: { enabled: false }, recovery: { enabled: false }, ...options.idempotency }),
       LibraryDemoModule,
     ],

@@ -15,6 +15,7 @@ export const CONTEXT_ERROR_CODES = {
   [IdempotencyErrorCode.KeyReused]: 'IDEMPOTENCY_KEY_REUSED',
   [IdempotencyErrorCode.InProgress]: 'IDEMPOTENCY_KEY_IN_USE',
   [IdempotencyErrorCode.LeaseLost]: 'IDEMPOTENCY_LEASE_LOST',
+  [IdempotencyErrorCode.WriteOutsideTransaction]: 'IDEMPOTENCY_WRITE_OUTSIDE_TRANSACTION',
 } as const satisfies Record<IdempotencyErrorCode, string>;
 
 /** A stored business outcome replayed where there is no HTTP status to give it. */

@@ -84,7 +84,7 @@ export class KeyedOperation {
     const sentAt = performance.now();
     const claim = route.oneCommit
       ? await runInOneCommit({ ...route, oneCommit: route.oneCommit }, request, this.metrics, {
-          entered: () => this.context.enter(request.key),
+          entered: () => this.context.enter(request.key, route.operation),
           handle,
           respond: storedValue,
         })
@@ -108,7 +108,7 @@ export class KeyedOperation {
         throw idempotencyErrors.inProgress(this.policyUrl, IN_PROGRESS_RETRY_AFTER_S);
       case 'claimed':
         this.metrics.record(claim.takenOver ? 'taken_over' : 'claimed');
-        this.context.enter(request.key);
+        this.context.enter(request.key, route.operation);
         try {
           return await this.attempt(route, request, claim, handle, sentAt);
         } finally {

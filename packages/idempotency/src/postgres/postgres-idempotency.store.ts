@@ -6,6 +6,7 @@ import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../idempotency.options';
 import { keyId } from '../key-id';
+import { KeyTransactionWrites } from '../key-transaction-writes';
 import { ResponseCipher } from '../response-cipher';
 import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, KeySettlement, OneCommitKeys, Ownership, RecoveryPoints, StoredResponse } from '../idempotency.store';
 import { createClaimPool } from './claim-pool';
@@ -92,6 +93,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   readonly recovery: RecoveryPoints;
   readonly settlement: KeySettlement;
   readonly oneCommit: OneCommitKeys;
+  // A property, so that a store extending this one keeps its constructor.
+  @Inject(KeyTransactionWrites) private readonly writes!: KeyTransactionWrites;
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
@@ -122,7 +125,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   runUnit<T>(work: () => Promise<T>): Promise<T> {
-    return this.txHost.withTransaction(work);
+    return this.txHost.withTransaction(() => this.writes.within(work));
   }
 
   inUnit(): boolean {

@@ -3,7 +3,7 @@ import { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, 
 import { graphqlHttpRequest, readGraphqlKey } from '../../src/contexts/graphql-context';
 import { idempotencyErrors } from '../../src/idempotency.errors';
 import { ReplayedOutcome } from '../../src/contexts/keyed-operation';
-import { readMessageKey } from '../../src/contexts/message-context';
+import { TransportContext, readMessageKey } from '../../src/contexts/message-context';
 
 const request = (headers: Record<string, string | string[]>) => ({ method: 'POST', url: '/graphql', headers });
 
@@ -40,7 +40,8 @@ describe('where a message finds its key', () => {
     const nats = { getHeaders: () => ({ get: (name: string) => (name === 'message-id' ? 'n-1' : '') }) };
     const kafka = { getMessage: () => ({ headers: { 'message-id': Buffer.from('k-1') } }) };
     const rabbit = { getMessage: () => ({ properties: { headers: { 'message-id': 'r-1' } } }) };
-    const tcp = { getPattern: () => 'ledger.credit' };
+    // A TCP context has neither getHeaders() nor getMessage().
+    const tcp: TransportContext & { getPattern(): string } = { getPattern: () => 'ledger.credit' };
     expect(readMessageKey({ header: 'message-id' }, {}, nats)).toBe('n-1');
     expect(readMessageKey({ header: 'message-id' }, {}, kafka)).toBe('k-1');
     expect(readMessageKey({ header: 'message-id' }, {}, rabbit)).toBe('r-1');
