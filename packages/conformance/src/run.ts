@@ -45,10 +45,7 @@ export async function runConformance(options: ConformanceOptions): Promise<Confo
   };
   const results: CheckResult[] = [];
   for (const check of CHECKS) {
-    const verdict = await check.run(ctx).catch((error: unknown) => ({
-      outcome: 'fail' as const,
-      reason: `error: ${error instanceof Error ? (error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message) : String(error)}`,
-    }));
+    const verdict = await check.run(ctx).catch((error: unknown) => ({ outcome: 'fail' as const, reason: `error: ${describe(error)}` }));
     results.push({ id: check.id, expects: check.expects, follows: check.follows, ...verdict });
   }
   const count = (o: Outcome) => results.filter((r) => r.outcome === o).length;
@@ -59,6 +56,14 @@ export async function runConformance(options: ConformanceOptions): Promise<Confo
     failed: count('fail'),
     notApplicable: count('n/a'),
   };
+}
+
+/** An error and its causes on one line (fetch's own says only "fetch failed"; its cause says why). */
+function describe(error: unknown): string {
+  if (typeof error !== 'object' || error === null) return String(error);
+  const { message, cause } = error as { message?: unknown; cause?: unknown };
+  const text = typeof message === 'string' && message ? message : String(error);
+  return cause === undefined ? text : `${text} (${describe(cause)})`;
 }
 
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');

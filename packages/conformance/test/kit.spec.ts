@@ -40,11 +40,12 @@ it('passes a correct server on every check', async () => {
   expect(report.results).toHaveLength(10);
 });
 
-it('reports the in-flight check as not observed, not failed, when the original is too fast', async () => {
+it('never fails a correct server that is too fast for the in-flight check', async () => {
   const report = await against(undefined, 0);
   const inFlight = report.results.find((r) => r.id === 'in-flight')!;
-  expect(inFlight.outcome).toBe('n/a');
-  expect(inFlight.reason).toMatch(/^not observed/);
+  // Usually "not observed"; on a busy machine the original can still be running when the duplicate comes.
+  if (inFlight.outcome === 'n/a') expect(inFlight.reason).toMatch(/^not observed: the original took \d+ ms/);
+  else expect(inFlight.outcome).toBe('pass');
   expect(report.failed).toBe(0);
 });
 

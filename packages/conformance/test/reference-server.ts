@@ -57,7 +57,7 @@ export async function startReferenceServer(options: { flaw?: Flaw; delayMs: numb
 
   const post = async (req: IncomingMessage, res: ServerResponse) => {
     const body = await readBody(req);
-    const raw = req.headers['idempotency-key'];
+    const raw = req.headers['idempotency-key'] as string | undefined; // a custom header: never a list
     if (raw === undefined || flaw === 'ignore-key') {
       if (raw === undefined && flaw !== 'key-optional' && flaw !== 'ignore-key') return reply(res, 400, { title: 'Idempotency-Key is required' });
       const r = await work(body);

@@ -10,10 +10,10 @@ const RETRY_AFTER = /^\s*(\d+\s*|[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2
 
 async function inFlight(ctx: Context): Promise<Verdict> {
   const p = ctx.fresh();
-  const original = ctx.send({ body: p.body, key: p.key });
-  await sleep(DUPLICATE_AFTER_MS);
-  const duplicate = await ctx.send({ body: p.body, key: p.key });
-  const first = await original;
+  const [first, duplicate] = await Promise.all([
+    ctx.send({ body: p.body, key: p.key }),
+    sleep(DUPLICATE_AFTER_MS).then(() => ctx.send({ body: p.body, key: p.key })),
+  ]);
   const effects = await ctx.effects(p.unique);
   const conflict = [duplicate, first].find((x) => x.status === 409);
   if (effects > 1) return fail(`both ran: ${effects} effects (answers ${first.status}, ${duplicate.status})`);
