@@ -145,8 +145,14 @@ describe('loadConfig defaults', () => {
     const mode = (env: NodeJS.ProcessEnv) => databaseMode(loadConfig(env).database);
     expect(mode({ DATABASE_URL: direct })).toEqual({ transactionPooler: false, preparedStatements: true, directUrl: undefined });
     expect(mode({ DATABASE_URL: pooler, DATABASE_PREPARED_STATEMENTS: 'off' })).toEqual({ transactionPooler: true, preparedStatements: false, directUrl: undefined });
-    expect(mode({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: direct })).toEqual({ transactionPooler: true, preparedStatements: true, directUrl: direct });
-    for (const [value, on] of [['on', true], ['OFF', false], ['true', true], ['0', false]] as const) {
+    // A declared pooler gets unnamed statements unless the operator says it keeps them.
+    expect(mode({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: direct })).toEqual({ transactionPooler: true, preparedStatements: false, directUrl: direct });
+    expect(mode({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: direct, DATABASE_PREPARED_STATEMENTS: 'on' })).toEqual({
+      transactionPooler: true,
+      preparedStatements: true,
+      directUrl: direct,
+    });
+    for (const [value, on] of [['on', true], ['OFF', false], ['true', true], ['0', false], ['', undefined], [undefined, undefined]] as const) {
       expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: value }).database.preparedStatements).toBe(on);
     }
     expect(() => loadConfig({ DATABASE_PREPARED_STATEMENTS: 'auto' })).toThrow(/DATABASE_PREPARED_STATEMENTS: expected on or off/);
@@ -178,7 +184,7 @@ describe('loadConfig defaults', () => {
         embeddedPort: undefined,
         poolSize: 20,
         replicaUrls: [],
-        preparedStatements: true,
+        preparedStatements: undefined,
         directUrl: undefined,
       },
       apiKeys: [],
