@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { ConfigError, loadConfig } from '../../src/config/config';
 import { formatDuration, parseDuration } from '../../src/config/duration';
+import { coversEveryIPv4 } from '../../src/config/production';
 import { databaseMode } from '../../src/database/database-mode';
 
 /** Runs loadConfig and returns the ConfigError it throws (fails the test if it does not throw one). */
@@ -700,4 +701,27 @@ describe('loadConfig errors', () => {
       }),
     );
   });
+});
+
+describe('TRUST_PROXY ranges that hold every IPv4 address (refused in production)', () => {
+  it.each([
+    [['::ffff:0:0/96']],
+    [['::ffff:0.0.0.0/96']],
+    [['::FFFF:0:0/96']],
+    [['::/64']],
+    [['::ffff:0:0/95']],
+    [['0.0.0.0/1', '128.0.0.0/1']],
+    [['::ffff:0:0/97', '::ffff:128.0.0.0/97']],
+    [['0.0.0.0/1', '::ffff:128.0.0.0/97']],
+    [['10.0.0.0/8', '0.0.0.0/0']],
+  ])('%j holds them all', (entries) => {
+    expect(coversEveryIPv4(entries)).toBe(true);
+  });
+
+  it.each([[['10.0.0.0/8', '192.168.0.0/16']], [['::ffff:0:0/97']], [['fd00::/8', '::1']], [['::/96']], [['0.0.0.0/1', '128.0.0.0/2']], [[]]])(
+    '%j does not',
+    (entries) => {
+      expect(coversEveryIPv4(entries)).toBe(false);
+    },
+  );
 });
