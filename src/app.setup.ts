@@ -9,6 +9,7 @@ import { FailedAuthLimiter } from './auth/failed-auth.limiter';
 import { warnOfUntrustedProxy } from './auth/untrusted-proxy.warning';
 import { parseJsonBody } from './common/json-depth';
 import { rejectNonJsonBody } from './common/json-only.hook';
+import { refuseOptionsBody } from './common/preflight.hook';
 import { ProblemException } from './common/problem';
 import { ProblemDetailsFilter } from './common/problem-details.filter';
 import { newRequestId } from './common/request-id';
@@ -104,6 +105,9 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
     done();
   });
   warnOfUntrustedProxy(fastify, config);
+  // A preflight reads no body: one that announces a body is refused before it is read, ahead
+  // of the adapter's CORS hook (Nest's first request hook, the adapter's documented slot).
+  (app.getHttpAdapter() as FastifyAdapter).setOnRequestHook(refuseOptionsBody);
   // Every route that needs a key is authenticated here, before its body is read: without a
   // valid key, 401 (counted against the address) or 429 (the address is over its budget),
   // with no body read, no query for a made-up key from a blocked address, no slot taken.

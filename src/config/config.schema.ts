@@ -57,7 +57,7 @@ function database(e: Env) {
     poolSize: e.DATABASE_POOL_SIZE,
     /** Read replicas of `url`: the listings read from them; keys never do. Empty: none. */
     replicaUrls: e.DATABASE_REPLICA_URLS,
-    /** Named (prepared) statements; off behind a transaction pooler that does not keep them. */
+    /** Named (prepared) statements as the operator set them; undefined: the database mode decides. */
     preparedStatements: e.DATABASE_PREPARED_STATEMENTS,
     /** The primary without the pooler that `url` goes through: LISTEN and the migrations. */
     directUrl: e.DATABASE_DIRECT_URL,

@@ -128,13 +128,10 @@ export const boolean = (fallback: boolean) =>
     })
     .transform((v) => ['true', '1'].includes(v.trim().toLowerCase()));
 
-/** A switch: on/off, true/false or 1/0. */
-export const onOff = (fallback: boolean) =>
-  z
-    .string()
-    .default(fallback ? 'on' : 'off')
-    .refine((v) => ['on', 'off', 'true', 'false', '1', '0'].includes(v.trim().toLowerCase()), { message: 'expected on or off' })
-    .transform((v) => ['on', 'true', '1'].includes(v.trim().toLowerCase()));
+/** A switch that may be left unset (undefined): on/off, true/false or 1/0. */
+export const optionalOnOff = optionalText
+  .refine((v) => v === undefined || ['on', 'off', 'true', 'false', '1', '0'].includes(v.toLowerCase()), { message: 'expected on or off' })
+  .transform((v) => (v === undefined ? undefined : ['on', 'true', '1'].includes(v.toLowerCase())));
 
 /** `10.0.0.1`, `::1`, `10.0.0.0/8`, `fd00::/8`. */
 export function isAddressOrCidr(value: string): boolean {

@@ -11,7 +11,7 @@ import {
   duration,
   integer,
   isAddressOrCidr,
-  onOff,
+  optionalOnOff,
   optionalMatching,
   optionalPort,
 } from './env-values';
@@ -43,9 +43,9 @@ const variables = z.object({
     // Never echo the URLs: they may carry passwords.
     message: 'expected a comma-separated list of postgres:// or postgresql:// URLs',
   }),
-  // Behind a transaction pooler (docs/scale-out.md): named statements off for a pooler
-  // that does not keep them, and a direct URL for LISTEN and the migrations.
-  DATABASE_PREPARED_STATEMENTS: onOff(true),
+  // Behind a transaction pooler (docs/scale-out.md): a direct URL for LISTEN and the
+  // migrations. Named statements: unset, on directly and off behind a declared pooler.
+  DATABASE_PREPARED_STATEMENTS: optionalOnOff,
   DATABASE_DIRECT_URL: optionalMatching(POSTGRES_URL, POSTGRES_URL_MESSAGE),
   // The Redis store of routes whose side effect is not in PostgreSQL (order confirmations).
   // Unset: those routes are not mounted.

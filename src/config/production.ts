@@ -16,8 +16,10 @@ import { AppConfig, DEFAULT_CARD_NETWORK_SECRET, DEFAULT_WEBHOOK_SECRET } from '
  *   data would cross the network in clear.
  * - the embedded PostgreSQL (no DATABASE_URL): a development database in a
  *   local directory, with no backups and no replica.
- * - a TRUST_PROXY range of every address (`/0`): any client would choose the
- *   address the failed-auth limit counts by sending X-Forwarded-For.
+ * - a TRUST_PROXY range of every address (`/0`), or ranges that together hold
+ *   every IPv4 address in any notation (`0.0.0.0/1,128.0.0.0/1`, the mapped
+ *   `::ffff:0:0/96`, `::/64`): any client would choose the address the
+ *   failed-auth limit counts by sending X-Forwarded-For.
  * - a metrics listener on an address other hosts reach without METRICS_TOKEN.
  * The order confirmations' notifier that only logs is refused where the
  * notifier is bound (NotificationsModule), with the same error.
@@ -67,6 +69,11 @@ export function refuseUnsafeProductionConfig(config: AppConfig): void {
   if (config.http.trustProxy.some((entry) => entry.split('/')[1] === '0')) {
     refuse('TRUST_PROXY holds a range of every address (/0), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies');
   }
+  if (coversEveryIPv4(config.http.trustProxy)) {
+    refuse(
+      'TRUST_PROXY holds every IPv4 address (its ranges together, IPv4-mapped IPv6 ::ffff:0:0/96 included), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies',
+    );
+  }
   const { port, host, token } = config.metrics;
   if (port !== undefined && !token && !isLoopbackHost(host)) {
     refuse(`METRICS_HOST is not this machine and METRICS_TOKEN is not set, so anyone who reaches port ${port} reads /metrics; set METRICS_TOKEN or bind METRICS_HOST to 127.0.0.1`);
@@ -104,4 +111,72 @@ export function isLoopbackHost(hostname: string): boolean {
 export function cardNetworkIsSimulator(config: AppConfig): boolean {
   const { url } = config.cardNetwork;
   return url === undefined || (!config.production && isLoopbackUrl(url));
+}
+
+const IPV4_COUNT = 2 ** 32;
+
+/**
+ * Whether TRUST_PROXY's entries (addresses and CIDRs) together hold every IPv4
+ * address. An IPv6 range counts for the IPv4 addresses it holds as IPv4-mapped
+ * addresses (::ffff:a.b.c.d), which is how a proxy check compares an IPv4 peer
+ * with an IPv6 range: `::ffff:0:0/96`, `::ffff:0.0.0.0/96` and `::/64` each
+ * hold them all.
+ */
+export function coversEveryIPv4(entries: readonly string[]): boolean {
+  const spans = entries.map(ipv4Span).filter((s): s is [number, number] => s !== undefined);
+  spans.sort((a, b) => a[0] - b[0]);
+  let next = 0;
+  for (const [first, last] of spans) {
+    if (first > next) return false;
+    next = Math.max(next, last + 1);
+    if (next >= IPV4_COUNT) return true;
+  }
+  return false;
+}
+
+/** The first and last IPv4 address (as numbers) an entry holds; undefined when none. */
+function ipv4Span(entry: string): [number, number] | undefined {
+  const [address, bits] = entry.trim().split('/');
+  const family = isIP(address);
+  if (family === 4) return spanOf(ipv4Number(address), bits === undefined ? 32 : Number(bits));
+  if (family !== 6) return undefined;
+  const words = ipv6Words(address);
+  if (!words) return undefined;
+  const prefix = bits === undefined ? 128 : Number(bits);
+  // The mapped block is ::ffff:0:0/96: the range's first bits (up to 96) must be that block's.
+  const MAPPED = [0, 0, 0, 0, 0, 0xffff];
+  for (let i = 0; i < 6; i++) {
+    const k = Math.min(16, Math.max(0, prefix - 16 * i));
+    const mask = k === 0 ? 0 : (0xffff << (16 - k)) & 0xffff;
+    if ((words[i] ^ MAPPED[i]) & mask) return undefined;
+  }
+  if (prefix <= 96) return [0, IPV4_COUNT - 1];
+  return spanOf(words[6] * 0x10000 + words[7], prefix - 96);
+}
+
+function spanOf(address: number, prefix: number): [number, number] {
+  const size = 2 ** (32 - prefix);
+  const first = address - (address % size);
+  return [first, first + size - 1];
+}
+
+function ipv4Number(address: string): number {
+  return address.split('.').reduce((n, octet) => n * 256 + Number(octet), 0);
+}
+
+/** The eight 16-bit words of an IPv6 address (an embedded IPv4 tail and `::` included). */
+function ipv6Words(address: string): number[] | undefined {
+  let text = address.toLowerCase();
+  if (text.includes('%')) return undefined;
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (v4) {
+    const n = ipv4Number(v4[1]);
+    text = `${text.slice(0, v4.index)}${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}`;
+  }
+  const [head, tail] = text.split('::');
+  const part = (s: string | undefined) => (s ? s.split(':').map((w) => parseInt(w, 16)) : []);
+  const left = part(head);
+  const right = part(tail);
+  const words = tail === undefined ? left : [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
+  return words.length === 8 && words.every((w) => Number.isInteger(w) && w >= 0 && w <= 0xffff) ? words : undefined;
 }

@@ -7,20 +7,16 @@ import { IdempotencyKeyEntity } from 'safe-retries';
  * One place that says how we talk to PostgreSQL. Migrations are given as classes,
  * not a glob: TypeORM 1.x loads globs with import(), which fails inside jest.
  *
- * With read replicas, TypeORM's replication: the master is `url`, and
- * `defaultMode: 'master'` keeps every read there unless a caller asks for a
- * replica by name (`createQueryRunner('slave')`, SqlRepository.replicaRows).
- * TypeORM's own default is 'slave' for every SELECT built by a query builder or
- * a repository's find(): an API key revoked or created a moment ago, or a key
- * of idempotency, would then be read from a server seconds behind.
- * Transactions always run on the master.
+ * The data source reaches the primary only. Read replicas have pools of their
+ * own (ReadReplicas), read only by SqlRepository.replicaRows: TypeORM's
+ * replication would send every SELECT of a query builder or a find() to a
+ * replica by default (an API key revoked a moment ago, a key of idempotency,
+ * read from a server seconds behind), and would not say which replica failed.
  */
-export function dataSourceOptions(url: string, poolSize: number, replicaUrls: readonly string[] = []): PostgresDataSourceOptions {
+export function dataSourceOptions(url: string, poolSize: number): PostgresDataSourceOptions {
   return {
     type: 'postgres',
-    ...(replicaUrls.length
-      ? { replication: { master: { url }, slaves: replicaUrls.map((replica) => ({ url: replica })), defaultMode: 'master' as const } }
-      : { url }),
+    url,
     synchronize: false,
     migrationsRun: false,
     migrations,
@@ -39,12 +35,6 @@ export function dataSourceOptions(url: string, poolSize: number, replicaUrls: re
       application_name: 'safe-retries',
     },
   };
-}
-
-/** The same options on the primary alone (no replica pools): for the migrations. */
-export function primaryOnly(options: PostgresDataSourceOptions): PostgresDataSourceOptions {
-  const { replication, ...rest } = options;
-  return replication ? { ...rest, url: replication.master.url } : options;
 }
 
 // Any constant works; it only has to be the same for every instance.

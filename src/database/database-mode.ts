@@ -7,6 +7,12 @@ import type { AppConfig } from '../config/config';
  * pooler when a direct URL is given beside it (DATABASE_DIRECT_URL) or named
  * statements are turned off (DATABASE_PREPARED_STATEMENTS=off): either only
  * makes sense behind one (docs/scale-out.md, "Behind PgBouncer").
+ *
+ * Behind a declared pooler statements are unnamed unless the operator says the
+ * pooler keeps them (DATABASE_PREPARED_STATEMENTS=on, e.g. PgBouncer 1.21+ with
+ * max_prepared_statements): the pooler most distributions ship (PgBouncer
+ * 1.18 in Debian 12) fails named statements as soon as two clients share a
+ * server connection, so the safe default is the unnamed one.
  */
 export interface DatabaseMode {
   transactionPooler: boolean;
@@ -18,7 +24,8 @@ export interface DatabaseMode {
 
 export function databaseMode(database: AppConfig['database']): DatabaseMode {
   const { preparedStatements, directUrl } = database;
-  return { transactionPooler: directUrl !== undefined || !preparedStatements, preparedStatements, directUrl };
+  const transactionPooler = directUrl !== undefined || preparedStatements === false;
+  return { transactionPooler, preparedStatements: preparedStatements ?? !transactionPooler, directUrl };
 }
 
 /** The one line the boot logs about it. */

@@ -2,15 +2,16 @@ import { DynamicModule, Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { transactionalClsModule } from 'safe-retries';
-import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
-import { dataSourceOptions, primaryOnly, runMigrationsLocked } from './data-source';
+import { MetricsService } from '../metrics/metrics.service';
+import { dataSourceOptions, runMigrationsLocked } from './data-source';
 import { DatabasePing } from './database-ping';
+import { ReadReplicas } from './read-replicas';
 import { PREPARED_STATEMENTS } from './sql-repository';
 
 export interface DatabaseModuleOptions {
   url: string;
   poolSize: number;
-  /** Read replicas of `url` (only SqlRepository.replicaRows reads from them); empty: none. */
+  /** Read replicas of `url` (only SqlRepository.replicaRows reads from them, through ReadReplicas); empty: none. */
   replicaUrls?: readonly string[];
   /** Apply pending migrations before anything else touches the database. */
   migrate: boolean;
@@ -24,7 +25,9 @@ export interface DatabaseModuleOptions {
  * The TypeORM data source, migrations on boot, and the ambient transaction
  * (nestjs-cls + @nestjs-cls/transactional): services reach the current
  * transaction through `TransactionHost`, never through a passed EntityManager.
- * And DatabasePing, the health check's connection of its own.
+ * And DatabasePing, the health check's connection of its own, and
+ * ReadReplicas, the replicas' pools (their fallbacks counted in the app's
+ * registry when MetricsModule is there).
  */
 @Module({})
 export class DatabaseModule {
@@ -36,12 +39,17 @@ export class DatabaseModule {
       providers: [
         { provide: PREPARED_STATEMENTS, useValue: options.preparedStatements },
         { provide: DatabasePing, useFactory: () => new DatabasePing(options.url) },
+        {
+          provide: ReadReplicas,
+          inject: [{ token: MetricsService, optional: true }],
+          useFactory: (metrics?: MetricsService) => new ReadReplicas(options.replicaUrls ?? [], options.poolSize, metrics?.registry),
+        },
       ],
-      exports: [PREPARED_STATEMENTS, DatabasePing],
+      exports: [PREPARED_STATEMENTS, DatabasePing, ReadReplicas],
       imports: [
         TypeOrmModule.forRootAsync({
           useFactory: () => ({
-            ...dataSourceOptions(options.url, options.poolSize, options.replicaUrls),
+            ...dataSourceOptions(options.url, options.poolSize),
             autoLoadEntities: true,
             // main.ts has already proven the server answers; fail, don't loop.
             retryAttempts: 0,
@@ -49,11 +57,10 @@ export class DatabaseModule {
           dataSourceFactory: async (dsOptions) => {
             if (options.migrate) {
               // On a connection of their own without the read timeout: a migration may run long.
-              // On the primary only: a replica receives the schema through replication.
-              // On the direct URL when there is one: DDL need not hold a pooled server connection.
-              const primary = primaryOnly(dsOptions as PostgresDataSourceOptions);
+              // On the primary (a replica receives the schema through replication), on the
+              // direct URL when there is one: DDL need not hold a pooled server connection.
               const migrator = await new DataSource({
-                ...primary,
+                ...dsOptions,
                 ...(options.directUrl ? { url: options.directUrl } : {}),
                 extra: { max: 2 },
               } as DataSourceOptions).initialize();

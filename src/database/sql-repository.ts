@@ -1,9 +1,10 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { createHash } from 'node:crypto';
 import type { PoolClient, QueryConfig } from 'pg';
 import { QueryRunner, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
+import { ReadReplicas } from './read-replicas';
 
 /**
  * Whether the repositories name their statements (DATABASE_PREPARED_STATEMENTS):
@@ -47,6 +48,7 @@ export abstract class SqlRepository {
   constructor(
     protected readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(PREPARED_STATEMENTS) private readonly prepared: boolean,
+    @Optional() private readonly replicas?: ReadReplicas,
   ) {}
 
   /**
@@ -77,21 +79,16 @@ export abstract class SqlRepository {
 
   /**
    * Like rows(), but outside a transaction on a read replica (one of
-   * DATABASE_REPLICA_URLS; the primary when there is none). A replica answers
-   * as of a moment ago: only for reads whose caller may see the past, the
-   * listings. Never for anything that decides a write, and never for keys of
-   * idempotency (the store has its own pool, on the primary). Inside a
-   * transaction it reads there, so a transaction still sees its own writes.
+   * DATABASE_REPLICA_URLS; the primary when there is none, or when the replica
+   * fails the read: ReadReplicas). A replica answers as of a moment ago: only
+   * for reads whose caller may see the past, the listings. Never for anything
+   * that decides a write, and never for keys of idempotency (the store has its
+   * own pool, on the primary). Inside a transaction it reads there, so a
+   * transaction still sees its own writes.
    */
   protected async replicaRows<T>(sql: string, params: unknown[]): Promise<T[]> {
-    if (this.txHost.tx.queryRunner) return this.rows<T>(sql, params);
-    const statement = this.statement(sql, params);
-    const replica = this.txHost.tx.connection.createQueryRunner('slave');
-    try {
-      return await run<T>(replica, statement);
-    } finally {
-      await replica.release();
-    }
+    if (this.txHost.tx.queryRunner || !this.replicas?.count) return this.rows<T>(sql, params);
+    return this.replicas.read<T>(this.statement(sql, params), () => this.rows<T>(sql, params));
   }
 
   private statement(sql: string, params: unknown[]): QueryConfig {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { TestApp, createTestApp } from '../support/app';
-import { orderBody } from '../support/fixtures';
+import { orderBody, paymentBody } from '../support/fixtures';
 import { keyIs } from '../support/keys';
 
 /**
@@ -10,6 +10,10 @@ import { keyIs } from '../support/keys';
  * response byte for byte, and a key is rotated without downtime: an instance
  * with the new key first still replays what the old key sealed, and seals new
  * responses with the new key. Replays come from the row (the replay cache off).
+ * Whoever can write the table cannot change what a retry is answered: a
+ * stored 402 edited into a 201, another row's response swapped in, or a row
+ * put in clear are refused (500, the logged error naming the key), never
+ * replayed.
  */
 const k1 = `k1:${Buffer.alloc(32, 1).toString('base64')}`;
 const k2 = `k2:${Buffer.alloc(32, 2).toString('base64')}`;
@@ -60,5 +64,42 @@ describe('encryption at rest (e2e)', () => {
     // The instance still on the old ring cannot open the new key's record: an error, never a wrong answer.
     const refused = await post(first, newKey, orderBody()).expect(500);
     expect(refused.text).not.toContain(created.body.id);
+  });
+
+  describe('a row edited by someone who can write the table is refused, never replayed', () => {
+    const update = (t: TestApp, key: string, set: string, params: unknown[]) =>
+      t.dataSource.query(`UPDATE idempotency_keys SET ${set} WHERE ${keyIs()}`, [key, ...params]);
+    const pay = (t: TestApp, key: string, body: object) => request(t.app.getHttpServer()).post('/payments').set(t.auth()).set('Idempotency-Key', key).send(body);
+
+    it('a stored 402 turned into a 201: 500, no payment answered', async () => {
+      const key = randomUUID();
+      const body = paymentBody({ source: 'tok_chargeDeclined' });
+      const declined = await pay(first, key, body).expect(402);
+      expect((await pay(first, key, body).expect(402)).text).toBe(declined.text);
+      await update(first, key, 'status = 201', []);
+      const edited = await pay(first, key, body);
+      expect(edited.status).toBe(500);
+      expect(edited.headers['idempotent-replayed']).toBeUndefined();
+    });
+
+    it("another key's sealed response copied into the row: 500", async () => {
+      const [mine, theirs] = [randomUUID(), randomUUID()];
+      await post(first, mine, orderBody()).expect(201);
+      const other = await post(first, theirs, orderBody()).expect(201);
+      const { body, headers } = await row(first, theirs);
+      await update(first, mine, 'body = $2, headers = $3', [body, headers]);
+      const swapped = await post(first, mine, orderBody());
+      expect(swapped.status).toBe(500);
+      expect(swapped.text).not.toContain(other.body.id);
+    });
+
+    it('the row put in clear (the sealed marker dropped): 500, the forged body never answered', async () => {
+      const key = randomUUID();
+      await post(first, key, orderBody()).expect(201);
+      await update(first, key, 'body = $2, headers = NULL', ['{"id":"forged"}']);
+      const forged = await post(first, key, orderBody());
+      expect(forged.status).toBe(500);
+      expect(forged.text).not.toContain('forged');
+    });
   });
 });

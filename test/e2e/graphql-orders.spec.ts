@@ -57,6 +57,32 @@ describe('GraphQL orders (e2e)', () => {
     expect(await countRows(t.dataSource, 'orders')).toBe(before);
   });
 
+  it.each([
+    ['the same input', 'mutation($a: CreateOrderInput!) { a: createOrder(input: $a) { id } b: createOrder(input: $a) { id } }'],
+    ['other inputs', 'mutation($a: CreateOrderInput!, $b: CreateOrderInput!) { a: createOrder(input: $a) { id } b: createOrder(input: $b) { id } }'],
+    ['a fragment', 'mutation($a: CreateOrderInput!, $b: CreateOrderInput!) { a: createOrder(input: $a) { id } ...B } fragment B on Mutation { b: createOrder(input: $b) { id } }'],
+  ])('refuses aliased createOrder fields under one key (%s) before any runs: a GraphQL error, no order, the key free', async (_name, query) => {
+    const key = randomUUID();
+    const before = await countRows(t.dataSource, 'orders');
+    const res = await graphql(server(), t.auth(), { query, variables: { a: orderBody(), b: orderBody({ currency: 'eur' }) } }, key).expect(200);
+    const answer = res.body as GraphqlAnswer;
+    expect(answer.data).toBeNull();
+    expect(errorCode(answer)).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(answer.errors![0].message).toMatch(/selects Mutation\.createOrder 2 times \(aliases\): nothing was run/);
+    expect(await countRows(t.dataSource, 'orders')).toBe(before);
+    expect(await countRows(t.dataSource, 'idempotency_keys', keyIs(), [key])).toBe(0);
+    // The key is free: one createOrder under it creates the order.
+    const single = (await createOrderMutation(server(), t.auth(), key).expect(200)).body as GraphqlAnswer<{ createOrder: Order }>;
+    expect(single.data!.createOrder.id).toEqual(expect.any(String));
+  });
+
+  it('runs one createOrder selected twice under one response name once (GraphQL merges them): the order', async () => {
+    const query = 'mutation($a: CreateOrderInput!) { createOrder(input: $a) { id } createOrder(input: $a) { status } }';
+    const res = await graphql(server(), t.auth(), { query, variables: { a: orderBody() } }, randomUUID()).expect(200);
+    expect((res.body as GraphqlAnswer).errors).toBeUndefined();
+    expect(res.body.data.createOrder).toMatchObject({ id: expect.any(String), status: 'pending' });
+  });
+
   it('refuses a mutation without a key (IDEMPOTENCY_KEY_MISSING) or with an invalid one (IDEMPOTENCY_KEY_INVALID)', async () => {
     const before = await countRows(t.dataSource, 'orders');
     const missing = await createOrderMutation(server(), t.auth(), undefined).expect(200);

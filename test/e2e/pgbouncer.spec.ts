@@ -36,9 +36,11 @@ import { suitesNeeding } from '../support/tool-suites';
  *   the direct connection, never on a pooled one.
  * - With read replicas, the primary and a replica 2 s behind each behind a
  *   PgBouncer of its own: keys from the primary, listings from the replica.
- * - The control: the same fleet with prepared statements on fails as PgBouncer
- *   before 1.21 makes it fail (`prepared statement "..." already exists` or
- *   `does not exist`), so the setting is what makes the rest pass.
+ * - With DATABASE_DIRECT_URL alone (the pooler declared, statements not
+ *   mentioned), two instances send unnamed statements: 100 payments, no 500.
+ * - The control: the same fleet with prepared statements turned on fails as
+ *   PgBouncer before 1.21 makes it fail (`prepared statement "..." already
+ *   exists` or `does not exist`), so the setting is what makes the rest pass.
  */
 jest.setTimeout(180_000);
 
@@ -402,6 +404,30 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
         intervalMs: 100,
       });
       expect(await Ledger.of(t).chargesDescribed(description)).toHaveLength(1);
+    });
+  });
+
+  describe('DATABASE_DIRECT_URL alone declares the pooler: statements are unnamed by default', () => {
+    const apps: AppProcess[] = [];
+    beforeAll(freshDatabase);
+    afterAll(async () => {
+      await stopAll(apps);
+      await dropDatabase();
+    });
+
+    it('two instances, 100 identical payments: one charge, no 500', async () => {
+      const env = pooledEnv({ DATABASE_DIRECT_URL: db.url });
+      delete env.DATABASE_PREPARED_STATEMENTS;
+      await startAppProcesses([{ env }, { env }], apps);
+      for (const app of apps) expect(app.output()).toContain('database mode: transaction pooler at DATABASE_URL (unnamed statements; waits LISTEN');
+      const key = randomUUID();
+      const description = `pgbouncer default ${key}`;
+      const body = { amount: 1234, currency: 'usd', source: 'tok_visa', description };
+      const responses = await Promise.all(Array.from({ length: 100 }, (_, i) => pay(apps[i % 2], key, body)));
+      console.log(`pgbouncer with DATABASE_DIRECT_URL and the default statements: ${JSON.stringify(counts(responses))}`);
+      expect(responses.filter((r) => r.status !== 201 && r.status !== 409).map((r) => `${r.status} ${r.text}`)).toEqual([]);
+      expect(responses.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined)).toHaveLength(1);
+      expect(await network.ledger.chargesDescribed(description)).toHaveLength(1);
     });
   });
 

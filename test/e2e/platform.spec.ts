@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import request from 'supertest';
 import { TestApp, createTestApp, metricsAuth } from '../support/app';
 import { createOrder } from '../support/fixtures';
@@ -73,5 +74,49 @@ describe('platform (e2e)', () => {
     const text = (await http().get('/metrics').set(metricsAuth()).expect(200)).text;
     expect(text).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/orders",status="200"\} [1-9]/);
     expect(text).toContain('process_cpu_seconds_total');
+  });
+});
+
+/**
+ * What one raw HTTP exchange brings back: the bytes the server sent until it
+ * closed the connection. A server that waited for the announced body would
+ * never answer: the body is never sent.
+ */
+function exchange(url: string, text: string): Promise<string> {
+  const { port, hostname } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.write(text));
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(received));
+  });
+}
+
+describe('a preflight reads no body (e2e)', () => {
+  const preflight = (headers: string) =>
+    `OPTIONS /payments HTTP/1.1\r\nHost: api\r\nOrigin: https://shop.example\r\nAccess-Control-Request-Method: POST\r\nContent-Type: application/json\r\n${headers}\r\n`;
+
+  it.each([
+    ['with CORS_ORIGINS', { CORS_ORIGINS: 'https://shop.example' }],
+    ['without CORS', {}],
+  ])('%s: a preflight announcing 100 KB, never sent, is answered 413 at once and the connection closed', async (_name, env) => {
+    const t = await createTestApp({ listen: true, env });
+    try {
+      for (const framing of ['Content-Length: 102400\r\n', 'Transfer-Encoding: chunked\r\n']) {
+        const answer = await exchange(t.url!, preflight(framing));
+        expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+        expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+        expect(answer).toContain('"code":"payload_too_large"');
+      }
+      // A body that is sent is not parsed either: no 400 for its broken JSON, and the bytes are no next request.
+      const broken = await exchange(t.url!, `${preflight('Content-Length: 5\r\n')}{{{{{GET /health HTTP/1.1\r\nHost: api\r\n\r\n`);
+      expect(broken.match(/^HTTP\/1\.1 \d+/gm)).toEqual(['HTTP/1.1 413']);
+      // A preflight without a body is answered as before.
+      const plain = await request(t.url!).options('/payments').set('Origin', 'https://shop.example').set('Access-Control-Request-Method', 'POST');
+      expect(plain.status).toBe('CORS_ORIGINS' in env ? 204 : 404);
+    } finally {
+      await t.close();
+    }
   });
 });

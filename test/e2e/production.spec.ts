@@ -98,6 +98,9 @@ describe('production refuses what is only for development (e2e)', () => {
     ['API_KEYS', { API_KEYS: `shop:${API_KEY},demo:${PUBLISHED_DEMO_KEY}` }, /^refusing to start: API_KEYS gives client "demo" the published demo key/],
     ['TRUST_PROXY', { TRUST_PROXY: '0.0.0.0/0' }, /^refusing to start: TRUST_PROXY holds a range of every address \(\/0\)/],
     ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.0/8, ::/0' }, /^refusing to start: TRUST_PROXY holds a range of every address/],
+    ['TRUST_PROXY', { TRUST_PROXY: '::ffff:0:0/96' }, /^refusing to start: TRUST_PROXY holds every IPv4 address/],
+    ['TRUST_PROXY', { TRUST_PROXY: '::ffff:0.0.0.0/96' }, /^refusing to start: TRUST_PROXY holds every IPv4 address/],
+    ['TRUST_PROXY', { TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }, /^refusing to start: TRUST_PROXY holds every IPv4 address/],
     ['METRICS_HOST', { METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' }, /^refusing to start: METRICS_HOST is not this machine and METRICS_TOKEN is not set/],
     ['METRICS_HOST', { METRICS_PORT: '9464', METRICS_HOST: '10.1.2.3' }, /^refusing to start: METRICS_HOST is not this machine and METRICS_TOKEN is not set/],
   ])('refuses %s (%j): exit 1, one line naming it, no secret printed', async (_name, change, message) => {

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { Logger } from '@nestjs/common';
 import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
+import { Client } from 'pg';
 import request from 'supertest';
 import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
@@ -7,6 +9,7 @@ import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { histogram, timed } from '../support/race';
 import { ReplicaReadIdempotencyStore } from '../support/replica-read-idempotency.store';
+import { MetricsService } from '../../src/metrics/metrics.service';
 
 /**
  * The app on a primary and a real streaming replica that applies each commit
@@ -19,6 +22,12 @@ import { ReplicaReadIdempotencyStore } from '../support/replica-read-idempotency
  *
  * The replay cache is off: the retry is answered by the claim in the database,
  * as on an instance that did not serve the first request.
+ *
+ * A replica that fails a read is a slower listing, never a 500: one that has
+ * not replayed the migrations of a fresh database yet (its replay paused, the
+ * app booted on the primary) and one that is stopped each have the listing
+ * answered from the primary, counted in database_replica_fallbacks_total and
+ * logged once per replica and minute.
  */
 const APPLY_DELAY_MS = 2_000;
 
@@ -41,11 +50,23 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
   });
   afterAll(() => cluster?.destroy());
 
-  /** A test app on a new database of the cluster, once its schema and clients have reached the replica. */
-  async function boot(overrides: TestAppOptions['overrides'] = []): Promise<TestApp> {
+  /** On the replica: `sql`, as the superuser (pausing and resuming its replay). */
+  async function onReplica<T>(sql: string): Promise<T[]> {
+    const client = new Client({ connectionString: cluster.replica!.url('postgres') });
+    await client.connect();
+    try {
+      return (await client.query(sql)).rows as T[];
+    } finally {
+      await client.end();
+    }
+  }
+
+  /** A test app on a new database of the cluster; `beforeBoot` runs once the empty database has reached the replica. */
+  async function boot(overrides: TestAppOptions['overrides'] = [], beforeBoot?: () => Promise<void>): Promise<TestApp> {
     const name = `replicas_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
     const url = await cluster.createDatabase(name);
     await cluster.replica!.caughtUp();
+    await beforeBoot?.();
     const t = await createTestApp({
       listen: true,
       database: { url, name, drop: async () => undefined },
@@ -58,8 +79,14 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
       },
       overrides,
     });
-    await cluster.replica!.caughtUp();
+    if (!beforeBoot) await cluster.replica!.caughtUp();
     return t;
+  }
+
+  /** database_replica_fallbacks_total of `reason`. */
+  async function fallbacks(t: TestApp, reason: string): Promise<number> {
+    const { values } = await t.app.get(MetricsService).registry.getSingleMetric('database_replica_fallbacks_total')!.get();
+    return values.filter((v) => v.labels.reason === reason).reduce((n, v) => n + v.value, 0);
   }
 
   /** A payment, then at once the same request again, the payment by id and the listing. */
@@ -88,13 +115,8 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
     it('the replica really is a hot standby of the primary: read-only, behind by the apply delay', async () => {
       const [{ recovery }] = await t.dataSource.query<{ recovery: boolean }[]>('SELECT pg_is_in_recovery() AS recovery');
       expect(recovery).toBe(false); // the data source's default mode is the primary
-      const replica = t.dataSource.createQueryRunner('slave');
-      try {
-        const [row] = await replica.query('SELECT pg_is_in_recovery() AS recovery, current_setting($1) AS delay', ['recovery_min_apply_delay']);
-        expect(row).toEqual({ recovery: true, delay: '2s' });
-      } finally {
-        await replica.release();
-      }
+      const [row] = await onReplica(`SELECT pg_is_in_recovery() AS recovery, current_setting('recovery_min_apply_delay') AS delay`);
+      expect(row).toEqual({ recovery: true, delay: '2s' });
     });
 
     it('100 identical payments at once: one charge at the card network, one payment', async () => {
@@ -144,6 +166,74 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
       const cursor = await pay().expect(201);
       const page = await request(t.url!).get(`/payments?limit=100&starting_after=${cursor.body.id}`).set(t.auth()).expect(200);
       expect((page.body.data as { id: string }[]).map((p) => p.id)).toContain(older.body.id);
+    });
+  });
+
+  describe('a replica that fails a read: the listing is answered from the primary', () => {
+    let warn: jest.SpyInstance;
+    beforeEach(() => {
+      warn = jest.spyOn(Logger.prototype, 'warn');
+    });
+    afterEach(() => warn.mockRestore());
+    const replicaLines = () => warn.mock.calls.map(([message]) => String(message)).filter((m) => m.startsWith('read replica '));
+
+    it('behind the migrations of a fresh database: 200 at once, counted, logged once', async () => {
+      // The replica has the empty database and stops replaying there: the app's migrations never reach it.
+      const t = await boot([], async () => {
+        await onReplica('SELECT pg_wal_replay_pause()');
+      });
+      try {
+        const [{ present }] = await onReplica<{ present: number }>(`SELECT count(*)::int AS present FROM pg_database WHERE datname = '${t.db.name}'`);
+        expect(present).toBe(1);
+        const paid = await request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', randomUUID()).send(paymentBody()).expect(201);
+        for (let i = 0; i < 5; i++) {
+          const listing = await request(t.url!).get('/payments?limit=10').set(t.auth());
+          expect(listing.status).toBe(200);
+          expect((listing.body.data as { id: string }[]).map((p) => p.id)).toEqual([paid.body.id]);
+        }
+        const orders = await request(t.url!).get('/orders').set(t.auth());
+        expect(orders.status).toBe(200);
+        expect(await fallbacks(t, 'behind')).toBe(6);
+        const lines = replicaLines();
+        console.log(`replicas: behind the migrations: 6 listings answered by the primary; logged: ${JSON.stringify(lines)}`);
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toMatch(/^read replica 1 of 1 \(127\.0\.0\.1:\d+\/replicas_\w+\) failed a read \(behind: relation "payments" does not exist\): answered from the primary$/);
+      } finally {
+        await onReplica('SELECT pg_wal_replay_resume()');
+        await t.close();
+      }
+      await cluster.replica!.caughtUp();
+    });
+
+    it('stopped: 200 from the primary, counted, logged once; started again, the replica serves the listings again', async () => {
+      const t = await boot();
+      try {
+        const paid = await request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', randomUUID()).send(paymentBody()).expect(201);
+        await cluster.replica!.caughtUp();
+        // The replica's pool holds a connection from a listing before the stop.
+        await request(t.url!).get('/payments').set(t.auth()).expect(200);
+        expect(await fallbacks(t, 'unavailable')).toBe(0);
+        await cluster.replica!.stop();
+        try {
+          for (let i = 0; i < 5; i++) {
+            const listing = await request(t.url!).get('/payments?limit=10').set(t.auth());
+            expect(listing.status).toBe(200);
+            expect((listing.body.data as { id: string }[]).map((p) => p.id)).toEqual([paid.body.id]);
+          }
+          expect(await fallbacks(t, 'unavailable')).toBe(5);
+          const lines = replicaLines();
+          console.log(`replicas: stopped: 5 listings answered by the primary; logged: ${JSON.stringify(lines)}`);
+          expect(lines).toHaveLength(1);
+          expect(lines[0]).toMatch(/^read replica 1 of 1 \(127\.0\.0\.1:\d+\/replicas_\w+\) failed a read \(unavailable: .+\): answered from the primary$/);
+        } finally {
+          await cluster.replica!.start();
+        }
+        await cluster.replica!.caughtUp();
+        await request(t.url!).get('/payments').set(t.auth()).expect(200);
+        expect(await fallbacks(t, 'unavailable')).toBe(5);
+      } finally {
+        await t.close();
+      }
     });
   });
 

@@ -137,6 +137,22 @@ describe('card network webhooks (e2e)', () => {
       expect(await processedEvents(event.id)).toBe(0);
     });
 
+    it.each([
+      ['an empty object', '{}'],
+      ['an array', '[]'],
+      ['a string', '"payment_intent.succeeded"'],
+      ['not JSON', 'payment_intent.succeeded'],
+      ['an event without data.object', JSON.stringify({ id: 'evt_1', type: 'payment_intent.succeeded', data: {} })],
+      ['an event whose id is a number', JSON.stringify({ id: 1, type: 'payment_intent.succeeded', data: { object: {} } })],
+    ])('correctly signed, but %s: 400 invalid_webhook_event, nothing changes', async (_name, payload) => {
+      const refused = await deliver(payload, sign(payload));
+      expect(refused.status).toBe(400);
+      expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(refused.body.code).toBe('invalid_webhook_event');
+      expect(await payment(paymentId)).toBe('processing');
+      expect(await processedEvents(event.id)).toBe(0);
+    });
+
     it('one event delivered 10 times at once settles the payment once; every delivery gets 200', async () => {
       const payload = JSON.stringify(event);
       const answers = await Promise.all(Array.from({ length: 10 }, () => deliver(payload, sign(payload))));

@@ -9,11 +9,12 @@ import { keyId } from '../../packages/idempotency/src/key-id';
 import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
 import { NOW_US } from '../../packages/idempotency/src/postgres/statements';
 import { decodeResponse } from '../../packages/idempotency/src/response-cipher';
+import { ReadReplicas } from '../../src/database/read-replicas';
 
 /**
  * A DELIBERATELY WRONG store, for the replica suite to prove it has teeth: the
  * real store, except that claim-or-get looks the key up on a read replica (the
- * data source's `createQueryRunner('slave')`) and believes the answer. When
+ * app's ReadReplicas, as the listings do) and believes the answer. When
  * the replica has not applied the first request's key yet, it answers "no such
  * key" and the key is written as new on the primary (an upsert: "nobody has
  * it"), so a retry right after the first response runs the payment again: the
@@ -28,6 +29,7 @@ export class ReplicaReadIdempotencyStore extends PostgresIdempotencyStore {
     @InjectDataSource() private readonly data: DataSource,
     @Inject(IDEMPOTENCY_TX_HOST) txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
+    private readonly replicas: ReadReplicas,
   ) {
     super(data, txHost, options);
     this.table = options.table.sql;
@@ -35,13 +37,10 @@ export class ReplicaReadIdempotencyStore extends PostgresIdempotencyStore {
 
   override async claim(r: ClaimRequest): Promise<ClaimResult> {
     const id = keyId(r.scope, r.key);
-    const replica = this.data.createQueryRunner('slave');
-    let found: { same: boolean; status: number | null; body: string | null; headers: string | null } | undefined;
-    try {
-      [found] = await replica.query(`SELECT fingerprint = $2::bytea AS same, status, body, headers FROM ${this.table} WHERE id = $1::uuid`, [id, r.fingerprint]);
-    } finally {
-      await replica.release();
-    }
+    const [found] = await this.replicas.read<{ same: boolean; status: number | null; body: string | null; headers: string | null }>(
+      { text: `SELECT fingerprint = $2::bytea AS same, status, body, headers FROM ${this.table} WHERE id = $1::uuid`, values: [id, r.fingerprint] },
+      () => Promise.reject(new Error('the control store reads keys from the replica only')),
+    );
     if (found) {
       if (!found.same) return { kind: 'mismatch' };
       if (found.status === null) return { kind: 'in_progress', retryAfterMs: 1_000 };

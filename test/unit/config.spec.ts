@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { ConfigError, loadConfig } from '../../src/config/config';
 import { formatDuration, parseDuration } from '../../src/config/duration';
+import { coversEveryIPv4 } from '../../src/config/production';
 import { databaseMode } from '../../src/database/database-mode';
 
 /** Runs loadConfig and returns the ConfigError it throws (fails the test if it does not throw one). */
@@ -145,8 +146,14 @@ describe('loadConfig defaults', () => {
     const mode = (env: NodeJS.ProcessEnv) => databaseMode(loadConfig(env).database);
     expect(mode({ DATABASE_URL: direct })).toEqual({ transactionPooler: false, preparedStatements: true, directUrl: undefined });
     expect(mode({ DATABASE_URL: pooler, DATABASE_PREPARED_STATEMENTS: 'off' })).toEqual({ transactionPooler: true, preparedStatements: false, directUrl: undefined });
-    expect(mode({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: direct })).toEqual({ transactionPooler: true, preparedStatements: true, directUrl: direct });
-    for (const [value, on] of [['on', true], ['OFF', false], ['true', true], ['0', false]] as const) {
+    // A declared pooler gets unnamed statements unless the operator says it keeps them.
+    expect(mode({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: direct })).toEqual({ transactionPooler: true, preparedStatements: false, directUrl: direct });
+    expect(mode({ DATABASE_URL: pooler, DATABASE_DIRECT_URL: direct, DATABASE_PREPARED_STATEMENTS: 'on' })).toEqual({
+      transactionPooler: true,
+      preparedStatements: true,
+      directUrl: direct,
+    });
+    for (const [value, on] of [['on', true], ['OFF', false], ['true', true], ['0', false], ['', undefined], [undefined, undefined]] as const) {
       expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: value }).database.preparedStatements).toBe(on);
     }
     expect(() => loadConfig({ DATABASE_PREPARED_STATEMENTS: 'auto' })).toThrow(/DATABASE_PREPARED_STATEMENTS: expected on or off/);
@@ -178,7 +185,7 @@ describe('loadConfig defaults', () => {
         embeddedPort: undefined,
         poolSize: 20,
         replicaUrls: [],
-        preparedStatements: true,
+        preparedStatements: undefined,
         directUrl: undefined,
       },
       apiKeys: [],
@@ -694,4 +701,27 @@ describe('loadConfig errors', () => {
       }),
     );
   });
+});
+
+describe('TRUST_PROXY ranges that hold every IPv4 address (refused in production)', () => {
+  it.each([
+    [['::ffff:0:0/96']],
+    [['::ffff:0.0.0.0/96']],
+    [['::FFFF:0:0/96']],
+    [['::/64']],
+    [['::ffff:0:0/95']],
+    [['0.0.0.0/1', '128.0.0.0/1']],
+    [['::ffff:0:0/97', '::ffff:128.0.0.0/97']],
+    [['0.0.0.0/1', '::ffff:128.0.0.0/97']],
+    [['10.0.0.0/8', '0.0.0.0/0']],
+  ])('%j holds them all', (entries) => {
+    expect(coversEveryIPv4(entries)).toBe(true);
+  });
+
+  it.each([[['10.0.0.0/8', '192.168.0.0/16']], [['::ffff:0:0/97']], [['fd00::/8', '::1']], [['::/96']], [['0.0.0.0/1', '128.0.0.0/2']], [[]]])(
+    '%j does not',
+    (entries) => {
+      expect(coversEveryIPv4(entries)).toBe(false);
+    },
+  );
 });

@@ -930,7 +930,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Missing, forged or stale signature (problem+json); nothing changed. */
+            /** @description Missing, forged or stale signature, or a signed body that is not an event (problem+json); nothing changed. */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -38,6 +38,9 @@ export interface Replica {
   url(database?: string): string;
   /** Resolves once the replica has applied every commit the primary had made when called; rejects after `timeoutMs` (default 30 s). */
   caughtUp(timeoutMs?: number): Promise<void>;
+  /** Fast shutdown of the replica alone (the primary keeps running); start() brings it back on the same port. */
+  stop(): Promise<void>;
+  start(): Promise<void>;
   log(): string;
 }
 
@@ -75,6 +78,12 @@ export class Cluster implements DevPostgres {
         url: (database = 'postgres') => urlOf(spec.password, r.port, database),
         caughtUp: (timeoutMs = 30_000) => caughtUp(this.url('postgres'), this.replica!.url('postgres'), timeoutMs),
         log: () => this.standby?.process.output() ?? '',
+        stop: async () => {
+          await this.standby?.process.stop();
+        },
+        start: async () => {
+          if (this.standby && !this.standby.process.running()) this.standby.process = await this.standby.restart();
+        },
       };
     }
   }

@@ -71,6 +71,15 @@ export const idempotencyErrors = {
       'Idempotency-Key Invalid',
       `The Idempotency-Key header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
     ),
+  /** A GraphQL operation that selects one keyed mutation field more than once (aliases) under one key. */
+  sharedByFields: (policyUrl: string, field: string, times: number) =>
+    new IdempotencyProblem(
+      policyUrl,
+      422,
+      IdempotencyErrorCode.KeyReused,
+      'Idempotency-Key Reused',
+      `One Idempotency-Key covers one operation, and this request selects ${field} ${times} times (aliases): nothing was run. Send each in a request of its own, with its own key.`,
+    ),
   reused: (policyUrl: string) =>
     new IdempotencyProblem(
       policyUrl,

@@ -47,7 +47,6 @@ export const IDEMPOTENCY_DEFAULTS = {
   lease: '30s',
   retention: '24h',
   claimPoolSize: 10,
-  preparedStatements: true,
   transactionPooler: false,
   policyUrl: '/docs/idempotency',
   purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5_000, budget: '60s' },
@@ -137,7 +136,8 @@ function resolveConnection(o: IdempotencyModuleOptions): Pick<ResolvedIdempotenc
     throw new RangeError('IdempotencyModule: listenUrl must be a postgres:// or postgresql:// URL');
   }
   return {
-    preparedStatements: o.preparedStatements ?? d.preparedStatements,
+    // A declared pooler gets unnamed statements unless the app says it keeps them.
+    preparedStatements: o.preparedStatements ?? !transactionPooler,
     transactionPooler,
     listen: o.listenUrl !== undefined ? { url: o.listenUrl } : transactionPooler ? false : {},
   };

@@ -89,10 +89,11 @@ export interface IdempotencyModuleOptions {
   claimPoolSize?: number;
   /**
    * Name every statement the store sends, so that PostgreSQL parses and plans it
-   * once per connection. Default true. Turn it off behind a pooler that does not
-   * keep prepared statements across transactions (PgBouncer in transaction mode
-   * before 1.21, or without max_prepared_statements): the statements are then
-   * sent unnamed, parsed on every run.
+   * once per connection. Default: true, false with `transactionPooler`. A pooler
+   * that does not keep prepared statements across transactions (PgBouncer in
+   * transaction mode before 1.21, or without max_prepared_statements) fails named
+   * statements; unnamed ones are parsed on every run. Set it true behind a
+   * pooler only when that pooler keeps them.
    */
   preparedStatements?: boolean;
   /**

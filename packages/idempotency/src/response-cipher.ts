@@ -17,6 +17,11 @@ export interface SealedResponse {
   headers: string | null;
 }
 
+/** A stored response that cannot be opened: edited, moved from another row, in clear under a key ring, or its key gone. */
+export class SealedResponseError extends Error {
+  override name = 'SealedResponseError';
+}
+
 /**
  * Stored responses at rest (PostgreSQL store). Without keys, the body is kept
  * as sent and `headers` holds a non-default Content-Type and Location as JSON
@@ -24,12 +29,21 @@ export interface SealedResponse {
  *
  * With a key ring (newest first), a response is sealed with AES-256-GCM under
  * the newest key: `body` is base64 of iv ‖ tag ‖ ciphertext of the body's
- * bytes, and `headers` is `{"k": key id, "h": the same of the headers JSON}`.
- * The row's id is the authenticated data, so a sealed response cannot be moved
- * to another key's row. Opening picks the key by the id stored with the record,
- * so records sealed under an older key of the ring, and plain records written
- * before encryption was turned on, still replay byte for byte; a record whose
- * key has left the ring cannot be opened (an error, never a wrong answer).
+ * bytes, and `headers` is `{"v":2,"k": key id,"h": the same of the headers
+ * JSON}`. The authenticated data binds everything a replay answers to the
+ * ciphertext: the row's id, the status column, the key id and the version
+ * (the marker that the row is sealed), and for the body also the sealed
+ * headers. So a row cannot be moved to another key, a stored 402 cannot be
+ * edited into a 201, headers cannot be swapped in or dropped, and a sealed
+ * row cannot be turned into a plain one: with a key ring, a row in clear is
+ * refused. Each refusal is a SealedResponseError naming the idempotency key
+ * (and the encryption key): an error, never a wrong answer.
+ *
+ * Opening picks the key by the id stored with the record, so records sealed
+ * under an older key of the ring still replay byte for byte, and so do rows
+ * sealed before the status was bound (no `v`: bound to their row alone, until
+ * their retention ends). Rows stored in clear before encryption was turned on
+ * are refused, as an edited row would be: their retries answer an error.
  */
 export class ResponseCipher {
   private readonly keys: ReadonlyMap<string, Buffer>;
@@ -44,19 +58,55 @@ export class ResponseCipher {
     const headers = plainHeaders(response);
     if (!this.newest) return { body: response.body, headers };
     const { id, key } = this.newest;
-    const h = headers === null ? null : encrypt(key, rowId, headers);
-    return { body: encrypt(key, rowId, response.body), headers: JSON.stringify({ k: id, h }) };
+    const bound = boundData(rowId, response.status, id);
+    const h = headers === null ? null : encrypt(key, bound, headers);
+    return { body: encrypt(key, `${bound}\0${h ?? ''}`, response.body), headers: JSON.stringify({ v: SEALED_VERSION, k: id, h }) };
   }
 
-  open(rowId: string, status: number, body: string, headers: string | null): StoredResponse {
-    if (!headers) return { status, body, contentType: DEFAULT_CONTENT_TYPE };
-    const parsed = JSON.parse(headers) as { ct?: string; loc?: string; k?: string; h?: string | null };
-    if (parsed.k === undefined) return { status, body, contentType: parsed.ct ?? DEFAULT_CONTENT_TYPE, location: parsed.loc };
-    const key = this.keys.get(parsed.k);
-    if (!key) throw new Error(`idempotency: a stored response is sealed with key "${parsed.k}", which is not in the key ring`);
-    const plain = this.open(rowId, status, decrypt(key, rowId, body), parsed.h ? decrypt(key, rowId, parsed.h) : null);
-    return plain;
+  /** The response of the row `rowId` (the idempotency key `key`, named in errors); SealedResponseError when it cannot be believed. */
+  open(rowId: string, status: number, body: string, headers: string | null, key = ''): StoredResponse {
+    const name = key ? `the stored response of idempotency key "${key}"` : 'a stored response';
+    let parsed: { ct?: string; loc?: string; v?: number; k?: string; h?: string | null };
+    try {
+      parsed = headers ? (JSON.parse(headers) as typeof parsed) : {};
+    } catch {
+      throw new SealedResponseError(`idempotency: ${name} has a headers column that is not the module's JSON: refused`);
+    }
+    if (parsed.k === undefined) {
+      if (this.newest) throw new SealedResponseError(`idempotency: ${name} is stored in clear, and stored responses are sealed (encryption key "${this.newest.id}"): refused`);
+      return inClear(status, body, parsed);
+    }
+    const secret = this.keys.get(parsed.k);
+    if (!secret) throw new SealedResponseError(`idempotency: ${name} is sealed with encryption key "${parsed.k}", which is not in the key ring`);
+    try {
+      if (parsed.v === SEALED_VERSION) {
+        const bound = boundData(rowId, status, parsed.k);
+        const h = parsed.h ? decrypt(secret, bound, parsed.h) : null;
+        return inClear(status, decrypt(secret, `${bound}\0${parsed.h ?? ''}`, body), h ? (JSON.parse(h) as typeof parsed) : {});
+      }
+      if (parsed.v !== undefined) throw new Error(`unknown version ${String(parsed.v)}`);
+      // Sealed before the status and headers were bound: the row's id alone.
+      const h = parsed.h ? decrypt(secret, rowId, parsed.h) : null;
+      return inClear(status, decrypt(secret, rowId, body), h ? (JSON.parse(h) as typeof parsed) : {});
+    } catch (error) {
+      throw new SealedResponseError(
+        `idempotency: ${name} does not open with encryption key "${parsed.k}": its status, headers or body were changed, or it was moved from another row`,
+        { cause: error },
+      );
+    }
   }
+}
+
+/** The version of the sealed format whose authenticated data binds the status, the headers and the marker. */
+const SEALED_VERSION = 2;
+
+/** The authenticated data of a sealed response: the marker (version), the row, the status, the key. */
+function boundData(rowId: string, status: number, keyId: string): string {
+  return `sealed-v${SEALED_VERSION}\0${rowId}\0${status}\0${keyId}`;
+}
+
+function inClear(status: number, body: string, headers: { ct?: string; loc?: string }): StoredResponse {
+  return { status, body, contentType: headers.ct ?? DEFAULT_CONTENT_TYPE, location: headers.loc };
 }
 
 const PLAIN = new ResponseCipher();
@@ -76,18 +126,18 @@ function plainHeaders(response: StoredResponse): string | null {
   return JSON.stringify({ ct: response.contentType, loc: response.location });
 }
 
-function encrypt(key: Buffer, rowId: string, text: string): string {
+function encrypt(key: Buffer, aad: string, text: string): string {
   const iv = randomBytes(IV_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key, iv);
-  cipher.setAAD(Buffer.from(rowId));
+  cipher.setAAD(Buffer.from(aad));
   const sealed = Buffer.concat([cipher.update(text, 'utf8'), cipher.final()]);
   return Buffer.concat([iv, cipher.getAuthTag(), sealed]).toString('base64');
 }
 
-function decrypt(key: Buffer, rowId: string, sealed: string): string {
+function decrypt(key: Buffer, aad: string, sealed: string): string {
   const bytes = Buffer.from(sealed, 'base64');
   const decipher = createDecipheriv('aes-256-gcm', key, bytes.subarray(0, IV_BYTES));
-  decipher.setAAD(Buffer.from(rowId));
+  decipher.setAAD(Buffer.from(aad));
   decipher.setAuthTag(bytes.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
   return Buffer.concat([decipher.update(bytes.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
 }

@@ -87,13 +87,22 @@ export abstract class CardNetwork {
   abstract retrieveRefund(refundId: string): Promise<RefundState>;
   /** Our refund among the intent's refunds (matched on `metadata[key] = value`), or null when the network has none. */
   abstract findRefund(intentId: string, match: { key: string; value: string }): Promise<RefundState | null>;
-  /** Verifies a webhook's signature (and its age) on the exact bytes received; InvalidWebhookError otherwise. */
+  /**
+   * Verifies a webhook's signature (and its age) on the exact bytes received;
+   * InvalidWebhookError otherwise, and MalformedWebhookError when the signed
+   * bytes are not an event.
+   */
   abstract parseWebhook(payload: Buffer, signature: string): NetworkEvent;
 }
 
 /** A webhook whose signature is missing, forged or too old: nothing in it may be believed. */
 export class InvalidWebhookError extends Error {
   override name = 'InvalidWebhookError';
+}
+
+/** A webhook whose signature verifies but whose body is not an event (not JSON, or no id, type or data.object). */
+export class MalformedWebhookError extends Error {
+  override name = 'MalformedWebhookError';
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   IntentState,
   InvalidParameterError,
   InvalidWebhookError,
+  MalformedWebhookError,
   NetworkEvent,
   RefundRequest,
   RefundState,
@@ -160,6 +161,7 @@ export class StripeCardNetwork extends CardNetwork {
 
   parseWebhook(payload: Buffer, signature: string): NetworkEvent {
     const event = this.verifiedEvent(payload, signature);
+    if (!isEvent(event)) throw new MalformedWebhookError('The signed body is not an event: an object with a string id and type, and data.object.');
     const object = event.data.object as { object?: string; id?: string; metadata?: Record<string, string> | null };
     const base = { id: event.id, type: event.type, metadata: object.metadata ?? {} };
     if (object.object === 'payment_intent' && event.type.startsWith('payment_intent.')) {
@@ -184,6 +186,8 @@ export class StripeCardNetwork extends CardNetwork {
       try {
         return this.stripe.webhooks.constructEvent(payload, signature, secret, WEBHOOK_TOLERANCE_S);
       } catch (error) {
+        // The SDK parses the body once the signature verifies: signed bytes that are not JSON.
+        if (error instanceof SyntaxError) throw new MalformedWebhookError('The signed body is not JSON.');
         if (!(error instanceof Stripe.errors.StripeSignatureVerificationError)) throw error;
         refusal = error;
       }
@@ -279,4 +283,13 @@ function classify(error: unknown): Error {
     return new CardNetworkUnavailableError(`no definite answer from the card network: ${error.message}`);
   }
   return error instanceof Error ? error : new Error(String(error));
+}
+
+/** What parseWebhook reads of an event: its id, type and data.object. */
+function isEvent(value: unknown): value is Stripe.Event {
+  const e = value as { id?: unknown; type?: unknown; data?: { object?: unknown } } | null;
+  return (
+    typeof e === 'object' && e !== null && typeof e.id === 'string' && typeof e.type === 'string' &&
+    typeof e.data === 'object' && e.data !== null && typeof e.data.object === 'object' && e.data.object !== null && !Array.isArray(e.data.object)
+  );
 }

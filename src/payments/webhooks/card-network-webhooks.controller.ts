@@ -32,7 +32,7 @@ export class CardNetworkWebhooksController {
   })
   @ApiHeader({ name: 'Stripe-Signature', required: true, description: '`t=<unix seconds>,v1=<hex HMAC-SHA256>`' })
   @ApiOkResponse({ description: 'Received: settled, a duplicate, or nothing to do.' })
-  @ApiBadRequestResponse({ description: 'Missing, forged or stale signature (problem+json); nothing changed.' })
+  @ApiBadRequestResponse({ description: 'Missing, forged or stale signature, or a signed body that is not an event (problem+json); nothing changed.' })
   @ApiPayloadTooLargeResponse({ description: 'A body over 64 KiB (problem+json); the connection is closed.' })
   @ApiTooManyRequestsResponse({ description: 'Too many deliveries with an invalid signature from this address (problem+json, Retry-After); a delivery that verifies is never refused.' })
   @ApiConflictResponse({ description: "The operation is still held by its client's request; the network delivers the event again later." })

@@ -1,7 +1,7 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { ProblemException } from '../../common/problem';
-import { CardNetwork, InvalidWebhookError } from '../card-network/card-network';
+import { CardNetwork, InvalidWebhookError, MalformedWebhookError } from '../card-network/card-network';
 import { WebhookSignatureLimiter } from './webhook-signature.limiter';
 
 /**
@@ -10,6 +10,8 @@ import { WebhookSignatureLimiter } from './webhook-signature.limiter';
  * minutes old), verified by the card network adapter on the exact bytes
  * received, before anything parses them: the route keeps its body raw
  * (SignedRoute). A verified event is put on the request (`webhookEvent`).
+ * Signed bytes that are not an event: 400 `invalid_webhook_event` (the sender
+ * holds the secret, so it counts against no budget of invalid signatures).
  * Otherwise 400 `invalid_webhook_signature`, or 429 from an address over its
  * budget of invalid signatures (WebhookSignatureLimiter); a verified event
  * passes whatever its address.
@@ -30,6 +32,7 @@ export class WebhookSignatureGuard implements CanActivate {
       request.webhookEvent = this.cardNetwork.parseWebhook(payload, signature);
       return true;
     } catch (error) {
+      if (error instanceof MalformedWebhookError) throw malformedEvent(error);
       if (!(error instanceof InvalidWebhookError)) throw error;
       const blockedFor = this.limiter.blockedFor(request.ip);
       if (blockedFor !== undefined) throw this.limiter.refusal(blockedFor);
@@ -45,4 +48,8 @@ function invalidSignature(missing: boolean): ProblemException {
     title: 'Invalid Webhook Signature',
     detail: missing ? 'The Stripe-Signature header and the raw body are required.' : 'The signature does not verify, or is too old.',
   });
+}
+
+function malformedEvent(error: MalformedWebhookError): ProblemException {
+  return new ProblemException({ status: 400, code: 'invalid_webhook_event', title: 'Invalid Webhook Event', detail: error.message });
 }

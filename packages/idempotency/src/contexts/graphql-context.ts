@@ -23,10 +23,17 @@ export interface GraphqlContext {
   reply?: { request?: IdempotencyRequest; header?(name: string, value: string): unknown };
 }
 
-/** What the resolver's info says of the field: enough to name the operation. */
+/** The parts of a GraphQL selection set read here (graphql-js's AST, structurally). */
+interface Selections {
+  selections: readonly { kind: string; name?: { value: string }; alias?: { value: string }; selectionSet?: Selections }[];
+}
+
+/** What the resolver's info says of the field: enough to name the operation, and its document's other fields. */
 interface FieldInfo {
   fieldName?: string;
   parentType?: { name?: string };
+  operation?: { selectionSet?: Selections };
+  fragments?: Record<string, { selectionSet?: Selections } | undefined>;
 }
 
 /** The HTTP request that carries a GraphQL operation. */
@@ -48,6 +55,10 @@ export function graphqlHttpRequest(ctx: GraphqlContext | undefined): Idempotency
  *   resolver's value (so the query's selection still applies to a replay);
  *   a replay sets `Idempotent-Replayed: true` on the HTTP reply where the
  *   server exposes one (Mercurius), and is counted and traced as any replay;
+ * - one key, one field: under a key read from a header (the default), an
+ *   operation that selects the field more than once (aliases) is refused before
+ *   any of them runs (IDEMPOTENCY_KEY_REUSED): the first would create, the next
+ *   ones find the key taken, and the answer would lose the first one's result;
  * - problems: GraphQL errors with `extensions.code` (context-errors.ts).
  */
 export class GraphqlIdempotency {
@@ -83,6 +94,11 @@ export class GraphqlIdempotency {
     if (!request) throw new Error('@Idempotent() on a GraphQL resolver: the GraphQL context carries no HTTP request (ctx.req or ctx.reply.request) to read the scope from');
     const scope = checkScope(this.options.scope(request));
     const field = `${info?.parentType?.name ?? 'Mutation'}.${info?.fieldName ?? route.operation}`;
+    const source = route.key ?? DEFAULT_KEY;
+    if (typeof source !== 'function' && 'header' in source && info?.fieldName) {
+      const times = responseNames(info.fieldName, info.operation?.selectionSet, info.fragments ?? {}).size;
+      if (times > 1) throw idempotencyErrors.sharedByFields(policyUrl, field, times);
+    }
     const answer = await this.operations.run(
       route,
       { scope, key: parsed.key, fingerprint: fingerprint('GRAPHQL', field, args), leaseMs: route.leaseMs, retentionMs: route.retentionMs },
@@ -108,4 +124,27 @@ export function readGraphqlKey(source: IdempotencyKeySource, args: Record<string
 function asKey(value: unknown): string | undefined {
   if (value === undefined || value === null) return undefined;
   return typeof value === 'string' ? value : String(value as number);
+}
+
+/**
+ * The response names (alias, else the name) under which the operation's top
+ * level selects the field `name`, through fragments too: each is one run of
+ * the resolver (selections under one response name are merged into one).
+ */
+function responseNames(
+  name: string,
+  set: Selections | undefined,
+  fragments: NonNullable<FieldInfo['fragments']>,
+  names = new Set<string>(),
+  seen = new Set<string>(),
+): Set<string> {
+  for (const s of set?.selections ?? []) {
+    if (s.kind === 'Field' && s.name?.value === name) names.add(s.alias?.value ?? name);
+    else if (s.kind === 'InlineFragment') responseNames(name, s.selectionSet, fragments, names, seen);
+    else if (s.kind === 'FragmentSpread' && s.name && !seen.has(s.name.value)) {
+      seen.add(s.name.value);
+      responseNames(name, fragments[s.name.value]?.selectionSet, fragments, names, seen);
+    }
+  }
+  return names;
 }

@@ -154,7 +154,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     }
     if (!row.same) return { kind: 'mismatch' };
     if (row.status !== null) {
-      return { kind: 'completed', response: this.cipher.open(id, row.status, row.body ?? '', row.headers), retainedForMs: Number(row.retained_ms) };
+      return { kind: 'completed', response: this.cipher.open(id, row.status, row.body ?? '', row.headers, key), retainedForMs: Number(row.retained_ms) };
     }
     const remainingMs = Number(row.remaining_us) / 1000;
     if (remainingMs > 0) return { kind: 'in_progress', retryAfterMs: remainingMs };

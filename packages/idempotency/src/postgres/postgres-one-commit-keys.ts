@@ -57,7 +57,7 @@ export class PostgresOneCommitKeys implements OneCommitKeys {
     if (!row.found || row.expired) return claimed(false);
     if (!row.same) return { kind: 'mismatch' };
     if (row.status !== null) {
-      return { kind: 'completed', response: this.cipher.open(id, row.status, row.body ?? '', row.headers), retainedForMs: Number(row.retained_ms) };
+      return { kind: 'completed', response: this.cipher.open(id, row.status, row.body ?? '', row.headers, key), retainedForMs: Number(row.retained_ms) };
     }
     // A durable claim's row: its owner is at work, or has left it to be taken over.
     if (row.abandoned) return claimed(true);

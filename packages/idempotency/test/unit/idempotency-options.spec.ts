@@ -19,13 +19,15 @@ describe('idempotency options', () => {
     expect(o.scope({ client: { id: 'c1' } } as never)).toBe('c1');
   });
 
-  it('behind a transaction pooler: LISTEN only on listenUrl, else waiters poll; named statements as asked', () => {
+  it('behind a transaction pooler: LISTEN only on listenUrl, else waiters poll; unnamed statements unless asked', () => {
     expect(resolveIdempotencyOptions({})).toMatchObject({ preparedStatements: true, transactionPooler: false, listen: {} });
-    expect(resolveIdempotencyOptions({ transactionPooler: true, preparedStatements: false })).toMatchObject({
+    expect(resolveIdempotencyOptions({ transactionPooler: true })).toMatchObject({
       preparedStatements: false,
       transactionPooler: true,
       listen: false,
     });
+    expect(resolveIdempotencyOptions({ transactionPooler: true, preparedStatements: true }).preparedStatements).toBe(true);
+    expect(resolveIdempotencyOptions({ preparedStatements: false }).preparedStatements).toBe(false);
     const listenUrl = 'postgres://app@db:5432/app';
     expect(resolveIdempotencyOptions({ transactionPooler: true, listenUrl }).listen).toEqual({ url: listenUrl });
     expect(() => resolveIdempotencyOptions({ listenUrl: 'db:5432' })).toThrow('IdempotencyModule: listenUrl must be a postgres:// or postgresql:// URL');
