@@ -97,7 +97,7 @@ type Reply = { ok: true; value: unknown } | { ok: false; error: { status?: strin
 function send(ledger: Ledger, pattern: string, data: unknown): Promise<Reply> {
   return lastValueFrom(ledger.client.send(pattern, data)).then(
     (value: unknown) => ({ ok: true, value }),
-    (error: Extract<Reply, { ok: false }>['error']) => ({ ok: false, error }),
+    (error: (Reply & { ok: false })['error']) => ({ ok: false, error }),
   );
 }
 
