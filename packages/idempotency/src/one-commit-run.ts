@@ -73,11 +73,10 @@ export async function runInOneCommit(route: OneCommitRoute, request: ClaimReques
 
 /**
  * One unit: the claim, and when it claims, the work and the key's insert.
- * Every unit tells one outcome of its request, except one whose insert lost:
- * the key was another's all along, and the next claim's answer is the
- * request's outcome. So a claim is told once its unit has ended (committed,
- * or rolled back with its error), and a unit that fails before it claims
- * tells `failed`, with the error.
+ * A request has one answer: a unit whose insert lost tells nothing (the key
+ * was another's all along; the next claim's answer is the request's), so a
+ * claim is told once its unit has ended, committed or rolled back with its
+ * error. A unit that fails before it claims tells `failed`, with the error.
  */
 async function attempt(
   route: OneCommitRoute,
@@ -85,7 +84,8 @@ async function attempt(
   metrics: IdempotencyMetrics,
   work: OneCommitWork,
 ): Promise<OneCommitAnswer | { kind: 'lost_insert' }> {
-  let claimed = undefined as Extract<ClaimResult, { kind: 'claimed' }> | undefined;
+  // Set in the unit's callback, where the compiler does not follow it: typed by hand.
+  let claimed = undefined as { takenOver: boolean } | undefined;
   let inserting = false;
   const startedAt = performance.now();
   const tellClaimed = (claim: { takenOver: boolean }) => metrics.record(claim.takenOver ? 'taken_over' : 'claimed');
