@@ -61,17 +61,20 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
    * lease ran out (judged by the store's clock) and starts execution number
    * `execution`; returns that request, still running (wrapped: awaiting a
    * returned promise would wait for its answer). Each earlier one got 409.
+   * The deadline only guards against a hang: 30 s, a hundred leases.
    */
   async function takeOver(key: string, body: Body, execution: number) {
     const started = effects.executionStarted(body.name, execution).then(() => 'started' as const);
-    const deadline = Date.now() + 10_000;
-    for (;;) {
+    const deadline = Date.now() + 30_000;
+    for (let tries = 1; ; tries++) {
       const attempt = send('short-lease', key, body);
       const first = await Promise.race([attempt, started]);
       if (first === 'started') return { response: attempt };
       expect(first.status).toBe(409);
       expect(first.body.code).toBe('idempotency_request_in_progress');
-      if (Date.now() > deadline) throw new Error('no takeover within 10 s of a 300 ms lease');
+      if (Date.now() > deadline) {
+        throw new Error(`no takeover within 30 s of a 300 ms lease: ${tries} tries, each 409 in progress (Retry-After ${first.headers['retry-after']})`);
+      }
       await new Promise((r) => setTimeout(r, 25));
     }
   }

@@ -80,7 +80,7 @@ describe('exactly-once over time (e2e)', () => {
   const reconcile = (description: string) => reconcilePayment(t.dataSource, ledger, description);
 
   /** By the database's clock: the key's retention, as set when it was claimed, has run out. */
-  const pastRetention = (key: string) => waitFor('the retention to pass', async () => (await keyRow(key))?.expired === true, { timeoutMs: 10_000 });
+  const pastRetention = (key: string) => waitFor('the retention to pass', async () => (await keyRow(key))?.expired === true, { seen: () => keyRow(key) });
 
   describe('retention runs from the outcome', () => {
     it('a payment the network keeps refusing outlives its retention: its retry resumes it, the job settles it, one charge', async () => {

@@ -7,6 +7,7 @@ import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgre
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
+import { waitFor } from '../support/http-client';
 import { histogram, timed } from '../support/race';
 import { ReplicaReadIdempotencyStore } from '../support/replica-read-idempotency.store';
 import { MetricsService } from '../../src/metrics/metrics.service';
@@ -30,16 +31,6 @@ import { MetricsService } from '../../src/metrics/metrics.service';
  * logged once per replica and minute.
  */
 const APPLY_DELAY_MS = 2_000;
-
-async function until<T>(what: string, deadlineMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + deadlineMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${deadlineMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 describe('read replicas: keys from the primary, listings from a lagging replica (e2e)', () => {
   jest.setTimeout(180_000);
@@ -147,10 +138,16 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
       // The proof that the listing reads a replica that really lags.
       expect(listedAtFirst).toBe(false);
 
-      await until('the listing shows the payment', 15_000, async () => {
-        const res = await request(t.url!).get('/payments?limit=100').set(t.auth()).expect(200);
-        return (res.body.data as { id: string }[]).some((p) => p.id === first.body.id) ? true : undefined;
-      });
+      let listed: string[] = [];
+      await waitFor(
+        'the listing to show the payment',
+        async () => {
+          const res = await request(t.url!).get('/payments?limit=100').set(t.auth()).expect(200);
+          listed = (res.body.data as { id: string }[]).map((p) => p.id);
+          return listed.includes(first.body.id);
+        },
+        { seen: () => ({ payment: first.body.id, listed }) },
+      );
       const caughtUpMs = Date.now() - created;
       console.log(`replicas: the listing showed the payment ${caughtUpMs} ms after its 201 (apply delay ${APPLY_DELAY_MS} ms; retry, GET by id and first listing done at ${probesDoneMs} ms)`);
       expect(caughtUpMs).toBeGreaterThanOrEqual(APPLY_DELAY_MS / 2);

@@ -132,7 +132,9 @@ async function startOnce(options: AppProcessOptions): Promise<AppProcess> {
     });
   });
 
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  // A guard, not a requirement: a loaded 2-core machine can take well over 30 s to boot two
+  // apps at once (loading alone can take 15 s), so the default is 90 s, under the suites' 120 s.
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 90_000);
   let port = 0;
   while (!port) {
     if (exitedFlag) {
@@ -142,7 +144,7 @@ async function startOnce(options: AppProcessOptions): Promise<AppProcess> {
     if (Date.now() >= deadline) {
       child.kill('SIGKILL');
       await exited;
-      throw new AppProcessError(`the app did not report its port within ${options.readyTimeoutMs ?? 30_000} ms`, output);
+      throw new AppProcessError(`the app did not report its port within ${options.readyTimeoutMs ?? 90_000} ms`, output);
     }
     port = Number(LISTENING.exec(output)?.[1] ?? 0);
     if (!port) await sleep(50);
@@ -180,7 +182,7 @@ async function startOnce(options: AppProcessOptions): Promise<AppProcess> {
   }
   child.kill('SIGKILL');
   await exited;
-  throw new AppProcessError(`GET /health did not answer 200 within ${options.readyTimeoutMs ?? 30_000} ms`, output);
+  throw new AppProcessError(`GET /health did not answer 200 within ${options.readyTimeoutMs ?? 90_000} ms`, output);
 }
 
 export class AppProcessError extends Error {

@@ -71,11 +71,18 @@ export function authHeaders(apiKey: string, idempotencyKey?: string): Record<str
   return { Authorization: `Bearer ${apiKey}`, ...(idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : {}) };
 }
 
-/** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+/**
+ * Polls `check` until it returns a value other than undefined/false. The
+ * timeout is a guard, not a requirement: it only stops a test whose condition
+ * never comes, so it is generous (30 s by default, far past what any awaited
+ * condition takes on a loaded machine). A test that needs a bound asserts it
+ * on what it measured. A timeout says what `seen` last saw, and the last error
+ * `check` threw.
+ */
 export async function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined | false> | T | undefined | false,
-  { timeoutMs = 15_000, intervalMs = 25 }: { timeoutMs?: number; intervalMs?: number } = {},
+  { timeoutMs = 30_000, intervalMs = 25, seen }: { timeoutMs?: number; intervalMs?: number; seen?: () => unknown } = {},
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
@@ -87,8 +94,17 @@ export async function waitFor<T>(
       lastError = error;
     }
     if (Date.now() >= deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${(lastError as Error).message})` : ''}`);
+      const saw = seen ? `; saw ${await described(seen)}` : '';
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${saw}${lastError ? ` (last error: ${(lastError as Error).message})` : ''}`);
     }
     await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+async function described(seen: () => unknown): Promise<string> {
+  try {
+    return JSON.stringify(await seen()) ?? 'undefined';
+  } catch (error) {
+    return `nothing (${(error as Error).message})`;
   }
 }

@@ -235,18 +235,18 @@ describe('card network simulator: faults', () => {
       const sim = await start();
       expect((await call(sim.url, { path: '/_simulator/hold', form: {} })).status).toBe(200);
       const a = call(sim.url, { path: '/v1/payment_intents', key: 'held-a', form: { ...VISA, amount: 100 } });
-      await waitFor(async () => (await stats(sim.url)).held === 1);
+      await waitFor(async () => (await stats(sim.url)).held === 1, async () => (await stats(sim.url)).held);
       const abort = new AbortController();
       const gone = call(sim.url, { path: '/v1/payment_intents', key: 'held-gone', form: { ...VISA, amount: 200 }, signal: abort.signal });
-      await waitFor(async () => (await stats(sim.url)).held === 2);
+      await waitFor(async () => (await stats(sim.url)).held === 2, async () => (await stats(sim.url)).held);
       const c = call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, amount: 300 } });
-      await waitFor(async () => (await stats(sim.url)).held === 3);
+      await waitFor(async () => (await stats(sim.url)).held === 3, async () => (await stats(sim.url)).held);
       // Held means not executed: nothing charged, and GETs still answer.
       expect(await listIntents(sim.url)).toHaveLength(0);
 
       abort.abort();
       await expect(gone).rejects.toThrow();
-      await waitFor(async () => (await stats(sim.url)).held === 2);
+      await waitFor(async () => (await stats(sim.url)).held === 2, async () => (await stats(sim.url)).held);
 
       const release = await call(sim.url, { path: '/_simulator/release', form: {} });
       expect(release.json()).toMatchObject({ released: 2, held: 0, holding: false });
@@ -278,7 +278,7 @@ describe('card network simulator: faults', () => {
       await waitFor(async () => (await listIntents(sim.url)).length === 1 && (await listIntents(sim.url, OTHER_SECRET)).length === 1);
       await call(sim.url, { path: '/_simulator/hold', form: {} });
       const held = call(sim.url, { path: '/v1/payment_intents', form: VISA });
-      await waitFor(async () => (await stats(sim.url)).held === 1);
+      await waitFor(async () => (await stats(sim.url)).held === 1, async () => (await stats(sim.url)).held);
 
       const outcomes = Promise.allSettled([delayed, hung, held]);
       const t0 = performance.now();

@@ -131,7 +131,7 @@ describe('card network simulator: main.ts as a process', () => {
         const url = await readyUrl(started);
         const res = await call(url, { path: '/v1/payment_intents', secret: 'sk_test_simulator_0123456789abcdef', form: { ...VISA, payment_method: 'pm_card_chargeProcessing' } });
         expect(res.json()).toMatchObject({ status: 'processing' });
-        await waitFor(() => endpoint.deliveries.length === 2);
+        await waitFor(() => endpoint.deliveries.length === 2, () => endpoint.deliveries.length);
         const stripe = new Stripe('sk_test_x');
         const types = endpoint.deliveries.map((d) => stripe.webhooks.constructEvent(d.payload, d.headers['stripe-signature']!, secret).type);
         expect(types.sort()).toEqual(['payment_intent.processing', 'payment_intent.succeeded']);

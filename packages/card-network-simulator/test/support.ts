@@ -72,13 +72,25 @@ export function call(baseUrl: string, options: SimRequest): Promise<SimResponse>
   });
 }
 
-/** Polls until `check` returns a value other than undefined/false (no fixed sleeps). */
-export async function waitFor<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5_000): Promise<T> {
+/**
+ * Polls until `check` returns a value other than undefined/false (no fixed
+ * sleeps). The timeout only guards against a condition that never comes: 30 s,
+ * far past what any of these takes on a loaded machine. A timeout names the
+ * condition and says what `seen` last saw.
+ */
+export async function waitFor<T>(
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  seen?: () => unknown,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value !== undefined && value !== false) return value;
-    if (performance.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    if (performance.now() > deadline) {
+      const saw = seen ? `; saw ${JSON.stringify(await seen())}` : '';
+      throw new Error(`not within ${timeoutMs} ms: ${String(check)}${saw}`);
+    }
     await new Promise((r) => setTimeout(r, 10));
   }
 }

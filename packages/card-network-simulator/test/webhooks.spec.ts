@@ -27,7 +27,7 @@ describe('card network simulator: events and webhooks', () => {
     const endpoint = await receiver();
     const sim = await start({ webhook: { url: endpoint.url, ...FAST } });
     const res = await call(sim.url, { path: '/v1/payment_intents', key: 'k-pay', form: { ...VISA, 'metadata[payment_id]': 'pay_1' } });
-    await waitFor(() => endpoint.deliveries.length === 1);
+    await waitFor(() => endpoint.deliveries.length === 1, () => endpoint.deliveries.length);
     const [delivery] = endpoint.deliveries;
 
     const event = new Stripe('sk_test_x').webhooks.constructEvent(delivery.payload, delivery.headers['stripe-signature']!, WHSEC);
@@ -58,7 +58,7 @@ describe('card network simulator: events and webhooks', () => {
     const sim = await start({ webhook: { url: endpoint.url, ...FAST } });
     const created = await pay(sim, { ...VISA, confirm: 'false', payment_method: 'pm_card_chargeThenDrop' });
     await expect(call(sim.url, { path: `/v1/payment_intents/${created.id as string}/confirm`, key: 'k-lost', form: {} })).rejects.toThrow();
-    await waitFor(() => endpoint.deliveries.length === 1);
+    await waitFor(() => endpoint.deliveries.length === 1, () => endpoint.deliveries.length);
     expect(endpoint.deliveries[0].event).toMatchObject({ type: 'payment_intent.succeeded', data: { object: { id: created.id, status: 'succeeded' } } });
   });
 
@@ -73,7 +73,7 @@ describe('card network simulator: events and webhooks', () => {
     await call(sim.url, { path: `/v1/payment_intents/${action.id as string}/cancel`, form: {} });
     await pay(sim, { ...VISA, payment_method: 'pm_card_chargeProcessing' });
     const refund = (await call(sim.url, { path: '/v1/refunds', form: { payment_intent: paid.id as string, amount: 100 } })).json();
-    await waitFor(() => endpoint.deliveries.length === 9);
+    await waitFor(() => endpoint.deliveries.length === 9, () => endpoint.deliveries.length);
     await settled(sim);
     // Each object as it was when its event happened: the requires_action intent was canceled later.
     const seen = endpoint.deliveries.map((d) => `${d.event.type} ${d.event.data.object.status as string}`).sort();
@@ -96,7 +96,7 @@ describe('card network simulator: events and webhooks', () => {
     const endpoint = await receiver((n) => (n <= 2 ? 500 : 200));
     const sim = await start({ webhook: { url: endpoint.url, ...FAST } });
     await pay(sim);
-    await waitFor(() => endpoint.deliveries.length === 3);
+    await waitFor(() => endpoint.deliveries.length === 3, () => endpoint.deliveries.length);
     const final = await settled(sim);
     expect(final).toMatchObject({ delivered: 1, failed_attempts: 2, abandoned: 0 });
     const stripe = new Stripe('sk_test_x');
@@ -126,7 +126,7 @@ describe('card network simulator: events and webhooks', () => {
     await pay(sim);
     sim.setWebhook({ url: endpoint.url, secret: WHSEC });
     const second = await pay(sim);
-    await waitFor(() => endpoint.deliveries.length === 1);
+    await waitFor(() => endpoint.deliveries.length === 1, () => endpoint.deliveries.length);
     expect(endpoint.deliveries[0].event.data.object.id).toBe(second.id);
     sim.setWebhook(null);
     await pay(sim);
@@ -145,7 +145,7 @@ describe('card network simulator: events and webhooks', () => {
       expect((await stats(sim)).pending_faults).toBe(1);
       const first = await pay(sim);
       const second = await pay(sim);
-      await waitFor(() => endpoint.deliveries.length === 4);
+      await waitFor(() => endpoint.deliveries.length === 4, () => endpoint.deliveries.length);
       expect(await settled(sim)).toMatchObject({ delivered: 4, pending_faults: 0 });
       expect(intentIds(endpoint.deliveries).sort()).toEqual([first.id, first.id, first.id, second.id].sort());
       expect(new Set(endpoint.deliveries.filter((d) => d.event.data.object.id === first.id).map((d) => d.event.id)).size).toBe(1);
@@ -167,7 +167,7 @@ describe('card network simulator: events and webhooks', () => {
       const first = await pay(sim);
       expect(await stats(sim)).toMatchObject({ pending: 1 });
       const second = await pay(sim);
-      await waitFor(() => endpoint.deliveries.length === 2);
+      await waitFor(() => endpoint.deliveries.length === 2, () => endpoint.deliveries.length);
       expect(intentIds(endpoint.deliveries)).toEqual([second.id, first.id]);
     });
 
@@ -177,7 +177,7 @@ describe('card network simulator: events and webhooks', () => {
       await call(sim.url, { path: '/_simulator/webhook-faults', json: { fault: 'out_of_order' } });
       const t0 = performance.now();
       const only = await pay(sim);
-      await waitFor(() => endpoint.deliveries.length === 1, 5_000);
+      await waitFor(() => endpoint.deliveries.length === 1, () => endpoint.deliveries.length);
       expect(endpoint.deliveries[0].at - t0).toBeGreaterThanOrEqual(1_900);
       expect(intentIds(endpoint.deliveries)).toEqual([only.id]);
     });
@@ -189,7 +189,7 @@ describe('card network simulator: events and webhooks', () => {
       const t0 = performance.now();
       const late = await pay(sim);
       const prompt = await pay(sim);
-      await waitFor(() => endpoint.deliveries.length === 2);
+      await waitFor(() => endpoint.deliveries.length === 2, () => endpoint.deliveries.length);
       expect(intentIds(endpoint.deliveries)).toEqual([prompt.id, late.id]);
       expect(endpoint.deliveries[1].at - t0).toBeGreaterThanOrEqual(390);
     });
@@ -201,11 +201,11 @@ describe('card network simulator: events and webhooks', () => {
       expect((await stats(sim)).pending_faults).toBe(5);
       expect((await stats(sim, OTHER_SECRET)).pending_faults).toBe(0);
       await pay(sim, VISA, OTHER_SECRET);
-      await waitFor(() => endpoint.deliveries.length === 1);
+      await waitFor(() => endpoint.deliveries.length === 1, () => endpoint.deliveries.length);
       const cleared = await call(sim.url, { method: 'DELETE', path: '/_simulator/webhook-faults' });
       expect(cleared.json()).toMatchObject({ webhooks: { pending_faults: 0 } });
       await pay(sim);
-      await waitFor(() => endpoint.deliveries.length === 2);
+      await waitFor(() => endpoint.deliveries.length === 2, () => endpoint.deliveries.length);
       expect(await settled(sim)).toMatchObject({ delivered: 1 });
       for (const body of [{ fault: 'explode' }, { fault: 'late', delay_ms: -1 }, { fault: 'duplicate', copies: 'x' }, { fault: 'late', times: 0 }]) {
         const res = await call(sim.url, { path: '/_simulator/webhook-faults', json: body });
@@ -222,10 +222,10 @@ describe('card network simulator: events and webhooks', () => {
     expect(await stats(sim)).toMatchObject({ paused: true, queued: 3, pending: 0, delivered: 0 });
     // Another account is not paused.
     await pay(sim, VISA, OTHER_SECRET);
-    await waitFor(() => endpoint.deliveries.length === 1);
+    await waitFor(() => endpoint.deliveries.length === 1, () => endpoint.deliveries.length);
     const resumed = await call(sim.url, { path: '/_simulator/webhooks/resume', form: {} });
     expect(resumed.json()).toMatchObject({ resumed: 3, webhooks: { paused: false, queued: 0 } });
-    await waitFor(() => endpoint.deliveries.length === 4);
+    await waitFor(() => endpoint.deliveries.length === 4, () => endpoint.deliveries.length);
     expect(await settled(sim)).toMatchObject({ delivered: 3 });
     expect(intentIds(endpoint.deliveries.slice(1)).sort()).toEqual([...ids].sort());
   });
@@ -234,7 +234,7 @@ describe('card network simulator: events and webhooks', () => {
     const endpoint = await receiver(() => null);
     const sim = await start({ webhook: { url: endpoint.url, secret: WHSEC, retryScheduleMs: [10_000] } });
     await pay(sim);
-    await waitFor(() => endpoint.deliveries.length === 1);
+    await waitFor(() => endpoint.deliveries.length === 1, () => endpoint.deliveries.length);
     const t0 = performance.now();
     await sim.close();
     expect(performance.now() - t0).toBeLessThan(1_000);

@@ -219,7 +219,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       work = handle;
     }
     const settled = await attempt.settle(work, () => `the phased handler of ${route.operation} returned without finish() or release()`);
-    this.metrics.requestEnded(settled.end);
+    this.metrics.requestEnded(settled.end, settled.error);
     return this.answer(res, route.store, request, settled, claim.retainedForMs, sentAt);
   }
 

@@ -13,7 +13,9 @@ export type IdempotencyOutcome =
   | 'taken_over'
   | 'released'
   /** A phased request failed after a recovery point: key kept, lease given up. */
-  | 'yielded';
+  | 'yielded'
+  /** The claim itself failed (the store's error): the request has no other outcome. */
+  | 'failed';
 
 /** What became of an operation the recovery job resumed (`idempotency_recoveries_total{result}`). */
 export type RecoveryResult = 'finished' | 'released' | 'held' | 'failed';
@@ -81,19 +83,19 @@ export class IdempotencyMetrics {
     });
   }
 
-  /** An outcome of a request: counted, and told as an event. */
-  record(outcome: IdempotencyOutcome): void {
+  /** An outcome of a request: counted, and told as an event (with the error that ended the request, if any). */
+  record(outcome: IdempotencyOutcome, error?: unknown): void {
     this.outcomes.inc({ outcome });
-    emit(outcome);
+    emit(outcome, error);
   }
 
-  /** How a request's attempt ended (see OperationAttempt.settle). */
-  requestEnded(end: AttemptEnd): void {
+  /** How a request's attempt ended (see OperationAttempt.settle), and the error that ended it. */
+  requestEnded(end: AttemptEnd, error?: unknown): void {
     switch (end.kind) {
       case 'lease_lost':
-        return this.record('lease_lost');
+        return this.record('lease_lost', error);
       case 'gave_up':
-        if (end.given) this.record(end.kept ? 'yielded' : 'released');
+        if (end.given) this.record(end.kept ? 'yielded' : 'released', error);
         return;
       case 'held':
         return emit('held');

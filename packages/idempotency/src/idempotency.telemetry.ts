@@ -12,8 +12,8 @@ import { keyId } from './key-id';
  *   `idempotency.finish`, `idempotency.release` and `idempotency.call <name>`
  *   (each call to the outside world) inside it, and `idempotency.recovery`
  *   around an operation the recovery job resumes. Outcomes (replayed, in
- *   progress, mismatch, taken over, lease lost, released, yielded, held) are
- *   span events.
+ *   progress, mismatch, taken over, lease lost, released, yielded, held,
+ *   failed) are span events.
  * - The same outcomes on `node:diagnostics_channel`, channel
  *   IDEMPOTENCY_EVENTS_CHANNEL, for apps without OpenTelemetry.
  * Every span and event carries the scope, the key's id (`keyId`, a hash: the
@@ -32,7 +32,8 @@ export type IdempotencyEventName =
   | 'released'
   | 'yielded'
   | 'held'
-  | 'recovered';
+  | 'recovered'
+  | 'failed';
 
 /** What a subscriber of IDEMPOTENCY_EVENTS_CHANNEL receives. */
 export interface IdempotencyEvent {
@@ -40,9 +41,11 @@ export interface IdempotencyEvent {
   scope: string;
   keyId: string;
   operation: string;
+  /** What ended the request: on `failed`, `released`, `yielded` and `lease_lost`. */
+  error?: unknown;
 }
 
-type Subject = Omit<IdempotencyEvent, 'name'>;
+type Subject = Omit<IdempotencyEvent, 'name' | 'error'>;
 
 const events = channel(IDEMPOTENCY_EVENTS_CHANNEL);
 const tracer = trace.getTracer('safe-retries');
@@ -57,12 +60,12 @@ export function aboutOperation<T>(scope: string, key: string, operation: string,
   return subjects.run({ scope, keyId: keyId(scope, key), operation }, work);
 }
 
-/** An outcome of the current operation: an event of the active span and of the diagnostics channel. */
-export function emit(name: IdempotencyEventName): void {
+/** An outcome of the current operation (with the error that ended it): an event of the active span and of the diagnostics channel. */
+export function emit(name: IdempotencyEventName, error?: unknown): void {
   const subject = subjects.getStore();
   if (!subject) return;
   trace.getActiveSpan()?.addEvent(`idempotency.${name}`);
-  if (events.hasSubscribers) events.publish({ name, ...subject } satisfies IdempotencyEvent);
+  if (events.hasSubscribers) events.publish({ name, ...subject, ...(error === undefined ? {} : { error }) } satisfies IdempotencyEvent);
 }
 
 /** `work` in a span of its own, a child of the active one, with the operation's attributes. */

@@ -7,11 +7,17 @@ import { inSpan } from './idempotency.telemetry';
  * The claim of a request's key (one store round trip, timed in
  * `idempotency_claim_duration_seconds`, in the `idempotency.claim` span), and
  * with `@Idempotent({ wait })` the wait for an owner still at work
- * (askAgainWhileInProgress).
+ * (askAgainWhileInProgress). A claim that fails is the request's outcome
+ * (`failed`, with the store's error), then the error goes on to the app.
  */
 export async function claimOrWait(store: IdempotencyStore, request: ClaimRequest, waitMs: number, metrics: IdempotencyMetrics): Promise<ClaimResult> {
   const ask = () => timedClaim(metrics, () => store.claim(request));
-  return askAgainWhileInProgress(await inSpan('idempotency.claim', ask), store.settlement, request, waitMs, ask);
+  try {
+    return await askAgainWhileInProgress(await inSpan('idempotency.claim', ask), store.settlement, request, waitMs, ask);
+  } catch (error) {
+    metrics.record('failed', error);
+    throw error;
+  }
 }
 
 /**

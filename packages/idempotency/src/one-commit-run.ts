@@ -54,7 +54,8 @@ const logger = new Logger('Idempotency');
  *   unit commits, as on the durable path.
  * - The final insert lost to a unit that committed the key after this claim's
  *   snapshot: everything rolls back and the key is claimed again, which now
- *   reads the winner's response (a replay) or another request (422).
+ *   reads the winner's response (a replay) or another request (422); that
+ *   answer is the request's one outcome (the lost unit claimed nothing).
  * - The lease bounds the unit: the store ends it past the lease, so an owner
  *   paused that long cannot commit (answered `lease_lost`), and its key is free
  *   the moment the unit ends.
@@ -70,38 +71,51 @@ export async function runInOneCommit(route: OneCommitRoute, request: ClaimReques
   return askAgainWhileInProgress(await ask(), route.store.settlement, request, route.waitMs, ask, WAIT_SLICE_MS);
 }
 
-/** One unit: the claim, and when it claims, the work and the key's insert. */
+/**
+ * One unit: the claim, and when it claims, the work and the key's insert.
+ * A request has one answer: a unit whose insert lost tells nothing (the key
+ * was another's all along; the next claim's answer is the request's), so a
+ * claim is told once its unit has ended, committed or rolled back with its
+ * error. A unit that fails before it claims tells `failed`, with the error.
+ */
 async function attempt(
   route: OneCommitRoute,
   request: ClaimRequest,
   metrics: IdempotencyMetrics,
   work: OneCommitWork,
 ): Promise<OneCommitAnswer | { kind: 'lost_insert' }> {
-  let claimed = false;
+  // Set in the unit's callback, where the compiler does not follow it: typed by hand.
+  let claimed = undefined as { takenOver: boolean } | undefined;
   let inserting = false;
   const startedAt = performance.now();
+  const tellClaimed = (claim: { takenOver: boolean }) => metrics.record(claim.takenOver ? 'taken_over' : 'claimed');
   try {
-    return await route.store.runUnit(async (): Promise<OneCommitAnswer> => {
+    const answer = await route.store.runUnit(async (): Promise<OneCommitAnswer> => {
       const claim = await inSpan('idempotency.claim', () => timedClaim(metrics, () => route.oneCommit.claim(request)));
       if (claim.kind !== 'claimed') return claim;
-      claimed = true;
-      metrics.record(claim.takenOver ? 'taken_over' : 'claimed');
+      claimed = claim;
       work.entered();
       const response = await responseOf(work);
       inserting = true;
       await route.oneCommit.complete(request, response);
       return { kind: 'finished', response, retainedForMs: claim.retainedForMs ?? request.retentionMs };
     });
+    if (claimed) tellClaimed(claimed);
+    return answer;
   } catch (error) {
-    if (!claimed) throw error;
+    if (!claimed) {
+      metrics.record('failed', error);
+      throw error;
+    }
     if (inserting && error instanceof LeaseLostError) return { kind: 'lost_insert' };
+    tellClaimed(claimed);
     if (performance.now() - startedAt >= request.leaseMs) {
       // The store ended the unit at its lease (whatever error that surfaced as): nothing committed.
       logger.warn(`a one-commit request ran past its lease (${request.leaseMs} ms) and was rolled back: ${(error as Error).message}`);
-      metrics.requestEnded({ kind: 'lease_lost' });
+      metrics.requestEnded({ kind: 'lease_lost' }, error);
       return { kind: 'lease_lost' };
     }
-    metrics.requestEnded({ kind: 'gave_up', kept: false, given: true });
+    metrics.requestEnded({ kind: 'gave_up', kept: false, given: true }, error);
     throw error;
   } finally {
     if (claimed && route.waitMs > 0) announceSettled(route.store, request);

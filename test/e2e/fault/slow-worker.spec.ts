@@ -143,7 +143,6 @@ describe('fault: a slow worker keeps its lease, a frozen one loses it', () => {
           const { rows } = await pg.query<{ passed: boolean }>(`SELECT ${NOW_US} >= $1::int8 + $2::int8 * 1000 AS passed`, [claimed.now, LEASE_MS]);
           return rows[0].passed;
         },
-        { timeoutMs: 10_000 },
       );
       // ...and the key is still the original's: its lease moved forward (renewed)
       // and is still in the future.
@@ -213,7 +212,10 @@ describe('fault: a slow worker keeps its lease, a frozen one loses it', () => {
       await waitFor(
         "the frozen victim's lease to expire by the database clock",
         async () => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()} AND status IS NULL AND lease <= ${NOW_US}`, [key])).rowCount === 1,
-        { timeoutMs: 10_000, intervalMs: 50 },
+        {
+          intervalMs: 50,
+          seen: async () => (await pg.query(`SELECT status, (lease - ${NOW_US}) / 1000 AS lease_left_ms FROM idempotency_keys WHERE ${keyIs()}`, [key])).rows,
+        },
       );
       taken = await pay(standby, key, body);
       expect(victimAnswered).toBe(false);

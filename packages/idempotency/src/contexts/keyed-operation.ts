@@ -125,7 +125,7 @@ export class KeyedOperation {
       () => attempt.completeWith(handle, storedValue),
       () => `${route.operation} returned without an ending`,
     );
-    this.metrics.requestEnded(settled.end);
+    this.metrics.requestEnded(settled.end, settled.error);
     const { end } = settled;
     switch (end.kind) {
       case 'finished':

@@ -5,7 +5,7 @@ import { Controller, INestMicroservice, Type } from '@nestjs/common';
 import { ClientProxy, ClientProxyFactory, EventPattern, MessagePattern, Payload, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { TransactionHost } from '@nestjs-cls/transactional';
+import { Propagation, TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { lastValueFrom } from 'rxjs';
 import { DataSource } from 'typeorm';
@@ -19,7 +19,9 @@ import { createDatabase } from '../support/test-services';
  * @Idempotent() on microservice handlers over Nest's TCP transport (a real
  * socket, no broker), against PostgreSQL in both commit modes: identical
  * messages at once write one row and get one reply; a duplicate event has one effect. The same race
- * against the naive check-then-insert store writes two rows.
+ * against the naive check-then-insert store writes two rows. An event has no
+ * reply: what became of each is read from the module's outcomes (its
+ * diagnostics channel), one per event, failures included.
  */
 
 interface Credit {
@@ -104,25 +106,48 @@ async function entries(ledger: Ledger, id: string): Promise<number> {
   return row.n;
 }
 
-/** Polls until `check` holds (a condition awaited, not a fixed wait); fails after 15 s. */
-async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
-  const deadline = Date.now() + 15_000;
+/**
+ * Polls until `check` holds (a condition awaited, not a fixed wait). The
+ * deadline is only a guard, so that a condition that never comes fails the
+ * test rather than hanging it: 60 s, far past what these conditions take on a
+ * loaded machine (well under a second). A timeout says what `seen` last saw.
+ */
+async function until(what: string, check: () => Promise<boolean> | boolean, seen: () => unknown): Promise<void> {
+  const deadline = Date.now() + 60_000;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`no ${what} within 60 s; saw ${JSON.stringify(await seen())}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
 
-/** The module's outcomes for one key, as told on its diagnostics channel, while `work` runs and after. */
-function outcomesOf(scope: string, key: string): { names: string[]; stop(): void } {
+/** An outcome that answers a request: each request has exactly one (the others end a claimed one). */
+const ANSWERS: readonly string[] = ['claimed', 'taken_over', 'replayed', 'in_progress', 'mismatch', 'failed'];
+
+interface Outcomes {
+  /** Every outcome told, in order ("name" or "name: the error's message"). */
+  all: string[];
+  /** The outcomes that answer a request (ANSWERS), by name. */
+  answers(): string[];
+  stop(): void;
+}
+
+/** The module's outcomes for one key, as told on its diagnostics channel, from now on. */
+function outcomesOf(scope: string, key: string): Outcomes {
   const id = keyId(scope, key);
+  const all: string[] = [];
   const names: string[] = [];
   const listener = (message: unknown) => {
     const event = message as IdempotencyEvent;
-    if (event.keyId === id) names.push(event.name);
+    if (event.keyId !== id) return;
+    names.push(event.name);
+    all.push(event.error === undefined ? event.name : `${event.name}: ${(event.error as Error).message}`);
   };
   subscribe(IDEMPOTENCY_EVENTS_CHANNEL, listener);
-  return { names, stop: () => unsubscribe(IDEMPOTENCY_EVENTS_CHANNEL, listener) };
+  return { all, answers: () => names.filter((n) => ANSWERS.includes(n)), stop: () => unsubscribe(IDEMPOTENCY_EVENTS_CHANNEL, listener) };
+}
+
+function emitNoted(ledger: Ledger, credit: Credit): Promise<unknown> {
+  return lastValueFrom(ledger.client.emit('ledger.noted', credit), { defaultValue: undefined });
 }
 
 describe('@Idempotent() on message handlers over TCP', () => {
@@ -164,14 +189,15 @@ describe('@Idempotent() on message handlers over TCP', () => {
 
     it('a duplicate @EventPattern event is acknowledged and skipped: one effect', async () => {
       const id = randomUUID();
-      const scope = 'message:ledger.noted';
-      const outcomes = outcomesOf(scope, id);
+      const outcomes = outcomesOf('message:ledger.noted', id);
       try {
-        await lastValueFrom(ledger.client.emit('ledger.noted', { id, account: 'acct_3', amount: 70 }), { defaultValue: undefined });
-        await until('the first event to be processed', async () => (await entries(ledger, id)) === 1 && outcomes.names.includes('claimed'));
+        await emitNoted(ledger, { id, account: 'acct_3', amount: 70 });
+        await until('first event processed', async () => (await entries(ledger, id)) === 1 && outcomes.answers().length === 1, () => outcomes.all);
+        expect(outcomes.all).toEqual(['claimed']);
         // The completion commits with the row: once the row is visible, the key is completed.
-        for (let i = 0; i < 5; i++) await lastValueFrom(ledger.client.emit('ledger.noted', { id, account: 'acct_3', amount: 70 }), { defaultValue: undefined });
-        await until('the five duplicates to be skipped', () => outcomes.names.filter((n) => n === 'replayed').length === 5);
+        for (let i = 0; i < 5; i++) await emitNoted(ledger, { id, account: 'acct_3', amount: 70 });
+        await until('answer to each of the five duplicates', () => outcomes.answers().length >= 6, () => outcomes.all);
+        expect(outcomes.all).toEqual(['claimed', 'replayed', 'replayed', 'replayed', 'replayed', 'replayed']);
         expect(await entries(ledger, id)).toBe(1);
       } finally {
         outcomes.stop();
@@ -182,15 +208,73 @@ describe('@Idempotent() on message handlers over TCP', () => {
       const id = randomUUID();
       const outcomes = outcomesOf('message:ledger.noted', id);
       try {
-        await Promise.all(
-          Array.from({ length: 30 }, () => lastValueFrom(ledger.client.emit('ledger.noted', { id, account: 'acct_4', amount: 5 }), { defaultValue: undefined })),
-        );
-        await until('every event to be answered', () => outcomes.names.length === 30);
-        expect(outcomes.names.filter((n) => n === 'claimed')).toHaveLength(1);
-        expect(outcomes.names.every((n) => n === 'claimed' || n === 'replayed' || n === 'in_progress')).toBe(true);
-        await until('the claimed event to commit', async () => (await entries(ledger, id)) === 1);
+        await Promise.all(Array.from({ length: 30 }, () => emitNoted(ledger, { id, account: 'acct_4', amount: 5 })));
+        // Each event answers once: 30 answers, whatever they are, then what they are.
+        await until('answer to each of the 30 events', () => outcomes.answers().length >= 30, () => outcomes.all);
+        await until('claimed event committed', async () => (await entries(ledger, id)) === 1, () => outcomes.all);
+        const answers = outcomes.answers();
+        expect(answers).toHaveLength(30);
+        expect(answers.filter((n) => n === 'claimed')).toHaveLength(1);
+        expect(outcomes.all.filter((n) => n !== 'claimed' && n !== 'replayed' && n !== 'in_progress')).toEqual([]);
         expect(await entries(ledger, id)).toBe(1);
       } finally {
+        outcomes.stop();
+      }
+    });
+
+    it('an event whose claim fails (the store\'s error) is answered: failed, with the error', async () => {
+      const id = randomUUID();
+      const outcomes = outcomesOf('message:ledger.noted', id);
+      await ledger.dataSource.query('ALTER TABLE idempotency_keys RENAME TO idempotency_keys_away');
+      try {
+        await emitNoted(ledger, { id, account: 'acct_6', amount: 9 });
+        await until('answer to the event', () => outcomes.answers().length >= 1, () => outcomes.all);
+      } finally {
+        await ledger.dataSource.query('ALTER TABLE idempotency_keys_away RENAME TO idempotency_keys');
+        outcomes.stop();
+      }
+      expect(outcomes.all).toEqual(['failed: relation "idempotency_keys" does not exist']);
+      expect(await entries(ledger, id)).toBe(0);
+    });
+  });
+
+  describe('with the PostgreSQL store, commit one: a unit whose insert of the key finds it committed by another', () => {
+    let ledger: Ledger;
+    beforeAll(async () => {
+      ledger = await startLedger(undefined, 'one');
+    });
+    afterAll(() => ledger.close());
+
+    /**
+     * The next one-commit insert meets the key committed, with the same
+     * response, by another unit in between: as when this unit's claim read the
+     * key just before a concurrent unit committed it, then took the lock that
+     * unit had let go (the claim's snapshot predates its lock).
+     */
+    function committedByAnotherBeforeTheNextInsert(): jest.SpyInstance {
+      const { oneCommit } = ledger.app.get(PostgresIdempotencyStore);
+      const txHost = ledger.app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+      const insert = oneCommit.complete.bind(oneCommit);
+      return jest.spyOn(oneCommit, 'complete').mockImplementationOnce(async (request, response) => {
+        await txHost.withTransaction(Propagation.RequiresNew, () => insert(request, response));
+        await insert(request, response);
+      });
+    }
+
+    it('the event rolls back (its effect with it) and is answered once, as the replay it is', async () => {
+      const id = randomUUID();
+      const outcomes = outcomesOf('message:ledger.noted', id);
+      const spy = committedByAnotherBeforeTheNextInsert();
+      try {
+        await emitNoted(ledger, { id, account: 'acct_7', amount: 3 });
+        await until('answer to the event', () => outcomes.answers().length >= 1, () => outcomes.all);
+        // Anything told after its answer would be a second outcome of one event.
+        await emitNoted(ledger, { id, account: 'acct_7', amount: 3 });
+        await until('answer to its retry', () => outcomes.answers().length >= 2, () => outcomes.all);
+        expect(outcomes.all).toEqual(['replayed', 'replayed']);
+        expect(await entries(ledger, id)).toBe(0);
+      } finally {
+        spy.mockRestore();
         outcomes.stop();
       }
     });
