@@ -12,7 +12,15 @@ import { Env, envSchema } from './env.schema';
  */
 
 /** Settings whose value is right for every deployment: constants, not variables (docs/configuration.md). */
-export const FIXED = {
+interface FixedSettings {
+  readonly requestTimeoutMs: number;
+  readonly paymentsQueueLimit: number;
+  readonly unauthenticatedPerMinute: number;
+  readonly confirmations: { readonly perOrderPerDay: number; readonly perClientPerHour: number };
+  readonly embeddedDatabaseDir: string;
+}
+
+export const FIXED: FixedSettings = {
   /** A request must arrive whole (headers and body) within this; then 408. */
   requestTimeoutMs: 30_000,
   /** Payments and refunds that may wait their turn on one instance; past it 503. */
@@ -23,7 +31,7 @@ export const FIXED = {
   confirmations: { perOrderPerDay: 3, perClientPerHour: 1_000 },
   /** The embedded PostgreSQL's data folder, under the working directory. */
   embeddedDatabaseDir: '.data/postgres',
-} as const;
+};
 
 export const configSchema = envSchema.transform((e) => ({
   /** NODE_ENV, trimmed and lower-cased. */
@@ -84,7 +92,7 @@ export const configSchema = envSchema.transform((e) => ({
   /** Per instance (see docs/security.md): requests per second per client; failed authentications per minute per address. */
   rateLimit: { perClientPerSecond: e.RATE_LIMIT_PER_CLIENT, unauthenticatedPerMinute: FIXED.unauthenticatedPerMinute },
   /** Order confirmations one order may be sent in 24 hours, and one client in an hour (counted in Redis: every instance agrees). */
-  confirmations: { ...FIXED.confirmations },
+  confirmations: { perOrderPerDay: FIXED.confirmations.perOrderPerDay, perClientPerHour: FIXED.confirmations.perClientPerHour },
 }));
 
 /** The configuration every module reads (injected as APP_CONFIG). */

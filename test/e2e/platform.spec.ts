@@ -8,7 +8,7 @@ describe('platform (e2e)', () => {
   const http = () => request(t.app.getHttpServer());
 
   beforeAll(async () => {
-    t = await createTestApp({ env: { CORS_ORIGINS: 'https://shop.example,https://admin.example' } });
+    t = await createTestApp({ env: { HTTP_CORS_ORIGINS: 'https://shop.example,https://admin.example' } });
   });
   afterAll(() => t.close());
 
