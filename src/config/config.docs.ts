@@ -14,11 +14,11 @@ interface Variable {
   example?: string;
 }
 
-export const TABLE_START = '<!-- variables: generated from src/config/env.schema.ts by `npm run docs:config` -->';
-export const TABLE_END = '<!-- variables: end -->';
+const TABLE_START = '<!-- variables: generated from src/config/env.schema.ts by `npm run docs:config` -->';
+const TABLE_END = '<!-- variables: end -->';
 
 /** The variables in their order, with what the schema says of each. */
-export function documentedVariables(): Variable[] {
+function documentedVariables(): Variable[] {
   return Object.entries(variables.shape).map(([name, schema]) => {
     const meta = (schema.meta() ?? {}) as { description?: string; default?: string; example?: string };
     if (!meta.description) throw new Error(`${name} has no description in env.schema.ts`);

@@ -20,7 +20,7 @@ interface FixedSettings {
   readonly embeddedDatabaseDir: string;
 }
 
-export const FIXED: FixedSettings = {
+const FIXED: FixedSettings = {
   /** A request must arrive whole (headers and body) within this; then 408. */
   requestTimeoutMs: 30_000,
   /** Payments and refunds that may wait their turn on one instance; past it 503. */
