@@ -80,7 +80,7 @@ const TARGETS = {
   boundarySpeedup: 4,
   boundaryHealthP99Ms: 100,
   boundaryListingP99Ms: 250,
-  /** §10, the 100 clients as 100 API clients (one client's payments are bounded by PAYMENTS_CONCURRENCY_PER_CLIENT). */
+  /** §10, the 100 clients as 100 API clients (one client holds at most a third of PAYMENTS_CONCURRENCY). */
   slownetPaymentsPerSecond: 100,
   slownetHealthP99Ms: 200,
 };

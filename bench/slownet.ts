@@ -12,7 +12,7 @@ import { fmt, round, table } from './lib/stats';
  * post fresh payments to POST /payments for `seconds`, the app's pool is
  * DATABASE_POOL_SIZE=5, and GET /health is probed every 100 ms throughout.
  * Twice, with the app's admission defaults: the 100 clients as one API client
- * (one key, as in §7: PAYMENTS_CONCURRENCY_PER_CLIENT bounds it), then as 100
+ * (one key, as in §7: a third of PAYMENTS_CONCURRENCY bounds it), then as 100
  * API clients (a key each: PAYMENTS_CONCURRENCY bounds them).
  * Then a shorter counted load (no probes): the statements and commits the
  * server's own connections sent, per payment (SqlCounter in the server process).

@@ -40,8 +40,11 @@ export interface AppModuleOptions {
 function forCommandLine(config: AppConfig): AppConfig {
   return {
     ...config,
-    idempotency: { ...config.idempotency, purge: { ...config.idempotency.purge, enabled: false } },
-    recovery: { ...config.recovery, enabled: false },
+    idempotency: {
+      ...config.idempotency,
+      purge: { ...config.idempotency.purge, enabled: false },
+      recovery: { ...config.idempotency.recovery, enabled: false },
+    },
     metrics: { ...config.metrics, port: undefined },
     // No routes are served: no Redis connection.
     redis: { url: undefined },
@@ -76,10 +79,8 @@ export class AppModule {
           useFactory: (metrics: MetricsService) => ({
             // Its migrations run among the app's own (migrations/index.ts), by DatabaseModule.
             migrations: false,
-            lease: config.idempotency.leaseMs,
-            retention: config.idempotency.retentionMs,
-            claimPoolSize: config.idempotency.claimPoolSize,
-            commit: config.idempotency.commit,
+            // Lease, retention, pools, jobs, replay cache and keys: the configuration's, as they are.
+            ...config.idempotency,
             preparedStatements: mode.preparedStatements,
             transactionPooler: mode.transactionPooler,
             listenUrl: mode.directUrl,
@@ -87,17 +88,6 @@ export class AppModule {
             // The store of the routes whose side effect is not in PostgreSQL (order confirmations).
             ...(config.redis.url ? { redis: { url: config.redis.url } } : {}),
             registry: metrics.registry,
-            purge: {
-              enabled: config.idempotency.purge.enabled,
-              cron: config.idempotency.purge.cron,
-              batchSize: config.idempotency.purge.batchSize,
-              budget: config.idempotency.purge.budgetMs,
-            },
-            replayCache: { maxBytes: config.idempotency.replayCacheBytes },
-            encryptionKeys: config.idempotency.encryptionKeys,
-            recovery: { enabled: config.recovery.enabled, interval: config.recovery.intervalMs },
-            // The card network's webhook event ids (and any other message the app consumes once).
-            messages: { retention: config.cardNetwork.webhookEventRetentionMs },
           }),
         }),
         AuthModule,

@@ -48,7 +48,7 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
     genReqId: newRequestId,
     requestIdHeader: false,
     clientErrorHandler: answerMalformedRequestWithProblem,
-    // A request must arrive whole (headers and body) within HTTP_REQUEST_TIMEOUT, else
+    // A request must arrive whole (headers and body) within the request timeout (30 s), else
     // 408 and the connection is closed (answerMalformedRequestWithProblem): a trickled
     // body holds a socket for that long, never a charge slot (taken after the body).
     requestTimeout: config.http.requestTimeoutMs,
@@ -56,7 +56,7 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
     // reading its answer): longer than a request may take to arrive plus a lease of
     // work. A handler that works longer (its lease renewed) still completes, and the
     // client's retry replays its stored response.
-    connectionTimeout: config.http.requestTimeoutMs + config.idempotency.leaseMs,
+    connectionTimeout: config.http.requestTimeoutMs + config.idempotency.lease,
     // Longer than a load balancer's idle timeout, so the balancer, not this server,
     // closes an idle connection (never one it is about to reuse).
     keepAliveTimeout: config.http.keepAliveTimeoutMs,
@@ -70,7 +70,7 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
       // within a tenth of the timeout after it (at most 1 s).
       connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(config.http.requestTimeoutMs / 10))),
     },
-    // `request.ip` is the address X-Forwarded-For gives, past the proxies of TRUST_PROXY only.
+    // `request.ip` is the address X-Forwarded-For gives, past the proxies of HTTP_TRUST_PROXY only.
     trustProxy: config.http.trustProxy.length ? config.http.trustProxy : false,
   });
 }

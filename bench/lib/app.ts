@@ -19,20 +19,20 @@ export const PAYMENT_BODY = { amount: 1000, currency: 'usd', source: 'tok_visa' 
  * card delay, quiet logs; `overrides` for a section that needs otherwise.
  */
 export function benchConfig(databaseUrl: string, overrides: Record<string, string> = {}): AppConfig {
-  return loadConfig({
+  const config = loadConfig({
     DATABASE_URL: databaseUrl,
     // BENCH_LOG_LEVEL (e.g. info) measures what request logging costs.
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
     // BENCH_REPLAY_CACHE=0 measures replays read from the database (another instance's keys).
     ...(process.env.BENCH_REPLAY_CACHE === undefined ? {} : { IDEMPOTENCY_REPLAY_CACHE: process.env.BENCH_REPLAY_CACHE }),
     API_KEYS: `${BENCH_CLIENT.name}:${BENCH_CLIENT.key}`,
-    IDEMPOTENCY_PURGE_ENABLED: 'false',
     CARD_NETWORK_DELAY: '0ms',
     // The bench measures the pipeline, not the throttle.
     RATE_LIMIT_PER_CLIENT: '1000000000',
-    RATE_LIMIT_UNAUTHENTICATED: '1000000000',
     ...overrides,
   });
+  const purge = { ...config.idempotency.purge, enabled: overrides.IDEMPOTENCY_JOBS !== undefined && config.idempotency.purge.enabled };
+  return { ...config, idempotency: { ...config.idempotency, purge }, rateLimit: { ...config.rateLimit, unauthenticatedPerMinute: 1_000_000_000 } };
 }
 
 /** The real store, transaction host and data source, from a Nest application context of AppModule. */

@@ -24,9 +24,9 @@ export interface Blocked {
 /**
  * Failed authentications (a missing or unknown API key, a wrong or missing
  * metrics token, any request to a route that needs a key made without a valid
- * one) per client address: RATE_LIMIT_UNAUTHENTICATED a minute, in this
+ * one) per client address: 60 a minute (config.rateLimit), in this
  * instance's memory (AddressBudget: an IPv6 address counts by its /64). The
- * address is Fastify's `request.ip`: the peer's, or with TRUST_PROXY the one a
+ * address is Fastify's `request.ip`: the peer's, or with HTTP_TRUST_PROXY the one a
  * trusted proxy forwarded.
  *
  * The authentication hook (authenticateOnRequest) consults it before the body
@@ -101,7 +101,7 @@ export function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply):
 
 /**
  * The client's address of a request: Fastify's `request.ip`, which is the
- * peer's address, or with TRUST_PROXY the address a trusted proxy forwarded.
+ * peer's address, or with HTTP_TRUST_PROXY the address a trusted proxy forwarded.
  */
 export function remoteAddress(req: { ip?: string }): string {
   return req.ip ?? 'unknown';

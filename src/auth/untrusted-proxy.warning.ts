@@ -4,7 +4,7 @@ import { isPrivateAddress } from '../common/client-address';
 import type { AppConfig } from '../config/config';
 
 /**
- * With TRUST_PROXY empty, the address the failed-auth limits count is the
+ * With HTTP_TRUST_PROXY empty, the address the failed-auth limits count is the
  * peer's. A peer in a private range is most likely a load balancer or proxy:
  * then every client behind it shares one address and one budget (valid keys
  * still pass). Said once, on the first request from such a peer (loopback
@@ -20,7 +20,7 @@ export function warnOfUntrustedProxy(fastify: FastifyInstance, config: AppConfig
       warned = true;
       logger.warn(
         { peer },
-        `requests come from the private address ${peer} and TRUST_PROXY is empty: if it is a load balancer or proxy, every client behind it shares its address for the failed-auth limits; list your proxies in TRUST_PROXY`,
+        `requests come from the private address ${peer} and HTTP_TRUST_PROXY is empty: if it is a load balancer or proxy, every client behind it shares its address for the failed-auth limits; list your proxies in HTTP_TRUST_PROXY`,
       );
     }
     done();

@@ -7,7 +7,7 @@ import { ProblemException } from './problem';
  * announces a body (Content-Length above 0, or chunked) is answered 413 before
  * a byte of it is read, and the connection is closed, so the unread bytes are
  * never taken for a next request. Nothing reads or parses it, whatever the
- * route, with or without CORS_ORIGINS. A Fastify onRequest hook.
+ * route, with or without HTTP_CORS_ORIGINS. A Fastify onRequest hook.
  */
 export const refuseOptionsBody: onRequestHookHandler = (request, reply, done) => {
   const { headers } = request;

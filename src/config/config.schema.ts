@@ -1,59 +1,49 @@
 import { z } from 'zod';
+import type { IdempotencyModuleOptions } from 'safe-retries';
 import { DEVELOPMENT_ENVIRONMENTS } from './config.constants';
 import { Env, envSchema } from './env.schema';
 
 /**
  * The typed configuration: the environment's variables (env.schema.ts) given
- * the shape the code reads. This transform is the one place a variable meets
- * its place in that shape; `AppConfig` is its output type, so the shape is
- * written once.
+ * the shape the code reads, with the values that follow from them and the
+ * settings that are the same for every deployment (FIXED). This transform is
+ * the one place a variable meets its place in that shape; `AppConfig` is its
+ * output type, so the shape is written once.
  */
+
+/** Settings whose value is right for every deployment: constants, not variables (docs/configuration.md). */
+interface FixedSettings {
+  readonly requestTimeoutMs: number;
+  readonly paymentsQueueLimit: number;
+  readonly unauthenticatedPerMinute: number;
+  readonly confirmations: { readonly perOrderPerDay: number; readonly perClientPerHour: number };
+  readonly embeddedDatabaseDir: string;
+}
+
+const FIXED: FixedSettings = {
+  /** A request must arrive whole (headers and body) within this; then 408. */
+  requestTimeoutMs: 30_000,
+  /** Payments and refunds that may wait their turn on one instance; past it 503. */
+  paymentsQueueLimit: 1_000,
+  /** Failed authentications a minute per client address, per instance; past it 429. */
+  unauthenticatedPerMinute: 60,
+  /** Order confirmations one order may be sent in 24 hours, and one client in an hour. */
+  confirmations: { perOrderPerDay: 3, perClientPerHour: 1_000 },
+  /** The embedded PostgreSQL's data folder, under the working directory. */
+  embeddedDatabaseDir: '.data/postgres',
+};
+
 export const configSchema = envSchema.transform((e) => ({
   /** NODE_ENV, trimmed and lower-cased. */
   nodeEnv: e.NODE_ENV,
   /** Every NODE_ENV but `development` and `test` (production, prod, staging, a typo): turns on the refusals of production.ts. */
   production: !DEVELOPMENT_ENVIRONMENTS.includes(e.NODE_ENV),
   port: e.PORT,
-  database: database(e),
-  /** The idempotency module's Redis store; without it, POST /orders/{id}/confirmation is not mounted. */
-  redis: { url: e.REDIS_URL },
-  apiKeys: e.API_KEYS,
-  bodyLimitBytes: e.BODY_LIMIT,
   logLevel: e.LOG_LEVEL,
-  corsOrigins: e.CORS_ORIGINS,
-  idempotency: idempotency(e),
-  cardNetwork: cardNetwork(e),
-  recovery: { enabled: e.RECOVERY_ENABLED, intervalMs: e.RECOVERY_INTERVAL },
-  /** Admission control of the routes that reach the card network (0: unlimited). */
-  payments: { concurrency: e.PAYMENTS_CONCURRENCY, queueLimit: e.PAYMENTS_QUEUE_LIMIT, perClient: e.PAYMENTS_CONCURRENCY_PER_CLIENT },
-  http: {
-    /** Receiving a whole request (headers and body) may take this long; then 408. */
-    requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT,
-    /** An idle keep-alive connection is closed after this (longer than a load balancer's idle timeout). */
-    keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT,
-    /** Proxies (addresses or CIDRs) whose X-Forwarded-For is believed; empty: none. */
-    trustProxy: e.TRUST_PROXY,
-  },
-  /**
-   * Who may read /metrics: with a token, only `Authorization: Bearer <token>`;
-   * with a port, it is served there (on `host`) and not on the API port; with
-   * neither, it is not served at all.
-   */
-  metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
-  /** Per instance (see docs/security.md): requests per second per client; failed authentications per minute per address. */
-  rateLimit: { perClientPerSecond: e.RATE_LIMIT_PER_CLIENT, unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED },
-  /** Order confirmations one order may be sent in 24 hours, and one client in an hour (counted in Redis: every instance agrees). */
-  confirmations: { perOrderPerDay: e.CONFIRMATIONS_PER_ORDER_PER_DAY, perClientPerHour: e.CONFIRMATIONS_PER_CLIENT_PER_HOUR },
-}));
-
-/** The configuration every module reads (injected as APP_CONFIG). */
-export type AppConfig = z.output<typeof configSchema>;
-
-function database(e: Env) {
-  return {
+  apiKeys: e.API_KEYS,
+  database: {
     url: e.DATABASE_URL,
-    embeddedDir: e.EMBEDDED_PG_DIR,
-    embeddedPort: e.EMBEDDED_PG_PORT,
+    embeddedDir: FIXED.embeddedDatabaseDir,
     poolSize: e.DATABASE_POOL_SIZE,
     /** Read replicas of `url`: the listings read from them; keys never do. Empty: none. */
     replicaUrls: e.DATABASE_REPLICA_URLS,
@@ -61,41 +51,87 @@ function database(e: Env) {
     preparedStatements: e.DATABASE_PREPARED_STATEMENTS,
     /** The primary without the pooler that `url` goes through: LISTEN and the migrations. */
     directUrl: e.DATABASE_DIRECT_URL,
-  };
-}
-
-function idempotency(e: Env) {
-  return {
-    leaseMs: e.IDEMPOTENCY_LEASE,
-    retentionMs: e.IDEMPOTENCY_RETENTION,
-    claimPoolSize: e.IDEMPOTENCY_CLAIM_POOL_SIZE,
-    /** How non-phased routes that do not say commit their key (`one`: inside the handler's transaction). */
-    commit: e.IDEMPOTENCY_COMMIT,
-    purge: {
-      enabled: e.IDEMPOTENCY_PURGE_ENABLED,
-      cron: e.IDEMPOTENCY_PURGE_CRON,
-      batchSize: e.IDEMPOTENCY_PURGE_BATCH,
-      budgetMs: e.IDEMPOTENCY_PURGE_BUDGET,
-    },
-    /** Memory for completed responses served to replays without the database (0: off). */
-    replayCacheBytes: e.IDEMPOTENCY_REPLAY_CACHE,
-    /** `id:base64` keys sealing stored responses, newest first (empty: stored as sent). */
-    encryptionKeys: e.IDEMPOTENCY_ENCRYPTION_KEYS,
-  };
-}
-
-function cardNetwork(e: Env) {
-  return {
+  },
+  /** The idempotency module's Redis store; without it, POST /orders/{id}/confirmation is not mounted. */
+  redis: { url: e.REDIS_URL },
+  idempotency: idempotency(e),
+  cardNetwork: {
     /** Stripe's API base; undefined: the bundled simulator runs inside the app. */
     url: e.CARD_NETWORK_URL?.replace(/\/$/, ''),
-    apiKey: e.STRIPE_API_KEY.trim(),
+    apiKey: e.CARD_NETWORK_SECRET,
     /** Latency of the embedded simulator. */
     delayMs: e.CARD_NETWORK_DELAY,
     timeoutMs: e.CARD_NETWORK_TIMEOUT,
     maxRetries: e.CARD_NETWORK_MAX_RETRIES,
     /** Verify the network's webhooks (Stripe-Signature): an event signed with any of them. The first signs the embedded simulator's. */
-    webhookSecrets: e.STRIPE_WEBHOOK_SECRET,
-    /** How long a processed webhook event id is kept (longer than the network retries). */
-    webhookEventRetentionMs: e.WEBHOOK_EVENT_RETENTION,
-  };
+    webhookSecrets: e.CARD_NETWORK_WEBHOOK_SECRET,
+  },
+  /** Admission control of the routes that reach the card network (concurrency 0: unlimited). */
+  payments: {
+    concurrency: e.PAYMENTS_CONCURRENCY,
+    queueLimit: FIXED.paymentsQueueLimit,
+    /** A client holds at most a third of the slots, so one client never fills the instance. */
+    perClient: Math.max(1, Math.ceil(e.PAYMENTS_CONCURRENCY / 3)),
+  },
+  bodyLimitBytes: e.HTTP_BODY_LIMIT,
+  corsOrigins: e.HTTP_CORS_ORIGINS,
+  http: {
+    /** Receiving a whole request (headers and body) may take this long; then 408. */
+    requestTimeoutMs: FIXED.requestTimeoutMs,
+    /** An idle keep-alive connection is closed after this (longer than a load balancer's idle timeout). */
+    keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT,
+    /** Proxies (addresses or CIDRs) whose X-Forwarded-For is believed; empty: none. */
+    trustProxy: e.HTTP_TRUST_PROXY,
+  },
+  /**
+   * Who may read /metrics: with a token, only `Authorization: Bearer <token>`;
+   * with a port, it is served there and not on the API port: on every address
+   * when a token guards it, else on loopback only; with neither, not at all.
+   */
+  metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_TOKEN ? '0.0.0.0' : '127.0.0.1' },
+  /** Per instance (see docs/security.md): requests per second per client; failed authentications per minute per address. */
+  rateLimit: { perClientPerSecond: e.RATE_LIMIT_PER_CLIENT, unauthenticatedPerMinute: FIXED.unauthenticatedPerMinute },
+  /** Order confirmations one order may be sent in 24 hours, and one client in an hour (counted in Redis: every instance agrees). */
+  confirmations: { perOrderPerDay: FIXED.confirmations.perOrderPerDay, perClientPerHour: FIXED.confirmations.perClientPerHour },
+}));
+
+/** The configuration every module reads (injected as APP_CONFIG). */
+export type AppConfig = z.output<typeof configSchema>;
+
+/**
+ * The idempotency module's options, in its own names (app.module.ts passes them
+ * as they are): what the variables set, and what follows from them. What no
+ * variable sets is left to the module's defaults (IDEMPOTENCY_DEFAULTS).
+ */
+function idempotency(e: Env) {
+  return {
+    lease: e.IDEMPOTENCY_LEASE,
+    retention: e.IDEMPOTENCY_RETENTION,
+    /** Claims and releases are one short statement each: half the main pool serves them. */
+    claimPoolSize: Math.max(1, Math.ceil(e.DATABASE_POOL_SIZE / 2)),
+    purge: { enabled: e.IDEMPOTENCY_JOBS, cron: purgeCron(e.IDEMPOTENCY_RETENTION) },
+    replayCache: { maxBytes: e.IDEMPOTENCY_REPLAY_CACHE },
+    /** `id:base64` keys sealing stored responses, newest first (empty: stored as sent). */
+    encryptionKeys: e.IDEMPOTENCY_ENCRYPTION_KEYS,
+    /** An operation is abandoned once its lease has run out: looking every two leases finds it within three. */
+    recovery: { enabled: e.IDEMPOTENCY_JOBS, interval: 2 * e.IDEMPOTENCY_LEASE },
+  } satisfies IdempotencyModuleOptions;
+}
+
+const EVEN_SECONDS = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
+const EVEN_MINUTES = [1, 2, 3, 4, 5, 6, 10];
+
+/**
+ * The purge's schedule: 144 runs a retention (every 10 minutes for 24 h), at
+ * least every second and at most every 10 minutes, on a period that divides
+ * the minute or the hour, so the runs are evenly spaced.
+ */
+export function purgeCron(retentionMs: number): string {
+  const periodS = Math.floor(retentionMs / 144 / 1000);
+  if (periodS < 60) {
+    const s = EVEN_SECONDS.filter((n) => n <= Math.max(1, periodS)).at(-1)!;
+    return s === 1 ? '* * * * * *' : `*/${s} * * * * *`;
+  }
+  const m = EVEN_MINUTES.filter((n) => n <= Math.floor(periodS / 60)).at(-1)!;
+  return m === 1 ? '0 * * * * *' : `0 */${m} * * * *`;
 }

@@ -4,25 +4,29 @@ import { parseDuration } from './duration';
 
 /**
  * The kinds of value an environment variable holds, each a zod schema from the
- * variable's text (or its default) to the typed value. Their messages never
- * echo a value that may be a secret.
+ * variable's text (or its default) to the typed value. A kind with a default
+ * records it, as written, in its metadata (`default`), for the generated
+ * reference. Their messages never echo a value that may be a secret.
  */
 
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 * 1024 };
 
-/** A duration (`500ms`, `30s`, `15m`, `24h`, `7d`, or milliseconds) in milliseconds. */
-export const duration = (fallback: string) =>
+/** A duration (`500ms`, `30s`, `15m`, `24h`, `7d`, or milliseconds) in milliseconds, longer than 0 unless `zero` is allowed. */
+export const duration = (fallback: string, { zero = false } = {}) =>
   z
     .string()
     .default(fallback)
     .transform((value, ctx) => {
       try {
-        return parseDuration(value);
+        const ms = parseDuration(value);
+        if (ms > 0 || zero) return ms;
+        ctx.addIssue({ code: 'custom', message: 'must be longer than 0' });
       } catch (error) {
         ctx.addIssue({ code: 'custom', message: (error as Error).message });
-        return z.NEVER;
       }
-    });
+      return z.NEVER;
+    })
+    .meta({ default: fallback });
 
 export const integer = (fallback: number, min: number, max: number) =>
   z
@@ -30,7 +34,8 @@ export const integer = (fallback: number, min: number, max: number) =>
     .default(String(fallback))
     .refine((v) => /^\d+$/.test(v.trim()), { message: `expected an integer between ${min} and ${max}` })
     .transform((v) => Number(v))
-    .refine((v) => v >= min && v <= max, { message: `expected an integer between ${min} and ${max}` });
+    .refine((v) => v >= min && v <= max, { message: `expected an integer between ${min} and ${max}` })
+    .meta({ default: String(fallback) });
 
 export const optionalPort = z
   .string()
@@ -58,7 +63,8 @@ export const bytes = (fallback: string, min: number) =>
         return z.NEVER;
       }
       return size;
-    });
+    })
+    .meta({ default: fallback });
 
 /** Trimmed; unset or blank is undefined. */
 const optionalText = z
@@ -73,11 +79,13 @@ export const optionalMatching = (pattern: RegExp, message: string) =>
 export const POSTGRES_URL = /^postgres(ql)?:\/\//;
 
 /** The trimmed, non-empty entries of a comma-separated list. */
-export const commaList = (fallback = '') =>
-  z
+export const commaList = (fallback = '') => {
+  const list = z
     .string()
     .default(fallback)
     .transform((v) => v.split(',').map((entry) => entry.trim()).filter(Boolean));
+  return fallback ? list.meta({ default: fallback }) : list;
+};
 
 export interface ApiKeySeed {
   name: string;
@@ -111,27 +119,20 @@ export const apiKeys = z
     return seeds;
   });
 
-export const cron = (fallback: string) =>
+/** A switch: on/off, true/false or 1/0. */
+export const onOff = (fallback: boolean) =>
   z
     .string()
-    .default(fallback)
-    .refine((v) => [5, 6].includes(v.trim().split(/\s+/).length), {
-      message: 'expected a cron expression of 5 fields, or 6 with seconds first',
-    });
-
-export const boolean = (fallback: boolean) =>
-  z
-    .string()
-    .default(String(fallback))
-    .refine((v) => ['true', 'false', '1', '0'].includes(v.trim().toLowerCase()), {
-      message: 'expected true or false',
-    })
-    .transform((v) => ['true', '1'].includes(v.trim().toLowerCase()));
+    .default(fallback ? 'on' : 'off')
+    .refine((v) => ['on', 'off', 'true', 'false', '1', '0'].includes(v.trim().toLowerCase()), { message: 'expected on or off' })
+    .transform((v) => ['on', 'true', '1'].includes(v.trim().toLowerCase()))
+    .meta({ default: fallback ? 'on' : 'off' });
 
 /** A switch that may be left unset (undefined): on/off, true/false or 1/0. */
 export const optionalOnOff = optionalText
   .refine((v) => v === undefined || ['on', 'off', 'true', 'false', '1', '0'].includes(v.toLowerCase()), { message: 'expected on or off' })
-  .transform((v) => (v === undefined ? undefined : ['on', 'true', '1'].includes(v.toLowerCase())));
+  .transform((v) => (v === undefined ? undefined : ['on', 'true', '1'].includes(v.toLowerCase())))
+  .meta({ default: 'on directly, off behind a declared pooler' });
 
 /** `10.0.0.1`, `::1`, `10.0.0.0/8`, `fd00::/8`. */
 export function isAddressOrCidr(value: string): boolean {

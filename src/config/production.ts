@@ -16,11 +16,10 @@ import { AppConfig, DEFAULT_CARD_NETWORK_SECRET, DEFAULT_WEBHOOK_SECRET } from '
  *   data would cross the network in clear.
  * - the embedded PostgreSQL (no DATABASE_URL): a development database in a
  *   local directory, with no backups and no replica.
- * - a TRUST_PROXY range of every address (`/0`), or ranges that together hold
- *   every IPv4 address in any notation (`0.0.0.0/1,128.0.0.0/1`, the mapped
- *   `::ffff:0:0/96`, `::/64`): any client would choose the address the
+ * - an HTTP_TRUST_PROXY range of every address (`/0`), or ranges that together
+ *   hold every IPv4 address in any notation (`0.0.0.0/1,128.0.0.0/1`, the
+ *   mapped `::ffff:0:0/96`, `::/64`): any client would choose the address the
  *   failed-auth limit counts by sending X-Forwarded-For.
- * - a metrics listener on an address other hosts reach without METRICS_TOKEN.
  * The order confirmations' notifier that only logs is refused where the
  * notifier is bound (NotificationsModule), with the same error.
  */
@@ -58,25 +57,21 @@ export function refuseUnsafeProductionConfig(config: AppConfig): void {
     refuse('CARD_NETWORK_URL uses http to a host that is not this machine; use https (plain http is accepted only for 127.0.0.0/8, ::1 and localhost)');
   }
   if (apiKey === DEFAULT_CARD_NETWORK_SECRET) {
-    refuse("STRIPE_API_KEY is the card network simulator's published test key; set your card network's secret key");
+    refuse("CARD_NETWORK_SECRET is the card network simulator's published test key; set your card network's secret key");
   }
   if (webhookSecrets.includes(DEFAULT_WEBHOOK_SECRET)) {
-    refuse("STRIPE_WEBHOOK_SECRET holds the card network simulator's published webhook secret, so anyone could sign a webhook; set only your webhook endpoints' signing secrets");
+    refuse("CARD_NETWORK_WEBHOOK_SECRET holds the card network simulator's published webhook secret, so anyone could sign a webhook; set only your webhook endpoints' signing secrets");
   }
   if (!config.database.url) {
     refuse(EMBEDDED_DATABASE_REFUSAL);
   }
   if (config.http.trustProxy.some((entry) => entry.split('/')[1] === '0')) {
-    refuse('TRUST_PROXY holds a range of every address (/0), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies');
+    refuse('HTTP_TRUST_PROXY holds a range of every address (/0), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies');
   }
   if (coversEveryIPv4(config.http.trustProxy)) {
     refuse(
-      'TRUST_PROXY holds every IPv4 address (its ranges together, IPv4-mapped IPv6 ::ffff:0:0/96 included), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies',
+      'HTTP_TRUST_PROXY holds every IPv4 address (its ranges together, IPv4-mapped IPv6 ::ffff:0:0/96 included), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies',
     );
-  }
-  const { port, host, token } = config.metrics;
-  if (port !== undefined && !token && !isLoopbackHost(host)) {
-    refuse(`METRICS_HOST is not this machine and METRICS_TOKEN is not set, so anyone who reaches port ${port} reads /metrics; set METRICS_TOKEN or bind METRICS_HOST to 127.0.0.1`);
   }
 }
 
@@ -85,7 +80,7 @@ export function productionWarnings(config: AppConfig): string[] {
   if (!config.production) return [];
   const warnings: string[] = [];
   if (config.cardNetwork.apiKey.startsWith('sk_test_')) {
-    warnings.push(`STRIPE_API_KEY is a test-mode key (sk_test_...): the card network charges no real card (NODE_ENV=${config.nodeEnv})`);
+    warnings.push(`CARD_NETWORK_SECRET is a test-mode key (sk_test_...): the card network charges no real card (NODE_ENV=${config.nodeEnv})`);
   }
   return warnings;
 }
@@ -96,7 +91,7 @@ export function isLoopbackUrl(url: string): boolean {
 }
 
 /** Whether a host name or address (`[::1]` too) is this machine: 127.0.0.0/8, ::1 or localhost. */
-export function isLoopbackHost(hostname: string): boolean {
+function isLoopbackHost(hostname: string): boolean {
   const host = hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
   if (host === 'localhost' || host === '::1') return true;
   return isIP(host) === 4 && host.startsWith('127.');
@@ -116,7 +111,7 @@ export function cardNetworkIsSimulator(config: AppConfig): boolean {
 const IPV4_COUNT = 2 ** 32;
 
 /**
- * Whether TRUST_PROXY's entries (addresses and CIDRs) together hold every IPv4
+ * Whether HTTP_TRUST_PROXY's entries (addresses and CIDRs) together hold every IPv4
  * address. An IPv6 range counts for the IPv4 addresses it holds as IPv4-mapped
  * addresses (::ffff:a.b.c.d), which is how a proxy check compares an IPv4 peer
  * with an IPv6 range: `::ffff:0:0/96`, `::ffff:0.0.0.0/96` and `::/64` each

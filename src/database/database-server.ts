@@ -74,7 +74,7 @@ export async function openDatabase(
   return { url, kind: 'embedded', stop: () => embedded.stop() };
 }
 
-/** The embedded PostgreSQL of EMBEDDED_PG_DIR (database safe_retries), its data kept across restarts. */
+/** The embedded PostgreSQL of .data/postgres under the working directory (database safe_retries), its data kept across restarts. */
 async function startEmbedded(config: AppConfig, whenRunning: 'attach' | 'refuse', log: (message: string) => void) {
   let devPostgres: typeof import('@safe-retries/dev-postgres');
   try {
@@ -86,9 +86,9 @@ async function startEmbedded(config: AppConfig, whenRunning: 'attach' | 'refuse'
   }
   const { startPostgres, PostgresBusyError } = devPostgres;
   try {
-    return await startPostgres({ dataDir: config.database.embeddedDir, port: config.database.embeddedPort, database: 'safe_retries', whenRunning, warn: log });
+    return await startPostgres({ dataDir: config.database.embeddedDir, database: 'safe_retries', whenRunning, warn: log });
   } catch (error) {
-    if (error instanceof PostgresBusyError) throw new DatabaseStartError(`${error.message}; stop it or set EMBEDDED_PG_DIR`);
+    if (error instanceof PostgresBusyError) throw new DatabaseStartError(`${error.message}; stop it, or start this one from another folder`);
     throw new DatabaseStartError(
       `DATABASE_URL is unset and the embedded PostgreSQL in ${config.database.embeddedDir} could not start: ${(error as Error)?.message ?? error}`,
     );

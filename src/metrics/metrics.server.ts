@@ -6,8 +6,9 @@ import { MetricsAccess } from './metrics-access';
 import { MetricsService } from './metrics.service';
 
 /**
- * With METRICS_PORT, /metrics is served on its own listener (loopback unless
- * METRICS_HOST says otherwise), away from the API port a load balancer exposes.
+ * With METRICS_PORT, /metrics is served on its own listener (on every address
+ * with METRICS_TOKEN, else loopback only), away from the API port a load
+ * balancer exposes.
  * MetricsAccess decides who reads it, as on the API port: in the app,
  * METRICS_TOKEN when set, a wrong or missing one a failed authentication of
  * the peer's address (the same budget as on the API port), and an address over

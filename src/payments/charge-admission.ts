@@ -172,9 +172,9 @@ export class ChargeTurns {
  * Admission control for the routes that reach the card network (those marked
  * `@ChargeRoute()`: POST /payments, POST /payments/{id}/refunds). At most
  * PAYMENTS_CONCURRENCY of them are worked on at once by this instance, and at
- * most PAYMENTS_CONCURRENCY_PER_CLIENT of one client's; up to
- * PAYMENTS_QUEUE_LIMIT more wait their turn (their sockets idle, their bodies
- * parsed: BODY_LIMIT each at most), shared fairly among clients (ChargeTurns).
+ * most a third of them of one client's; up to 1000 more (config.payments)
+ * wait their turn (their sockets idle, their bodies
+ * parsed: HTTP_BODY_LIMIT each at most), shared fairly among clients (ChargeTurns).
  * Refused before any claim, with Retry-After: the queue full, 503; a client
  * holding its share of the queue, 429 (as is its newest waiter, pushed out by a
  * client under its share when the queue is full).

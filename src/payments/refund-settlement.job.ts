@@ -24,7 +24,7 @@ export interface RefundSettlementResult {
 
 /**
  * Pending refunds end without the webhook too: every recovery interval (with
- * the recovery job, RECOVERY_ENABLED / RECOVERY_INTERVAL) each instance asks
+ * the recovery job, IDEMPOTENCY_JOBS) each instance asks
  * the network about the oldest pending refunds and records what has settled.
  * The question goes out with no transaction open (a slow network holds no
  * connection); the answer is applied in a short transaction that moves only a
@@ -48,9 +48,9 @@ export class RefundSettlementJob implements OnApplicationBootstrap, BeforeApplic
   ) {}
 
   onApplicationBootstrap(): void {
-    const { enabled, intervalMs } = this.config.recovery;
+    const { enabled, interval } = this.config.idempotency.recovery;
     if (!enabled) return;
-    this.scheduler.addInterval(REFUND_SETTLEMENT_JOB_NAME, setInterval(() => void this.runScheduled(), intervalMs));
+    this.scheduler.addInterval(REFUND_SETTLEMENT_JOB_NAME, setInterval(() => void this.runScheduled(), interval));
   }
 
   async beforeApplicationShutdown(): Promise<void> {

@@ -48,9 +48,10 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
 
   it('starts, answers, and shuts down cleanly on SIGTERM', async () => {
     const port = await freePort();
-    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), EMBEDDED_PG_DIR: join(dir, 'pg'), API_KEYS: `boot:${KEY}`, METRICS_TOKEN, LOG_LEVEL: 'info' };
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), API_KEYS: `boot:${KEY}`, METRICS_TOKEN, LOG_LEVEL: 'info' };
     delete env.DATABASE_URL;
-    child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // The embedded PostgreSQL keeps its data under the working directory: a folder of this test's own.
+    child = spawn(process.execPath, [MAIN], { env, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
     const exited = new Promise<number | null>((r) => child!.once('exit', (code) => r(code)));
@@ -162,8 +163,8 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
             API_KEYS: apiKeys,
             DATABASE_URL: 'postgres://nobody:secret@127.0.0.1:1/none',
             CARD_NETWORK_URL: 'https://api.stripe.com',
-            STRIPE_API_KEY: 'sk_live_boot_0123456789abcdef',
-            STRIPE_WEBHOOK_SECRET: 'whsec_boot_0123456789abcdef',
+            CARD_NETWORK_SECRET: 'sk_live_boot_0123456789abcdef',
+            CARD_NETWORK_WEBHOOK_SECRET: 'whsec_boot_0123456789abcdef',
           },
           encoding: 'utf8',
           stdio: 'pipe',
@@ -193,5 +194,25 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(failure?.status).toBe(1);
     expect(failure?.stderr).toContain('PORT');
     expect(failure?.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('stops a deployment that still sets an older name, naming the variable that replaced it, never its value', () => {
+    let failure: { status: number | null; stderr: string } | undefined;
+    try {
+      execFileSync(process.execPath, [MAIN], {
+        env: { ...process.env, STRIPE_API_KEY: 'sk_live_old_name_0123456789', RECOVERY_ENABLED: 'false' },
+        encoding: 'utf8',
+        stdio: 'pipe',
+        timeout: 30_000,
+      });
+    } catch (error) {
+      failure = error as { status: number | null; stderr: string };
+    }
+    expect(failure?.status).toBe(1);
+    expect(failure?.stderr.trim().split('\n')).toEqual([
+      'Invalid configuration:',
+      '  - STRIPE_API_KEY: no longer read; renamed: set CARD_NETWORK_SECRET',
+      '  - RECOVERY_ENABLED: no longer read; replaced: set IDEMPOTENCY_JOBS (on or off: the purge and the recovery job together)',
+    ]);
   });
 });

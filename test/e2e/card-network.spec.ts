@@ -55,7 +55,7 @@ describe('payments through the card network (e2e)', () => {
     const pay = (key: string, body: object) => http().post('/payments').set(t.auth()).set('Idempotency-Key', key).send(body);
 
     beforeAll(async () => {
-      t = await createTestApp({ env: { CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '400ms', RECOVERY_ENABLED: 'false' } });
+      t = await createTestApp({ env: { CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '400ms', IDEMPOTENCY_JOBS: 'off' } });
       ledger = Ledger.of(t);
     });
     afterAll(() => t.close());

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { TestApp, countRows, createTestApp } from '../support/app';
+import { paymentsQueue } from '../support/config';
 import { admission, admissionReads, countArrivals } from '../support/admission';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
@@ -55,13 +56,13 @@ describe('payments admission fairness (e2e)', () => {
       listen: true,
       env: {
         API_KEYS: [...HOGS, WELL_BEHAVED].map((c) => `${c.name}:${c.key}`).join(','),
+        // One slot a client (a third of 3).
         PAYMENTS_CONCURRENCY: '3',
-        PAYMENTS_CONCURRENCY_PER_CLIENT: '1',
-        PAYMENTS_QUEUE_LIMIT: '11',
         CARD_NETWORK_DELAY: '1s',
         // The hogs' first payments are held at the network while the rest line up.
         CARD_NETWORK_TIMEOUT: '30s',
       },
+      config: paymentsQueue(11),
     });
     ledger = Ledger.of(t);
   });

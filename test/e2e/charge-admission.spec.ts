@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import request from 'supertest';
 import { TestApp, countRows, createTestApp } from '../support/app';
+import { paymentsQueue } from '../support/config';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { admissionReads } from '../support/admission';
@@ -10,7 +11,7 @@ import { keyIn } from '../support/keys';
 
 /**
  * Admission control of the card network routes: PAYMENTS_CONCURRENCY at once,
- * PAYMENTS_QUEUE_LIMIT waiting, the rest turned away with 503 before any claim;
+ * a queue limit (1000; 2 here) waiting, the rest turned away with 503 before any claim;
  * a slot or a queue place is given back however its request ends; other routes
  * are not affected. Sharing among clients: charge-admission-fairness.spec.ts.
  */
@@ -18,7 +19,7 @@ describe('payments admission control (e2e)', () => {
   let t: TestApp;
 
   beforeAll(async () => {
-    t = await createTestApp({ listen: true, env: { PAYMENTS_CONCURRENCY: '2', PAYMENTS_CONCURRENCY_PER_CLIENT: '2', PAYMENTS_QUEUE_LIMIT: '2', CARD_NETWORK_DELAY: '1s' } });
+    t = await createTestApp({ listen: true, env: { PAYMENTS_CONCURRENCY: '2', CARD_NETWORK_DELAY: '1s' }, config: paymentsQueue(2, 2) });
   });
   afterAll(() => t.close());
 

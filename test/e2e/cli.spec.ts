@@ -170,16 +170,14 @@ describe('command-line tools (e2e)', () => {
       loadConfig({
         DATABASE_URL: t.db.url,
         METRICS_PORT: String(metricsPort),
-        RECOVERY_ENABLED: 'true',
-        RECOVERY_INTERVAL: '50ms',
-        IDEMPOTENCY_PURGE_ENABLED: 'true',
+        IDEMPOTENCY_JOBS: 'on',
         LOG_LEVEL: 'silent',
       });
 
     it('as a process: with METRICS_PORT taken and no CARD_NETWORK_URL, purge and migration:run succeed and bind nothing', async () => {
       const held = await holdPort();
       try {
-        const commandEnv = { ...env, METRICS_PORT: String(held.port), RECOVERY_ENABLED: 'true', IDEMPOTENCY_PURGE_ENABLED: 'true', CARD_NETWORK_URL: '' };
+        const commandEnv = { ...env, METRICS_PORT: String(held.port), IDEMPOTENCY_JOBS: 'on', CARD_NETWORK_URL: '' };
         const purged = await cli('purge', [], commandEnv);
         expect(purged.stdout).toMatch(/^purged \d+ expired idempotency keys/);
         const migrated = await cli('migration', ['run'], commandEnv);

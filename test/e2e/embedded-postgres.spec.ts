@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
-import { REPO_ROOT, builtFile } from '../support/dist';
+import { builtFile } from '../support/dist';
 import { waitFor } from '../support/http-client';
 
 /**
@@ -38,8 +38,9 @@ describe('the embedded PostgreSQL: password and owner (e2e)', () => {
     builtFile('src/main.js');
     dir = mkdtempSync(join(tmpdir(), 'safe-retries-embedded-'));
     chmodSync(dir, 0o755); // PostgreSQL runs as the postgres user when we are root
-    pgDir = join(dir, 'pg');
-    env = { ...process.env, PORT: '0', EMBEDDED_PG_DIR: pgDir, API_KEYS: `embedded:${KEY}`, LOG_LEVEL: 'warn', IDEMPOTENCY_PURGE_ENABLED: 'false' };
+    // The embedded PostgreSQL's folder under the working directory, which is `dir` for every process here.
+    pgDir = join(dir, '.data', 'postgres');
+    env = { ...process.env, PORT: '0', API_KEYS: `embedded:${KEY}`, LOG_LEVEL: 'warn', IDEMPOTENCY_JOBS: 'off' };
     delete env.DATABASE_URL;
   });
   afterAll(async () => {
@@ -49,7 +50,7 @@ describe('the embedded PostgreSQL: password and owner (e2e)', () => {
   });
 
   function spawnApp(): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-    const child = spawn(process.execPath, [builtFile('src/main.js')], { env, cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [builtFile('src/main.js')], { env, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(child);
     let output = '';
     child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
@@ -104,14 +105,14 @@ describe('the embedded PostgreSQL: password and owner (e2e)', () => {
   });
 
   it('a CLI run beside the running app uses its database and leaves it running', async () => {
-    const { stdout, stderr } = await run(process.execPath, [builtFile('src/cli/client-create.js'), 'beside-the-app'], { env, cwd: REPO_ROOT, timeout: 60_000 });
+    const { stdout, stderr } = await run(process.execPath, [builtFile('src/cli/client-create.js'), 'beside-the-app'], { env, cwd: dir, timeout: 60_000 });
     const key = /API key \(shown once, store it now\): (sk_[\w-]{43})/.exec(stdout)?.[1];
     expect(key).toBeDefined();
     expect(await health(first)).toBe(200);
     // The app sees the client the CLI created: one database.
     expect((await fetch(`http://127.0.0.1:${first.port}/orders`, { headers: { Authorization: `Bearer ${key}` } })).status).toBe(200);
 
-    await run(process.execPath, [builtFile('src/cli/purge.js')], { env, cwd: REPO_ROOT, timeout: 60_000 });
+    await run(process.execPath, [builtFile('src/cli/purge.js')], { env, cwd: dir, timeout: 60_000 });
     expect(await health(first)).toBe(200);
     expect(first.child.exitCode).toBeNull();
     expect(stderr).toContain(`of the running process ${first.child.pid}`);
@@ -122,7 +123,7 @@ describe('the embedded PostgreSQL: password and owner (e2e)', () => {
     // Bounded: a second app that took the folder over would run on (afterAll stops it).
     const code = await waitFor('the second app to exit', () => second.child.exitCode ?? undefined, { timeoutMs: 30_000, intervalMs: 100 });
     expect(code).toBe(1);
-    expect(second.output().trim()).toBe(`another instance is running on this data folder (pid ${first.child.pid}); stop it or set EMBEDDED_PG_DIR`);
+    expect(second.output().trim()).toBe(`another instance is running on this data folder (pid ${first.child.pid}); stop it, or start this one from another folder`);
     expect(await health(first)).toBe(200);
   });
 

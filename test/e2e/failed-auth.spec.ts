@@ -7,7 +7,7 @@ import { ClientsService } from '../../src/auth/clients.service';
 import { FAILED_AUTH_MAX_ADDRESSES, FailedAuthLimiter } from '../../src/auth/failed-auth.limiter';
 import { DEFAULT_WEBHOOK_SECRET } from '../../src/config/config';
 import { LOG_DESTINATION } from '../../src/logging/logging.constants';
-import { CLIENT_A, TestApp, createTestApp } from '../support/app';
+import { CLIENT_A, TestApp, createTestApp, failedAuthLimit } from '../support/app';
 import { createTestDatabase, TestDatabase } from '../support/database';
 
 type Line = Record<string, unknown>;
@@ -42,7 +42,7 @@ class LogCapture {
 
 /**
  * The failed-auth limiter's address (Fastify's request.ip, X-Forwarded-For
- * only past a TRUST_PROXY proxy), its bounded memory, and its one log line a
+ * only past an HTTP_TRUST_PROXY proxy), its bounded memory, and its one log line a
  * minute. Requests come from 127.0.0.1.
  */
 describe('failed authentications by client address (e2e)', () => {
@@ -55,11 +55,11 @@ describe('failed authentications by client address (e2e)', () => {
   const ATTACKER = '203.0.113.7';
   const OTHER = '198.51.100.9';
 
-  describe('one address for everybody (TRUST_PROXY empty, behind a load balancer), at the default budget of 60', () => {
+  describe('one address for everybody (HTTP_TRUST_PROXY empty, behind a load balancer), at the default budget of 60', () => {
     let t: TestApp;
     const http = () => request(t.app.getHttpServer());
     beforeAll(async () => {
-      t = await createTestApp({ database: db, env: { RATE_LIMIT_UNAUTHENTICATED: '60' } });
+      t = await createTestApp({ database: db, config: failedAuthLimit(60) });
     });
     afterAll(() => t.close());
 
@@ -90,7 +90,7 @@ describe('failed authentications by client address (e2e)', () => {
     let t: TestApp;
     const http = () => request(t.app.getHttpServer());
     beforeAll(async () => {
-      t = await createTestApp({ database: db, env: { RATE_LIMIT_UNAUTHENTICATED: '4' } });
+      t = await createTestApp({ database: db, config: failedAuthLimit(4) });
     });
     afterAll(() => t.close());
 
@@ -110,11 +110,11 @@ describe('failed authentications by client address (e2e)', () => {
     });
   });
 
-  describe('IPv6 clients (TRUST_PROXY=127.0.0.1)', () => {
+  describe('IPv6 clients (HTTP_TRUST_PROXY=127.0.0.1)', () => {
     let t: TestApp;
     const http = () => request(t.app.getHttpServer());
     beforeAll(async () => {
-      t = await createTestApp({ database: db, env: { TRUST_PROXY: '127.0.0.1', RATE_LIMIT_UNAUTHENTICATED: '3' } });
+      t = await createTestApp({ database: db, env: { HTTP_TRUST_PROXY: '127.0.0.1' }, config: failedAuthLimit(3) });
     });
     afterAll(() => t.close());
 
@@ -137,22 +137,22 @@ describe('failed authentications by client address (e2e)', () => {
       } finally {
         await t.close();
       }
-      return log.auth().filter((l) => String(l.msg).includes('TRUST_PROXY'));
+      return log.auth().filter((l) => String(l.msg).includes('HTTP_TRUST_PROXY'));
     };
 
-    it('is written once, on the first request from a private peer, when TRUST_PROXY is empty', async () => {
+    it('is written once, on the first request from a private peer, when HTTP_TRUST_PROXY is empty', async () => {
       expect(await logOf({}, ['127.0.0.1', '::1'])).toEqual([]);
       const lines = await logOf({}, ['127.0.0.1', '10.0.3.7', '10.0.3.8', 'fd00::5']);
-      expect(lines).toEqual([expect.objectContaining({ level: 40, peer: '10.0.3.7', msg: expect.stringContaining('list your proxies in TRUST_PROXY') })]);
-      expect(await logOf({ TRUST_PROXY: '10.0.0.0/8' }, ['10.0.3.7'])).toEqual([]);
+      expect(lines).toEqual([expect.objectContaining({ level: 40, peer: '10.0.3.7', msg: expect.stringContaining('list your proxies in HTTP_TRUST_PROXY') })]);
+      expect(await logOf({ HTTP_TRUST_PROXY: '10.0.0.0/8' }, ['10.0.3.7'])).toEqual([]);
     });
   });
 
-  describe('behind a trusted proxy (TRUST_PROXY=127.0.0.1)', () => {
+  describe('behind a trusted proxy (HTTP_TRUST_PROXY=127.0.0.1)', () => {
     let t: TestApp;
     const http = () => request(t.app.getHttpServer());
     beforeAll(async () => {
-      t = await createTestApp({ database: db, env: { TRUST_PROXY: '127.0.0.1', RATE_LIMIT_UNAUTHENTICATED: '3' } });
+      t = await createTestApp({ database: db, env: { HTTP_TRUST_PROXY: '127.0.0.1' }, config: failedAuthLimit(3) });
     });
     afterAll(() => t.close());
 
@@ -168,11 +168,11 @@ describe('failed authentications by client address (e2e)', () => {
     });
   });
 
-  describe('without TRUST_PROXY', () => {
+  describe('without HTTP_TRUST_PROXY', () => {
     let t: TestApp;
     const http = () => request(t.app.getHttpServer());
     beforeAll(async () => {
-      t = await createTestApp({ database: db, env: { RATE_LIMIT_UNAUTHENTICATED: '3' } });
+      t = await createTestApp({ database: db, config: failedAuthLimit(3) });
     });
     afterAll(() => t.close());
 
@@ -191,7 +191,7 @@ describe('failed authentications by client address (e2e)', () => {
     beforeAll(async () => {
       t = await createTestApp({
         database: db,
-        env: { TRUST_PROXY: '127.0.0.1', RATE_LIMIT_UNAUTHENTICATED: '1', LOG_LEVEL: 'warn' },
+        env: { HTTP_TRUST_PROXY: '127.0.0.1', LOG_LEVEL: 'warn' }, config: failedAuthLimit(1),
         imports: [MaxAddressesModule.register(CAP)],
         overrides: [{ provide: LOG_DESTINATION, useValue: log }],
         listen: true,

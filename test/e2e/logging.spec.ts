@@ -6,7 +6,7 @@ import request from 'supertest';
 import { FailedAuthLimiter } from '../../src/auth/failed-auth.limiter';
 import { LOG_DESTINATION } from '../../src/logging/logging.constants';
 import { LOGGED_REQUEST_HEADERS, MAX_LOGGED_CHARS } from '../../src/logging/request-log.hook';
-import { CLIENT_A, TestApp, createTestApp } from '../support/app';
+import { CLIENT_A, TestApp, createTestApp, failedAuthLimit } from '../support/app';
 import { waitFor } from '../support/http-client';
 
 type Line = Record<string, unknown>;
@@ -88,7 +88,7 @@ describe('request logging (e2e)', () => {
     beforeAll(async () => {
       t = await createTestApp({
         // Two failed authentications a minute per address: the third is a 429.
-        env: { LOG_LEVEL: 'warn', RATE_LIMIT_UNAUTHENTICATED: '2' },
+        env: { LOG_LEVEL: 'warn' }, config: failedAuthLimit(2),
         imports: [LogDemoModule],
         overrides: [{ provide: LOG_DESTINATION, useValue: log }],
       });
@@ -193,7 +193,7 @@ describe('request logging (e2e)', () => {
     const longUrl = (path: string) => `${path}?${'q='.padEnd(6_000, 'x')}`;
     const longAgent = 'scanner/'.padEnd(6_000, 'y');
     beforeAll(async () => {
-      t = await createTestApp({ env: { LOG_LEVEL: 'info', RATE_LIMIT_UNAUTHENTICATED: '60' }, overrides: [{ provide: LOG_DESTINATION, useValue: log }] });
+      t = await createTestApp({ env: { LOG_LEVEL: 'info' }, config: failedAuthLimit(60), overrides: [{ provide: LOG_DESTINATION, useValue: log }] });
     });
     let closed = false;
     const close = async () => {

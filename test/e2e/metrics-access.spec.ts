@@ -1,6 +1,6 @@
 import request from 'supertest';
 import { freePort } from '@safe-retries/dev-postgres';
-import { METRICS_TOKEN, TestApp, createTestApp, metricsAuth } from '../support/app';
+import { METRICS_TOKEN, TestApp, createTestApp, failedAuthLimit, metricsAuth } from '../support/app';
 import { createTestDatabase, TestDatabase } from '../support/database';
 
 /** Who may read /metrics: METRICS_TOKEN on the API port, or its own port (METRICS_PORT), or nobody. */
@@ -35,7 +35,7 @@ describe('/metrics access (e2e)', () => {
     let t: TestApp;
     const http = () => request(t.app.getHttpServer());
     beforeAll(async () => {
-      t = await createTestApp({ database: db, env: { RATE_LIMIT_UNAUTHENTICATED: '3' } });
+      t = await createTestApp({ database: db, config: failedAuthLimit(3) });
     });
     afterAll(() => t.close());
 
@@ -83,7 +83,7 @@ describe('/metrics access (e2e)', () => {
 
     it('counts failed tokens on that port too: past the limit 429, while the right token works', async () => {
       const other = await freePort();
-      const second = await createTestApp({ database: db, env: { METRICS_TOKEN, METRICS_PORT: String(other), RATE_LIMIT_UNAUTHENTICATED: '2' } });
+      const second = await createTestApp({ database: db, env: { METRICS_TOKEN, METRICS_PORT: String(other) }, config: failedAuthLimit(2) });
       try {
         const url = `http://127.0.0.1:${other}/metrics`;
         expect((await fetch(url)).status).toBe(401);

@@ -4,6 +4,7 @@ import { promisify } from 'node:util';
 import request from 'supertest';
 import { LoggingNotifier, Notification, Notifier, SentNotification } from '../../src/notifications/notifier';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
+import { confirmationsPerClientPerHour } from '../support/config';
 import { createTestDatabase } from '../support/database';
 import { builtFile } from '../support/dist';
 import { createOrder } from '../support/fixtures';
@@ -65,8 +66,8 @@ redisSuites()('POST /orders/{id}/confirmation (e2e)', () => {
 });
 
 /**
- * How many confirmations go out: at most CONFIRMATIONS_PER_ORDER_PER_DAY per
- * order and CONFIRMATIONS_PER_CLIENT_PER_HOUR per client, counted in Redis so
+ * How many confirmations go out: at most 3 per order a day and 1000 per client
+ * an hour (5 here), counted in Redis so
  * that two instances allow what one does; past a cap, 429 with Retry-After and
  * nothing sent.
  */
@@ -75,7 +76,6 @@ describe('order confirmations are capped per order and per client (e2e)', () => 
   const CLIENT_D = { name: 'client-d', key: 'sk_test_client_d_0123456789abcdef' };
   const env = {
     REDIS_URL: redisUrl(),
-    CONFIRMATIONS_PER_CLIENT_PER_HOUR: '5',
     API_KEYS: [CLIENT_A, CLIENT_B, CLIENT_C, CLIENT_D].map((c) => `${c.name}:${c.key}`).join(','),
   };
   /** Two instances on one database and one Redis. */
@@ -96,8 +96,8 @@ describe('order confirmations are capped per order and per client (e2e)', () => 
   };
 
   beforeAll(async () => {
-    one = await createTestApp({ env });
-    two = await createTestApp({ env, database: one.db });
+    one = await createTestApp({ env, config: confirmationsPerClientPerHour(5) });
+    two = await createTestApp({ env, config: confirmationsPerClientPerHour(5), database: one.db });
   });
   afterAll(async () => {
     await two?.close();
@@ -156,8 +156,8 @@ describe('order confirmations in production (e2e)', () => {
         DATABASE_URL: db.url,
         REDIS_URL: redisUrl(),
         CARD_NETWORK_URL: 'https://api.stripe.com',
-        STRIPE_API_KEY: 'sk_live_confirmations_spec_0123456789',
-        STRIPE_WEBHOOK_SECRET: 'whsec_confirmations_spec_0123456789',
+        CARD_NETWORK_SECRET: 'sk_live_confirmations_spec_0123456789',
+        CARD_NETWORK_WEBHOOK_SECRET: 'whsec_confirmations_spec_0123456789',
         LOG_LEVEL: 'warn',
       };
       const refused = await promisify(execFile)(process.execPath, [builtFile('src/main.js')], { env, timeout: 30_000 }).then(

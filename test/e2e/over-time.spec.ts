@@ -53,7 +53,7 @@ describe('exactly-once over time (e2e)', () => {
         CARD_NETWORK_TIMEOUT: '10s',
         IDEMPOTENCY_LEASE: `${LEASE_MS}ms`,
         IDEMPOTENCY_RETENTION: `${RETENTION_MS}ms`,
-        RECOVERY_ENABLED: 'false',
+        IDEMPOTENCY_JOBS: 'off',
       },
     });
     renewals = new StalledRenewals(t.app.get(PostgresIdempotencyStore));

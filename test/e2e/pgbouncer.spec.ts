@@ -84,7 +84,7 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
     CARD_NETWORK_TIMEOUT: '2s',
     CARD_NETWORK_MAX_RETRIES: '0',
     IDEMPOTENCY_LEASE: LEASE,
-    RECOVERY_ENABLED: 'false',
+    IDEMPOTENCY_JOBS: 'off',
     LOG_LEVEL: 'warn',
     ...extra,
   });
@@ -252,10 +252,8 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
     it('the recovery job and the purge on two new instances: abandoned payments finished once, expired keys purged, one purger at a time', async () => {
       await stopAll(apps);
       const env = pooledEnv({
-        RECOVERY_ENABLED: 'true',
-        RECOVERY_INTERVAL: '1s',
-        IDEMPOTENCY_PURGE_ENABLED: 'true',
-        IDEMPOTENCY_PURGE_CRON: '* * * * * *',
+        // Recovery every two leases (6 s); the purge every second (144 runs a retention, at least every second).
+        IDEMPOTENCY_JOBS: 'on',
         IDEMPOTENCY_RETENTION: '4s',
         CARD_NETWORK_TIMEOUT: '1s',
         // The jobs' own lines (scheduled, recovered) are at info.
@@ -264,7 +262,7 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
       const fleet = await startAppProcesses([{ env }, { env }], apps);
       for (const app of fleet) {
         expect(app.output()).toContain('purge of expired idempotency keys scheduled (* * * * * *)');
-        expect(app.output()).toContain('recovery of abandoned phased operations every 1000 ms');
+        expect(app.output()).toContain('recovery of abandoned phased operations every 6000 ms');
       }
 
       // Abandoned: the confirmation is charged but never answered; each request gives up (503).

@@ -9,7 +9,7 @@ describe('platform (e2e)', () => {
   const http = () => request(t.app.getHttpServer());
 
   beforeAll(async () => {
-    t = await createTestApp({ env: { CORS_ORIGINS: 'https://shop.example,https://admin.example' } });
+    t = await createTestApp({ env: { HTTP_CORS_ORIGINS: 'https://shop.example,https://admin.example' } });
   });
   afterAll(() => t.close());
 
@@ -98,7 +98,7 @@ describe('a preflight reads no body (e2e)', () => {
     `OPTIONS /payments HTTP/1.1\r\nHost: api\r\nOrigin: https://shop.example\r\nAccess-Control-Request-Method: POST\r\nContent-Type: application/json\r\n${headers}\r\n`;
 
   it.each([
-    ['with CORS_ORIGINS', { CORS_ORIGINS: 'https://shop.example' }],
+    ['with HTTP_CORS_ORIGINS', { HTTP_CORS_ORIGINS: 'https://shop.example' }],
     ['without CORS', {}],
   ])('%s: a preflight announcing 100 KB, never sent, is answered 413 at once and the connection closed', async (_name, env) => {
     const t = await createTestApp({ listen: true, env });
@@ -114,7 +114,7 @@ describe('a preflight reads no body (e2e)', () => {
       expect(broken.match(/^HTTP\/1\.1 \d+/gm)).toEqual(['HTTP/1.1 413']);
       // A preflight without a body is answered as before.
       const plain = await request(t.url!).options('/payments').set('Origin', 'https://shop.example').set('Access-Control-Request-Method', 'POST');
-      expect(plain.status).toBe('CORS_ORIGINS' in env ? 204 : 404);
+      expect(plain.status).toBe('HTTP_CORS_ORIGINS' in env ? 204 : 404);
     } finally {
       await t.close();
     }

@@ -19,7 +19,7 @@ import { paymentBody } from '../support/fixtures';
  * Every NODE_ENV but development and test gets the production rules, which
  * refuse what is only for development (the embedded card network simulator,
  * its published secrets, plain http to a remote network, the embedded
- * PostgreSQL, a TRUST_PROXY of every address, an open metrics listener) with
+ * PostgreSQL, an HTTP_TRUST_PROXY of every address) with
  * one line naming the variable; it starts against a real network with secrets
  * of its own, and warns about a test-mode key. A card number is never a `source`, and
  * the simulator's fault methods are sources only while it is the network.
@@ -34,8 +34,8 @@ const PRODUCTION: Record<string, string> = {
   NODE_ENV: 'production',
   API_KEYS: `shop:${API_KEY}`,
   CARD_NETWORK_URL: 'https://api.stripe.com',
-  STRIPE_API_KEY: NETWORK_SECRET,
-  STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+  CARD_NETWORK_SECRET: NETWORK_SECRET,
+  CARD_NETWORK_WEBHOOK_SECRET: WEBHOOK_SECRET,
   // Unreachable: a configuration that passes the checks stops at the database instead.
   DATABASE_URL: `postgres://nobody:${DB_PASSWORD}@127.0.0.1:1/none`,
   LOG_LEVEL: 'warn',
@@ -86,23 +86,21 @@ describe('production refuses what is only for development (e2e)', () => {
 
   it.each([
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: undefined }, /^refusing to start: CARD_NETWORK_URL is not set, so the embedded card network simulator/],
-    ['STRIPE_API_KEY', { STRIPE_API_KEY: DEFAULT_CARD_NETWORK_SECRET }, /^refusing to start: STRIPE_API_KEY is the card network simulator's published test key/],
-    ['STRIPE_API_KEY', { STRIPE_API_KEY: undefined }, /^refusing to start: STRIPE_API_KEY is the card network simulator's published test key/],
-    ['STRIPE_WEBHOOK_SECRET', { STRIPE_WEBHOOK_SECRET: DEFAULT_WEBHOOK_SECRET }, /^refusing to start: STRIPE_WEBHOOK_SECRET holds the card network simulator's published webhook secret/],
-    ['STRIPE_WEBHOOK_SECRET', { STRIPE_WEBHOOK_SECRET: `${WEBHOOK_SECRET},${DEFAULT_WEBHOOK_SECRET}` }, /^refusing to start: STRIPE_WEBHOOK_SECRET holds the card network simulator's published webhook secret/],
-    ['STRIPE_WEBHOOK_SECRET', { STRIPE_WEBHOOK_SECRET: undefined }, /^refusing to start: STRIPE_WEBHOOK_SECRET /],
+    ['CARD_NETWORK_SECRET', { CARD_NETWORK_SECRET: DEFAULT_CARD_NETWORK_SECRET }, /^refusing to start: CARD_NETWORK_SECRET is the card network simulator's published test key/],
+    ['CARD_NETWORK_SECRET', { CARD_NETWORK_SECRET: undefined }, /^refusing to start: CARD_NETWORK_SECRET is the card network simulator's published test key/],
+    ['CARD_NETWORK_WEBHOOK_SECRET', { CARD_NETWORK_WEBHOOK_SECRET: DEFAULT_WEBHOOK_SECRET }, /^refusing to start: CARD_NETWORK_WEBHOOK_SECRET holds the card network simulator's published webhook secret/],
+    ['CARD_NETWORK_WEBHOOK_SECRET', { CARD_NETWORK_WEBHOOK_SECRET: `${WEBHOOK_SECRET},${DEFAULT_WEBHOOK_SECRET}` }, /^refusing to start: CARD_NETWORK_WEBHOOK_SECRET holds the card network simulator's published webhook secret/],
+    ['CARD_NETWORK_WEBHOOK_SECRET', { CARD_NETWORK_WEBHOOK_SECRET: undefined }, /^refusing to start: CARD_NETWORK_WEBHOOK_SECRET /],
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: 'http://payments.example.com' }, /^refusing to start: CARD_NETWORK_URL uses http to a host that is not this machine/],
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: 'http://10.0.0.5:4242' }, /^refusing to start: CARD_NETWORK_URL uses http/],
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: 'http://127.example.com' }, /^refusing to start: CARD_NETWORK_URL uses http/],
     ['DATABASE_URL', { DATABASE_URL: undefined }, /^refusing to start: DATABASE_URL is not set, so the embedded development PostgreSQL/],
     ['API_KEYS', { API_KEYS: `shop:${API_KEY},demo:${PUBLISHED_DEMO_KEY}` }, /^refusing to start: API_KEYS gives client "demo" the published demo key/],
-    ['TRUST_PROXY', { TRUST_PROXY: '0.0.0.0/0' }, /^refusing to start: TRUST_PROXY holds a range of every address \(\/0\)/],
-    ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.0/8, ::/0' }, /^refusing to start: TRUST_PROXY holds a range of every address/],
-    ['TRUST_PROXY', { TRUST_PROXY: '::ffff:0:0/96' }, /^refusing to start: TRUST_PROXY holds every IPv4 address/],
-    ['TRUST_PROXY', { TRUST_PROXY: '::ffff:0.0.0.0/96' }, /^refusing to start: TRUST_PROXY holds every IPv4 address/],
-    ['TRUST_PROXY', { TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }, /^refusing to start: TRUST_PROXY holds every IPv4 address/],
-    ['METRICS_HOST', { METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' }, /^refusing to start: METRICS_HOST is not this machine and METRICS_TOKEN is not set/],
-    ['METRICS_HOST', { METRICS_PORT: '9464', METRICS_HOST: '10.1.2.3' }, /^refusing to start: METRICS_HOST is not this machine and METRICS_TOKEN is not set/],
+    ['HTTP_TRUST_PROXY', { HTTP_TRUST_PROXY: '0.0.0.0/0' }, /^refusing to start: HTTP_TRUST_PROXY holds a range of every address \(\/0\)/],
+    ['HTTP_TRUST_PROXY', { HTTP_TRUST_PROXY: '10.0.0.0/8, ::/0' }, /^refusing to start: HTTP_TRUST_PROXY holds a range of every address/],
+    ['HTTP_TRUST_PROXY', { HTTP_TRUST_PROXY: '::ffff:0:0/96' }, /^refusing to start: HTTP_TRUST_PROXY holds every IPv4 address/],
+    ['HTTP_TRUST_PROXY', { HTTP_TRUST_PROXY: '::ffff:0.0.0.0/96' }, /^refusing to start: HTTP_TRUST_PROXY holds every IPv4 address/],
+    ['HTTP_TRUST_PROXY', { HTTP_TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }, /^refusing to start: HTTP_TRUST_PROXY holds every IPv4 address/],
   ])('refuses %s (%j): exit 1, one line naming it, no secret printed', async (_name, change, message) => {
     const { code, stderr } = await boot(change);
     expect(code).toBe(1);
@@ -113,7 +111,7 @@ describe('production refuses what is only for development (e2e)', () => {
   });
 
   it('a command (purge) without DATABASE_URL refuses in the same words, and starts no PostgreSQL', async () => {
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...PRODUCTION, EMBEDDED_PG_DIR: join(cwd, 'pg') };
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...PRODUCTION };
     delete env.DATABASE_URL;
     const failed = await run(process.execPath, [builtFile('src/cli/purge.js')], { env, cwd, timeout: 30_000 }).then(
       () => undefined,
@@ -121,7 +119,7 @@ describe('production refuses what is only for development (e2e)', () => {
     );
     expect(failed?.code).toBe(1);
     expect(failed!.stderr.trim()).toMatch(/^refusing to start: DATABASE_URL is not set, so the embedded development PostgreSQL.*\(NODE_ENV=production\)$/);
-    expect(existsSync(join(cwd, 'pg'))).toBe(false);
+    expect(existsSync(join(cwd, '.data'))).toBe(false);
   });
 
   it.each([
@@ -146,22 +144,22 @@ describe('production refuses what is only for development (e2e)', () => {
   });
 
   it.each([
-    ['METRICS_TOKEN set', { METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0', METRICS_TOKEN: 'metrics-production-token-0123' }],
-    ['METRICS_HOST loopback', { METRICS_PORT: '9464', METRICS_HOST: '127.0.0.1' }],
-    ['TRUST_PROXY of its proxies', { TRUST_PROXY: '10.0.0.0/8,fd00::/8' }],
+    ['METRICS_PORT and METRICS_TOKEN (every address)', { METRICS_PORT: '9464', METRICS_TOKEN: 'metrics-production-token-0123' }],
+    ['METRICS_PORT without a token (loopback only)', { METRICS_PORT: '9464' }],
+    ['HTTP_TRUST_PROXY of its proxies', { HTTP_TRUST_PROXY: '10.0.0.0/8,fd00::/8' }],
   ])('passes the checks with %s (stops later, at the unreachable database)', async (_name, change) => {
     const { code, stderr } = await boot(change);
     expect(code).toBe(1);
     expect(stderr.trim()).toMatch(/^cannot connect to PostgreSQL/);
   });
 
-  it('warns in one line, naming STRIPE_API_KEY, about a test-mode key; not about a live one', async () => {
+  it('warns in one line, naming CARD_NETWORK_SECRET, about a test-mode key; not about a live one', async () => {
     const test = await boot({});
     const warnings = test.stdout.split('\n').filter((l) => l.includes('test-mode key'));
     expect(warnings).toHaveLength(1);
-    expect(JSON.parse(warnings[0])).toMatchObject({ level: 40, msg: expect.stringMatching(/^STRIPE_API_KEY is a test-mode key \(sk_test_\.\.\.\)/) });
+    expect(JSON.parse(warnings[0])).toMatchObject({ level: 40, msg: expect.stringMatching(/^CARD_NETWORK_SECRET is a test-mode key \(sk_test_\.\.\.\)/) });
     for (const secret of SECRETS) expect(test.stdout).not.toContain(secret);
-    const live = await boot({ STRIPE_API_KEY: 'sk_live_production_spec_network_0123' });
+    const live = await boot({ CARD_NETWORK_SECRET: 'sk_live_production_spec_network_0123' });
     expect(live.stderr.trim()).toMatch(/^cannot connect to PostgreSQL/);
     expect(live.stdout).not.toContain('test-mode key');
   });
@@ -169,7 +167,7 @@ describe('production refuses what is only for development (e2e)', () => {
   it('without NODE_ENV=production, the development defaults still start', async () => {
     // The embedded simulator and its published secrets; only the database stops it here.
     for (const nodeEnv of [undefined, 'development', 'test']) {
-      const { code, stderr } = await boot({ NODE_ENV: nodeEnv, CARD_NETWORK_URL: undefined, STRIPE_API_KEY: undefined, STRIPE_WEBHOOK_SECRET: undefined });
+      const { code, stderr } = await boot({ NODE_ENV: nodeEnv, CARD_NETWORK_URL: undefined, CARD_NETWORK_SECRET: undefined, CARD_NETWORK_WEBHOOK_SECRET: undefined });
       expect(code).toBe(1);
       expect(stderr.trim()).toMatch(/^cannot connect to PostgreSQL/);
     }
@@ -194,8 +192,8 @@ describe('production against a card network of its own (e2e)', () => {
         NODE_ENV: 'production',
         DATABASE_URL: db.url,
         CARD_NETWORK_URL: network.url,
-        STRIPE_API_KEY: NETWORK_SECRET,
-        STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        CARD_NETWORK_SECRET: NETWORK_SECRET,
+        CARD_NETWORK_WEBHOOK_SECRET: WEBHOOK_SECRET,
         // Every request line (info), to show what a line carries.
         LOG_LEVEL: 'info',
       },

@@ -18,7 +18,7 @@ import { keyIs } from '../support/keys';
  * taken proves requests were answered inside a purge run, not how fast.
  */
 // The card network's timeout with its resends must fit in the lease (these suites never call it).
-const ENV = { IDEMPOTENCY_RETENTION: '2s', IDEMPOTENCY_LEASE: '1s', IDEMPOTENCY_PURGE_BATCH: '5000', CARD_NETWORK_TIMEOUT: '200ms' };
+const ENV = { IDEMPOTENCY_RETENTION: '2s', IDEMPOTENCY_LEASE: '1s', CARD_NETWORK_TIMEOUT: '200ms' };
 
 
 describe('purge of expired idempotency keys (e2e)', () => {
@@ -256,7 +256,8 @@ describe('purge of expired idempotency keys (e2e)', () => {
     await insertKey(key, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
     const scheduled = await createTestApp({
       database: t.db,
-      env: { ...ENV, IDEMPOTENCY_PURGE_ENABLED: 'true', IDEMPOTENCY_PURGE_CRON: '* * * * * *' },
+      // The purge runs every second (144 runs a retention of 2 s, at least every second).
+      env: { ...ENV, IDEMPOTENCY_JOBS: 'on' },
     });
     const purge = scheduled.app.get(IdempotencyPurgeService);
     let closed = false;

@@ -3,7 +3,7 @@ import { Injectable } from '@nestjs/common';
 import request from 'supertest';
 import { ClientKeysRepository } from '../../src/auth/client-keys.repository';
 import { ClientsService } from '../../src/auth/clients.service';
-import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
+import { CLIENT_A, CLIENT_B, TestApp, createTestApp, failedAuthLimit } from '../support/app';
 import { waitFor } from '../support/http-client';
 
 /** The app's repository of client keys, counting the queries it runs (each on the main pool). */
@@ -25,7 +25,7 @@ class CountingClientKeysRepository extends ClientKeysRepository {
   }
 }
 
-/** Per client (RATE_LIMIT_PER_CLIENT a second) and per address for failed authentications (RATE_LIMIT_UNAUTHENTICATED a minute). */
+/** Per client (RATE_LIMIT_PER_CLIENT a second) and per address for failed authentications (60 a minute; failedAuthLimit here). */
 describe('rate limits (e2e)', () => {
   const expectRateLimited = (res: request.Response) => {
     expect(res.status).toBe(429);
@@ -71,7 +71,7 @@ describe('rate limits (e2e)', () => {
     let t: TestApp;
     const http = () => request(t.app.getHttpServer());
     beforeAll(async () => {
-      t = await createTestApp({ env: { RATE_LIMIT_UNAUTHENTICATED: '10' } });
+      t = await createTestApp({ config: failedAuthLimit(10) });
     });
     afterAll(() => t.close());
 
@@ -100,7 +100,7 @@ describe('rate limits (e2e)', () => {
     let t: TestApp;
     const http = () => request(t.app.getHttpServer());
     beforeAll(async () => {
-      t = await createTestApp({ env: { RATE_LIMIT_UNAUTHENTICATED: '3' } });
+      t = await createTestApp({ config: failedAuthLimit(3) });
     });
     afterAll(() => t.close());
 
@@ -128,7 +128,7 @@ describe('rate limits (e2e)', () => {
     };
     beforeAll(async () => {
       t = await createTestApp({
-        env: { RATE_LIMIT_UNAUTHENTICATED: '10', TRUST_PROXY: '127.0.0.1' },
+        env: { HTTP_TRUST_PROXY: '127.0.0.1' }, config: failedAuthLimit(10),
         overrides: [{ provide: ClientKeysRepository, useClass: CountingClientKeysRepository }],
         listen: true,
       });

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { CLIENT_A, CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { admission, admissionReads, countArrivals } from '../support/admission';
+import { paymentsQueue, requestTimeout } from '../support/config';
 import { paymentBody } from '../support/fixtures';
 import { RawResponse, authHeaders, send, waitFor } from '../support/http-client';
 import { keyIn } from '../support/keys';
@@ -13,16 +14,16 @@ const pay = (url: string, client: { key: string }, body: Record<string, unknown>
 /**
  * Slow and unauthenticated clients cannot stall the payments of others: a charge
  * route is authenticated before its body is read and takes a slot only once the
- * body has arrived, a client holds at most PAYMENTS_CONCURRENCY_PER_CLIENT slots,
- * and a body that does not arrive within HTTP_REQUEST_TIMEOUT is answered 408.
+ * body has arrived, a client holds at most a third of PAYMENTS_CONCURRENCY,
+ * and a body that does not arrive within the request timeout is answered 408.
  */
 describe('slow clients (e2e)', () => {
-  describe('slow bodies, HTTP_REQUEST_TIMEOUT=2s', () => {
+  describe('slow bodies, a request timeout of 2 s', () => {
     let t: TestApp;
     const sockets: SlowSocket[] = [];
 
     beforeAll(async () => {
-      t = await createTestApp({ listen: true, env: { HTTP_REQUEST_TIMEOUT: '2s', PAYMENTS_CONCURRENCY: '4', PAYMENTS_CONCURRENCY_PER_CLIENT: '2' } });
+      t = await createTestApp({ listen: true, env: { PAYMENTS_CONCURRENCY: '4' }, config: requestTimeout(2_000) });
     });
     afterAll(async () => {
       for (const s of sockets) s.destroy();
@@ -73,7 +74,7 @@ describe('slow clients (e2e)', () => {
     });
   });
 
-  describe('a client whose payments hang, PAYMENTS_CONCURRENCY=4, PER_CLIENT=2', () => {
+  describe('a client whose payments hang, PAYMENTS_CONCURRENCY=4 (2 a client), a queue of 4', () => {
     let t: TestApp;
 
     beforeAll(async () => {
@@ -81,12 +82,11 @@ describe('slow clients (e2e)', () => {
         listen: true,
         env: {
           PAYMENTS_CONCURRENCY: '4',
-          PAYMENTS_CONCURRENCY_PER_CLIENT: '2',
-          PAYMENTS_QUEUE_LIMIT: '4',
           CARD_NETWORK_TIMEOUT: '2s',
           CARD_NETWORK_MAX_RETRIES: '0',
           IDEMPOTENCY_LEASE: '10s',
         },
+        config: paymentsQueue(4),
       });
     });
     afterAll(() => t.close());
@@ -118,7 +118,7 @@ describe('slow clients (e2e)', () => {
     beforeAll(async () => {
       t = await createTestApp({
         listen: true,
-        env: { PAYMENTS_CONCURRENCY: '1', PAYMENTS_CONCURRENCY_PER_CLIENT: '1', CARD_NETWORK_TIMEOUT: '2s', CARD_NETWORK_MAX_RETRIES: '0', IDEMPOTENCY_LEASE: '10s' },
+        env: { PAYMENTS_CONCURRENCY: '1', CARD_NETWORK_TIMEOUT: '2s', CARD_NETWORK_MAX_RETRIES: '0', IDEMPOTENCY_LEASE: '10s' },
       });
     });
     afterAll(() => t.close());

@@ -3,7 +3,7 @@ import { connect } from 'node:net';
 import Stripe from 'stripe';
 import request from 'supertest';
 import { DEFAULT_WEBHOOK_SECRET } from '../../src/config/config';
-import { CLIENT_A, TestApp, createTestApp } from '../support/app';
+import { CLIENT_A, TestApp, createTestApp, failedAuthLimit } from '../support/app';
 
 const WEBHOOK_PATH = '/webhooks/card-network';
 const WEBHOOK_BODY_LIMIT = 64 * 1024;
@@ -46,7 +46,7 @@ describe('webhook deliveries (e2e)', () => {
     return (signature === undefined ? req : req.set('Stripe-Signature', signature)).send(payload);
   };
   beforeAll(async () => {
-    t = await createTestApp({ env: { RATE_LIMIT_UNAUTHENTICATED: '5', TRUST_PROXY: '127.0.0.1' }, listen: true });
+    t = await createTestApp({ env: { HTTP_TRUST_PROXY: '127.0.0.1' }, config: failedAuthLimit(5), listen: true });
   });
   afterAll(() => t.close());
 

@@ -4,7 +4,7 @@ import request from 'supertest';
 import { TestApp, countRows, createTestApp } from '../support/app';
 
 /**
- * STRIPE_WEBHOOK_SECRET lists several secrets (a secret being rolled, several
+ * CARD_NETWORK_WEBHOOK_SECRET lists several secrets (a secret being rolled, several
  * endpoints delivering here): an event signed with any of them is received,
  * one signed with another secret is refused and nothing is recorded.
  */
@@ -16,7 +16,7 @@ describe('webhooks verified with any of several secrets (e2e)', () => {
   let t: TestApp;
 
   beforeAll(async () => {
-    t = await createTestApp({ env: { STRIPE_WEBHOOK_SECRET: `${SECRET_OLD}, ${SECRET_NEW}` } });
+    t = await createTestApp({ env: { CARD_NETWORK_WEBHOOK_SECRET: `${SECRET_OLD}, ${SECRET_NEW}` } });
   });
   afterAll(() => t?.close());
 

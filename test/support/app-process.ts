@@ -96,9 +96,7 @@ async function startOnce(options: AppProcessOptions): Promise<AppProcess> {
     ...baseEnv(),
     API_KEYS: `${PROCESS_CLIENT.name}:${PROCESS_CLIENT.key}`,
     LOG_LEVEL: 'warn',
-    IDEMPOTENCY_PURGE_ENABLED: 'false',
     RATE_LIMIT_PER_CLIENT: '1000000',
-    RATE_LIMIT_UNAUTHENTICATED: '1000000',
     ...options.env,
     // The OS picks a free port and the app reports it: a port chosen here could be
     // taken by another suite's process before this one binds it, and that process's

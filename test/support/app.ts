@@ -5,7 +5,10 @@ import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { configureApp, createHttpAdapter } from '../../src/app.setup';
 import { AppConfig, loadConfig } from '../../src/config/config';
+import { ConfigChange } from './config';
 import { TestDatabase, createTestDatabase } from './database';
+
+export { failedAuthLimit } from './config';
 
 export const CLIENT_A = { name: 'client-a', key: 'sk_test_client_a_0123456789abcdef' };
 export const CLIENT_B = { name: 'client-b', key: 'sk_test_client_b_0123456789abcdef' };
@@ -16,6 +19,11 @@ export const metricsAuth = () => ({ Authorization: `Bearer ${METRICS_TOKEN}` });
 export interface TestAppOptions {
   /** Environment overrides (strings, as in production). */
   env?: Record<string, string>;
+  /**
+   * Changes to the configuration the environment gave, for what no variable
+   * sets (the fixed limits of config.schema.ts), e.g. a queue of 2 instead of 1000.
+   */
+  config?: ConfigChange;
   /** Extra modules of the test app (demo routes live in test/, never in src/). */
   imports?: (Type | DynamicModule | ForwardReference)[];
   /** Providers to replace, e.g. the idempotency store with a naive one. */
@@ -39,18 +47,17 @@ export interface TestApp {
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const db = options.database ?? (await createTestDatabase());
-  const config = loadConfig({
+  const loaded = loadConfig({
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     API_KEYS: `${CLIENT_A.name}:${CLIENT_A.key},${CLIENT_B.name}:${CLIENT_B.key}`,
-    IDEMPOTENCY_PURGE_ENABLED: 'false',
     CARD_NETWORK_DELAY: '0ms',
     METRICS_TOKEN,
-    // The suites send hundreds of requests at once from one client and address: no throttling
-    // unless a suite asks for it (the production defaults are 100/s and 60/min).
+    // The suites send hundreds of requests at once from one client: no throttling unless a
+    // suite asks for it (the production default is 100/s).
     RATE_LIMIT_PER_CLIENT: '1000000',
-    RATE_LIMIT_UNAUTHENTICATED: '1000000',
     ...options.env,
   });
+  const config = (options.config ?? ((c) => c))(quietDefaults(loaded, options.env ?? {}));
   let builder = Test.createTestingModule({
     imports: [AppModule.register({ config, databaseUrl: db.url }), ...(options.imports ?? [])],
   });
@@ -92,6 +99,21 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       await app.close();
       if (!options.database) await db.drop();
     },
+  };
+}
+
+/**
+ * What every suite runs with unless it asks otherwise: no purge job (its runs
+ * would delete what a suite wrote; IDEMPOTENCY_JOBS=on asks for it), and no
+ * failed-authentication limit (hundreds of requests at once from one address;
+ * a suite that tests the limit sets it with `config`).
+ */
+function quietDefaults(config: AppConfig, env: Record<string, string>): AppConfig {
+  const purge = env.IDEMPOTENCY_JOBS === undefined ? { ...config.idempotency.purge, enabled: false } : config.idempotency.purge;
+  return {
+    ...config,
+    idempotency: { ...config.idempotency, purge },
+    rateLimit: { ...config.rateLimit, unauthenticatedPerMinute: 1_000_000 },
   };
 }
 

@@ -155,7 +155,7 @@ export class Ledger {
  * SDK resends), a 400 ms timeout, and no recovery job (a suite runs it itself).
  */
 export function networkAppEnv(network: { url: string }): Record<string, string> {
-  return { CARD_NETWORK_URL: network.url, CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '400ms', RECOVERY_ENABLED: 'false' };
+  return { CARD_NETWORK_URL: network.url, CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '400ms', IDEMPOTENCY_JOBS: 'off' };
 }
 
 /** The payments recorded with this description. */

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { Logger } from '@nestjs/common';
 import { FailedAuthLimiter, MAX_TRACKED_ADDRESSES } from '../../src/auth/failed-auth.limiter';
 import { loadConfig } from '../../src/config/config';
+import { failedAuthLimit } from '../support/config';
 
 /**
  * The cadence of the limiter's log: the first failure after a quiet minute at
@@ -21,7 +22,7 @@ describe('FailedAuthLimiter summary line', () => {
     jest.spyOn(Logger.prototype, 'warn').mockImplementation((_fields: unknown, msg: unknown) => {
       lines.push({ msg: String(msg), requestId: request.getStore()?.id });
     });
-    limiter = new FailedAuthLimiter(loadConfig({ RATE_LIMIT_UNAUTHENTICATED: '2' }));
+    limiter = new FailedAuthLimiter(failedAuthLimit(2)(loadConfig({})));
   });
   afterEach(() => {
     limiter.onApplicationShutdown();
@@ -64,7 +65,7 @@ describe('FailedAuthLimiter budgets', () => {
 
   beforeEach(() => {
     jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-    limiter = new FailedAuthLimiter(loadConfig({ RATE_LIMIT_UNAUTHENTICATED: '3' }));
+    limiter = new FailedAuthLimiter(failedAuthLimit(3)(loadConfig({})));
   });
   afterEach(() => {
     limiter.onApplicationShutdown();
@@ -103,7 +104,7 @@ describe('FailedAuthLimiter budgets', () => {
     jest.useFakeTimers();
     try {
       limiter.onApplicationShutdown();
-      limiter = new FailedAuthLimiter(loadConfig({ RATE_LIMIT_UNAUTHENTICATED: '3' }));
+      limiter = new FailedAuthLimiter(failedAuthLimit(3)(loadConfig({})));
       fail('203.0.113.7');
       jest.advanceTimersByTime(40_000);
       fail('203.0.113.7', 2);

@@ -152,7 +152,7 @@ export interface paths {
         put?: never;
         /**
          * The card network's events (Stripe's webhook format)
-         * @description No API key and no Idempotency-Key: the request is authenticated by its Stripe-Signature (HMAC-SHA256 of `t.payload` with STRIPE_WEBHOOK_SECRET, at most 5 minutes old), verified on the raw body before it is parsed; the body is at most 64 KiB. Each event id is processed once, in the same transaction as its effect: a payment or refund still processing is settled and its response stored under its Idempotency-Key; a repeat is answered 200 and changes nothing.
+         * @description No API key and no Idempotency-Key: the request is authenticated by its Stripe-Signature (HMAC-SHA256 of `t.payload` with CARD_NETWORK_WEBHOOK_SECRET, at most 5 minutes old), verified on the raw body before it is parsed; the body is at most 64 KiB. Each event id is processed once, in the same transaction as its effect: a payment or refund still processing is settled and its response stored under its Idempotency-Key; a repeat is answered 200 and changes nothing.
          */
         post: operations["CardNetworkWebhooksController_receive"];
         delete?: never;

@@ -12,7 +12,7 @@ export interface CardNetworkEndpoint {
   /**
    * The embedded simulator sends its webhooks to this URL (the app's own
    * webhook route, known once the app listens), signed with the app's
-   * (first) STRIPE_WEBHOOK_SECRET. A no-op for a network of its own, which is told
+   * (first) CARD_NETWORK_WEBHOOK_SECRET. A no-op for a network of its own, which is told
    * its webhook URL in its own configuration.
    */
   deliverWebhooksTo(url: string): void;

@@ -38,7 +38,7 @@ const WEBHOOK_TOLERANCE_S = 300;
  * `error_on_requires_action` (a card that needs its holder to authenticate
  * fails at once instead of waiting for a customer who is not there), and
  * Refunds. Against Stripe's test mode it needs only
- * CARD_NETWORK_URL=https://api.stripe.com and a test STRIPE_API_KEY.
+ * CARD_NETWORK_URL=https://api.stripe.com and a test CARD_NETWORK_SECRET.
  *
  * Every POST carries the idempotency key the service derived from its own
  * operation, so the SDK's resends reuse it. Errors are sorted by what they say

@@ -6,7 +6,7 @@ import { WebhookSignatureLimiter } from './webhook-signature.limiter';
 
 /**
  * The card network's webhooks are authenticated by their Stripe-Signature
- * alone (HMAC-SHA256 of `t.payload` with STRIPE_WEBHOOK_SECRET, at most 5
+ * alone (HMAC-SHA256 of `t.payload` with CARD_NETWORK_WEBHOOK_SECRET, at most 5
  * minutes old), verified by the card network adapter on the exact bytes
  * received, before anything parses them: the route keeps its body raw
  * (SignedRoute). A verified event is put on the request (`webhookEvent`).

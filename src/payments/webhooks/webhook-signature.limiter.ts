@@ -28,7 +28,7 @@ function looksSigned(header: string | string[] | undefined): boolean {
 
 /**
  * Deliveries to a `signed` route (the card network's webhooks) that did not
- * verify, per client address: RATE_LIMIT_UNAUTHENTICATED a minute, a budget of
+ * verify, per client address: 60 a minute (config.rateLimit), a budget of
  * its own (AddressBudget), apart from the failed-auth limit, which never counts
  * nor blocks these routes. Every 4xx answered to a delivery whose signature
  * did not verify counts (a forged, stale or missing signature; a body over the

@@ -44,7 +44,7 @@ describe('bad input (e2e)', () => {
   const counts = async () => [await countRows(t.dataSource, 'payments'), await countRows(t.dataSource, 'idempotency_keys')];
 
   beforeAll(async () => {
-    t = await createTestApp({ listen: true, env: { BODY_LIMIT: '1kb' } });
+    t = await createTestApp({ listen: true, env: { HTTP_BODY_LIMIT: '1kb' } });
   });
   afterAll(() => t.close());
 

@@ -51,8 +51,8 @@ describe('fault: crash matrix of a phased payment', () => {
     IDEMPOTENCY_LEASE: LEASE,
     // One call with its resends (3 × 600 ms) stays within the lease, as the boot requires.
     CARD_NETWORK_TIMEOUT: '600ms',
-    RECOVERY_ENABLED: String(recovery),
-    RECOVERY_INTERVAL: '300ms',
+    // The recovery job (every two leases) only where the mode asks for it.
+    IDEMPOTENCY_JOBS: recovery ? 'on' : 'off',
   });
 
   async function start(recovery: boolean): Promise<AppProcess> {

@@ -51,7 +51,7 @@ describe('fault: the app process crashes mid-request', () => {
       CARD_NETWORK_TIMEOUT: '2s',
       CARD_NETWORK_MAX_RETRIES: '0',
       CARD_NETWORK_URL: network.url,
-      RECOVERY_ENABLED: 'false',
+      IDEMPOTENCY_JOBS: 'off',
     };
     const [victim, standby] = await startAppProcesses([{ env }, { env }], apps);
 

@@ -45,7 +45,7 @@ describe('fault: the acknowledgement of the Start phase COMMIT is lost', () => {
       database: { ...db, url: proxy.url(db.url) },
       // A short lease (a network call with its resends must fit in it); the test never waits for it:
       // the release that answers the failure ends it at once.
-      env: { RECOVERY_ENABLED: 'false', IDEMPOTENCY_LEASE: '5s', CARD_NETWORK_TIMEOUT: '2s', CARD_NETWORK_MAX_RETRIES: '1' },
+      env: { IDEMPOTENCY_JOBS: 'off', IDEMPOTENCY_LEASE: '5s', CARD_NETWORK_TIMEOUT: '2s', CARD_NETWORK_MAX_RETRIES: '1' },
     });
     pg = new Client({ connectionString: db.url });
     await pg.connect();

@@ -22,7 +22,7 @@ describe('fault: the recovery job on two instances at once', () => {
 
   beforeAll(async () => {
     network = await startCardNetworkProcess();
-    const env = { CARD_NETWORK_URL: network.url, CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '300ms', RECOVERY_ENABLED: 'false' };
+    const env = { CARD_NETWORK_URL: network.url, CARD_NETWORK_MAX_RETRIES: '0', CARD_NETWORK_TIMEOUT: '300ms', IDEMPOTENCY_JOBS: 'off' };
     a = await createTestApp({ env });
     b = await createTestApp({ env, database: a.db });
   });

@@ -65,7 +65,7 @@ describe('fault: a slow worker keeps its lease, a frozen one loses it', () => {
       CARD_NETWORK_URL: network.url,
       CARD_NETWORK_TIMEOUT: '20s',
       CARD_NETWORK_MAX_RETRIES: '0',
-      RECOVERY_ENABLED: 'false',
+      IDEMPOTENCY_JOBS: 'off',
     };
     [first, second] = await startAppProcesses([{ env }, { env }], apps);
   });

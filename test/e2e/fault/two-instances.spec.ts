@@ -29,7 +29,6 @@ describe('fault: two instances on one database', () => {
       DATABASE_URL: db.url,
       CARD_NETWORK_DELAY: '50ms',
       LOG_LEVEL: 'warn',
-      IDEMPOTENCY_PURGE_ENABLED: 'false',
     };
     // Both boot at the same time on the empty database: both run the migrator.
     await startAppProcesses([{ env }, { env }], apps);
