@@ -131,8 +131,7 @@ export const onOff = (fallback: boolean) =>
 /** A switch that may be left unset (undefined): on/off, true/false or 1/0. */
 export const optionalOnOff = optionalText
   .refine((v) => v === undefined || ['on', 'off', 'true', 'false', '1', '0'].includes(v.toLowerCase()), { message: 'expected on or off' })
-  .transform((v) => (v === undefined ? undefined : ['on', 'true', '1'].includes(v.toLowerCase())))
-  .meta({ default: 'on directly, off behind a declared pooler' });
+  .transform((v) => (v === undefined ? undefined : ['on', 'true', '1'].includes(v.toLowerCase())));
 
 /** `10.0.0.1`, `::1`, `10.0.0.0/8`, `fd00::/8`. */
 export function isAddressOrCidr(value: string): boolean {

@@ -56,6 +56,7 @@ export const variables = z.object({
   DATABASE_PREPARED_STATEMENTS: documented(
     optionalOnOff,
     'Named (prepared) statements. Unset: on for a direct connection, off behind a pooler declared by DATABASE_DIRECT_URL (PgBouncer before 1.21, or without `max_prepared_statements`, refuses them across clients). `on` behind a pooler only when it keeps prepared statements; `off` also tells the app that DATABASE_URL is a pooler.',
+    'on',
   ),
 
   REDIS_URL: documented(

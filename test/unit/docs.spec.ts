@@ -11,9 +11,6 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
  */
 const ROOT = resolve(__dirname, '..', '..');
 
-/** Pages written by a generator rather than by hand; a link to one is accepted before it is generated. */
-const GENERATED_PAGES = ['docs/configuration.md'];
-
 interface PackageJson {
   name?: string;
   main?: string;
@@ -144,7 +141,7 @@ function brokenLink(page: string, href: string): string | undefined {
   const target = path === '' ? join(ROOT, page) : resolve(ROOT, dirname(page), decodeURIComponent(path));
   const inRepo = relative(ROOT, target);
   if (inRepo.startsWith('..') || inRepo.startsWith(sep)) return `${href} leaves the repository`;
-  if (!existsSync(target)) return GENERATED_PAGES.includes(inRepo.split(sep).join('/')) ? undefined : `${href}: no such file`;
+  if (!existsSync(target)) return `${href}: no such file`;
   if (anchor && statSync(target).isFile() && target.endsWith('.md') && !anchorsOf(readFileSync(target, 'utf8')).has(anchor)) {
     return `${href}: no heading #${anchor} in ${inRepo}`;
   }
