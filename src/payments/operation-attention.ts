@@ -82,8 +82,8 @@ export class OperationAttention {
       labelNames: ['operation'],
       registers,
       collect: async function (this: Gauge<'operation'>) {
-        this.reset();
-        for (const { operation, n } of await repository.countOpen()) this.set({ operation }, n);
+        const open = await repository.countOpen();
+        for (const operation of ['payment', 'refund'] as const) this.set({ operation }, open.find((o) => o.operation === operation)?.n ?? 0);
       },
     });
   }
