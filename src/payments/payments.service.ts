@@ -178,28 +178,30 @@ export class PaymentsService {
     if (!decided) return undefined;
     const { row, decision } = decided;
     const intentId = op.state!.intent_id!;
-    const reopen = async (resolution: string) => {
-      await op.checkpoint(
-        INTENT,
-        async () => {
-          if (!(await this.payments.movePayment(op.scope, payment.id, 'requires_attention', 'processing'))) throw settledByAnother();
-          await this.attention.resolve(op.scope, row, resolution);
-        },
-        () => ({ payment_id: payment.id, intent_id: intentId }),
-      );
-      this.attention.counted('payment', resolution);
-      return { ...payment, status: 'processing' as const };
-    };
-    if (decision === 'reask') return this.resumeFromIntent(op, await reopen('reasked'));
+    if (decision === 'reask') return this.resumeFromIntent(op, await this.reopen(op, payment, intentId, row.id, 'reasked'));
     // Marked failed: unless the network's word on the intent says what became of it.
     const state = await op.call(() => this.cardNetwork.retrieveIntent(intentId), 'card_network.retrieve_intent').catch(() => null);
-    if (state && state.status !== 'requires_confirmation') return this.conclude(op, await reopen('found_at_network'), state);
+    if (state && state.status !== 'requires_confirmation') return this.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), state);
     return op.finish(async () => {
       if (!(await this.payments.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR))) throw settledByAnother();
       await this.attention.resolve(op.scope, row, 'failed');
       this.attention.counted('payment', 'failed');
       throw new FailedByOperatorException('payment', payment.id);
     });
+  }
+
+  /** The payment is taken back from a person (its hand-over ended as `resolution`) and stands at INTENT again. */
+  private async reopen(op: PaymentOperation, payment: PaymentRow, intentId: string, attentionId: string, resolution: string): Promise<PaymentRow> {
+    await op.checkpoint(
+      INTENT,
+      async () => {
+        if (!(await this.payments.movePayment(op.scope, payment.id, 'requires_attention', 'processing'))) throw settledByAnother();
+        await this.attention.resolve(op.scope, { id: attentionId }, resolution);
+      },
+      () => ({ payment_id: payment.id, intent_id: intentId }),
+    );
+    this.attention.counted('payment', resolution);
+    return { ...payment, status: 'processing' };
   }
 
   /** Before INTENT nothing was ever confirmed: the payment goes, its order is payable again and the key is free (502). */
@@ -310,19 +312,7 @@ export class PaymentsService {
     if (!payment || (payment.status !== 'processing' && payment.status !== 'requires_attention') || payment.network_charge_id !== intentId) return;
     if (state.status !== 'succeeded' && state.status !== 'failed') return;
     try {
-      if (op.recoveryPoint === ATTENTION && op.state?.attention_id) {
-        const attentionId = op.state.attention_id;
-        await op.checkpoint(
-          INTENT,
-          async () => {
-            if (!(await this.payments.movePayment(op.scope, paymentId, 'requires_attention', 'processing'))) throw settledByAnother();
-            await this.attention.resolve(op.scope, { id: attentionId }, 'network_event');
-          },
-          () => ({ payment_id: paymentId, intent_id: intentId }),
-        );
-        this.attention.counted('payment', 'network_event');
-        payment = { ...payment, status: 'processing' };
-      }
+      if (op.recoveryPoint === ATTENTION && op.state?.attention_id) payment = await this.reopen(op, payment, intentId, op.state.attention_id, 'network_event');
       await this.conclude(op, payment, state);
     } catch (error) {
       // A stored business outcome (a decline) or a release is how this ends, not a failure of the webhook.
