@@ -10,6 +10,7 @@ import { NetworkCalls } from './payment-operations';
 import { AttentionRepository } from './attention.repository';
 import { OperationAttention } from './operation-attention';
 import { PaymentsService } from './payments.service';
+import { PaymentStart } from './payment-start';
 import { RefundSettlementJob } from './refund-settlement.job';
 import { RefundsService } from './refunds.service';
 import { RefundEntity } from './refund.entity';
@@ -23,6 +24,7 @@ import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
   // ChargeAdmission's hook is installed by configureApp (a Fastify hook, app-wide, acting on @ChargeRoute() routes).
   providers: [
     PaymentsService,
+    PaymentStart,
     RefundsService,
     NetworkCalls,
     OperationAttention,

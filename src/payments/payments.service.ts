@@ -4,7 +4,6 @@ import { problems } from '../common/problem';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { cardNetworkIsSimulator } from '../config/production';
-import { violatedConstraint } from '../database/database-errors';
 import { Resumes } from 'safe-retries';
 import { OrdersService } from '../orders/orders.service';
 import { CardNetwork, CardNetworkRefusedError, IntentState, InvalidParameterError } from './card-network/card-network';
@@ -23,16 +22,14 @@ import {
   unknownOutcome,
 } from './payment-operations';
 import {
-  AmountMismatchException,
   CardNetworkFailedException,
   FailedByOperatorException,
   RequiresAttentionException,
-  OrderNotPayableException,
-  OrderPaymentConflictException,
   PaymentDeclinedException,
   PaymentProcessingException,
 } from './payments.errors';
 import { PaymentRow, PaymentsRepository } from './payments.repository';
+import { PaymentStart } from './payment-start';
 import { toRefundResponse } from './refunds.service';
 
 export function toPaymentResponse(row: PaymentRow): PaymentResponse {
@@ -81,6 +78,7 @@ export class PaymentsService {
 
   constructor(
     private readonly payments: PaymentsRepository,
+    private readonly starter: PaymentStart,
     private readonly orders: OrdersService,
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
@@ -101,45 +99,10 @@ export class PaymentsService {
       // Before any recovery point: nothing is stored and the key is released.
       throw problems.validationFailed([{ field: 'source', messages: ['source is a test method of the card network simulator, which is not the card network here'] }]);
     }
-    const payment = await op.checkpoint(STARTED, () => this.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
+    const payment = await op.checkpoint(STARTED, () => this.starter.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
     return this.createAndConfirm(op, payment);
   }
 
-  /** Start: everything the database would refuse is refused here, before the network sees anything. */
-  private async start(clientId: string, dto: CreatePaymentDto, idempotencyKey: string): Promise<PaymentRow> {
-    const currency = dto.currency.toLowerCase();
-    const orderId = dto.order_id?.toLowerCase() ?? null;
-    if (orderId) {
-      await this.checkPayable(clientId, orderId, dto.amount, currency);
-      // Asked under the order's lock, before inserting: an insert that met another
-      // payment's uncommitted Finish in the unique index would wait on it while
-      // holding the lock that Finish needs (a deadlock).
-      if (await this.orders.hasPaymentInProgress(clientId, orderId)) throw new OrderPaymentConflictException(orderId);
-    }
-    try {
-      return await this.payments.insertProcessing(clientId, {
-        orderId,
-        amount: dto.amount,
-        currency,
-        description: dto.description ?? null,
-        paymentMethod: dto.source,
-        idempotencyKey,
-      });
-    } catch (error) {
-      if (orderId && violatedConstraint(error) === 'payments_one_active_per_order') throw new OrderPaymentConflictException(orderId);
-      throw error;
-    }
-  }
-
-  /** Locks the order until Start commits, so two payments of it (under any keys) serialise. */
-  private async checkPayable(clientId: string, orderId: string, amount: number, currency: string): Promise<void> {
-    const order = await this.orders.lockForPayment(clientId, orderId);
-    if (!order) throw new OrderNotPayableException(orderId, 'does not exist');
-    if (order.status !== 'pending') throw new OrderNotPayableException(orderId, `is ${order.status}`);
-    if (order.currency !== currency || order.amount_total !== amount) {
-      throw new AmountMismatchException(orderId, { amount: order.amount_total, currency: order.currency });
-    }
-  }
 
   /**
    * Drives a started payment on from its recovery point (a retry, the recovery
@@ -180,12 +143,15 @@ export class PaymentsService {
     const intentId = op.state!.intent_id!;
     if (decision === 'reask') return this.resumeFromIntent(op, await this.reopen(op, payment, intentId, row.id, 'reasked'));
     // Marked failed: unless the network's word on the intent says what became of it.
-    const state = await op.call(() => this.cardNetwork.retrieveIntent(intentId), 'card_network.retrieve_intent').catch(() => null);
+    let asked = true;
+    const state = await op.call(() => this.cardNetwork.retrieveIntent(intentId), 'card_network.retrieve_intent').catch(() => ((asked = false), null));
     if (state && state.status !== 'requires_confirmation') return this.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), state);
     return op.finish(async () => {
       if (!(await this.payments.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR))) throw settledByAnother();
-      await this.attention.resolve(op.scope, row, 'failed');
-      this.attention.counted('payment', 'failed');
+      // The operator's word alone when the network could not be asked: said so in the audit.
+      const resolution = asked ? 'failed' : 'failed_unasked';
+      await this.attention.resolve(op.scope, row, resolution);
+      this.attention.counted('payment', resolution);
       throw new FailedByOperatorException('payment', payment.id);
     });
   }

@@ -116,17 +116,20 @@ export class RefundsService {
     }
     // Marked failed: unless the network's list of the payment's refunds has ours after all.
     const intentId = await this.intentOf(op.scope, refund);
+    let asked = true;
     const found = await op
       .call(() => this.cardNetwork.findRefund(intentId, { key: 'refund_id', value: refund.id }), 'card_network.find_refund')
-      .catch(() => null);
+      .catch(() => ((asked = false), null));
     if (found) {
       await this.reopen(op, refund, row, 'found_at_network');
       return this.conclude(op, { ...refund, status: 'processing' }, found);
     }
     return op.finish(async () => {
       if (!(await this.payments.failRefundByOperator(op.scope, refund.id, FAILED_BY_OPERATOR))) throw settledByAnother();
-      await this.attention.resolve(op.scope, row, 'failed');
-      this.attention.counted('refund', 'failed');
+      // The operator's word alone when the network could not be asked: said so in the audit.
+      const resolution = asked ? 'failed' : 'failed_unasked';
+      await this.attention.resolve(op.scope, row, resolution);
+      this.attention.counted('refund', resolution);
       throw new FailedByOperatorException('refund', refund.id);
     });
   }
