@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
 import request from 'supertest';
 import { IdempotencyRecovery } from 'safe-retries';
 import { DEFAULT_CARD_NETWORK_SECRET } from '../../src/config/config';
@@ -7,6 +9,7 @@ import { RefundSettlementJob } from '../../src/payments/refund-settlement.job';
 import { TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
 import { CardNetworkProcess, Ledger, networkAppEnv, startCardNetworkProcess } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';
+import { REPO_ROOT, builtFile } from '../support/dist';
 import { createOrder, paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
 import { keyIs } from '../support/keys';
@@ -20,8 +23,8 @@ import { keyIs } from '../support/keys';
  *   requires_attention with its evidence, its amount still reserved: the
  *   recovery job passes it by without a word; an operator's `fail` (recorded,
  *   applied by the next attempt under the key) gives the amount back and the
- *   key answers 422 failed_by_operator; `reask` after the blocking refund
- *   failed makes the refund (201, replayed).
+ *   key answers 422 failed_by_operator; `reask` (the command line's) once the
+ *   network takes the refund makes it once (201, replayed).
  * - A payment before its intent under a 400 that names no parameter ends
  *   (502, key free, order payable and cancelable), first send or resume.
  * - Past the stuck bound, a payment with no intent is released, a refund is
@@ -31,6 +34,8 @@ import { keyIs } from '../support/keys';
  *   does not know cannot keep a newer settled one from being asked.
  */
 jest.setTimeout(120_000);
+
+const run = promisify(execFile);
 
 describe('stuck operations end or go to a person (e2e)', () => {
   let network: CardNetworkProcess;
@@ -58,6 +63,13 @@ describe('stuck operations end or go to a person (e2e)', () => {
   /** The hold of an operation with a person has run out (the database's clock): the next attempt looks at it. */
   const holdRunsOut = (key: string) => t.dataSource.query(`UPDATE idempotency_keys SET lease = ${NOW_US} WHERE ${keyIs()} AND status IS NULL`, [key]);
   const recover = () => t.app.get(IdempotencyRecovery).runOnce();
+  /** `npm run attention -- …`, from dist/, against this suite's database. */
+  const cli = (args: string[]) =>
+    run(process.execPath, [builtFile('src/cli/attention.js'), ...args], {
+      env: { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: t.db.url },
+      cwd: REPO_ROOT,
+      timeout: 60_000,
+    });
   const attention = () => t.app.get(OperationAttention);
 
   async function paid(source = 'tok_visa', amount = 1000): Promise<{ id: string; intent: string }> {
@@ -144,23 +156,34 @@ describe('stuck operations end or go to a person (e2e)', () => {
     expect((await refund(payment.id, randomUUID(), { amount: 900 }).expect(201)).body.status).toBe('succeeded');
   });
 
-  it('reask after the blocking refund failed makes the refund once, and the key answers 201', async () => {
-    const payment = await paid('tok_refundPendingFail');
-    const { key, refundId } = await refundLostThenTaken(payment, 1000);
-    const attentionId = (await refund(payment.id, key).expect(409)).body.attention_id as string;
+  it('reask, recorded by the command line, makes the refund once once the network takes it, and the key answers 201', async () => {
+    const payment = await paid();
+    const key = randomUUID();
+    await ledger.hold();
+    await refund(payment.id, key).expect(503);
+    await ledger.release();
+    // The resume's lookup passes, its create is refused as it stands (400).
+    await ledger.refuse(400, 1, 1);
+    const handed = await refund(payment.id, key).expect(409);
+    const attentionId = handed.body.attention_id as string;
+    const refundId = handed.body.refund_id as string;
 
-    // The dashboard's pending refund fails at the network: the whole payment is refundable there again.
-    await waitFor('the dashboard refund to fail', async () => (await ledger.refunds(payment.intent)).every((r) => r.status === 'failed'));
-    expect(await attention().decide(attentionId, 'reask', 'ops-test', null)).toBeDefined();
+    const listed = await cli(['list']);
+    expect(listed.stdout).toContain(`${attentionId} refund ${refundId}`);
+    expect(listed.stdout).toMatch(/\(refused\): .*lists no refund of ours/);
+    await expect(cli(['resolve', attentionId, 'fail'])).rejects.toMatchObject({ stderr: expect.stringContaining('--reason') });
+    const resolved = await cli(['resolve', attentionId, 'reask', '--by', 'ops-test']);
+    expect(resolved.stdout).toMatch(/^recorded: reask by ops-test/);
+    await expect(cli(['resolve', attentionId, 'fail', '--reason', 'late'])).rejects.toMatchObject({ stderr: expect.stringContaining('already decided (reask by ops-test)') });
+
     await holdRunsOut(key);
     expect(await recover()).toMatchObject({ taken: 1, finished: 1 });
-
     const made = await refund(payment.id, key).expect(201);
-    expect(made.body).toMatchObject({ id: refundId, amount: 1000, status: 'pending' });
+    expect(made.body).toMatchObject({ id: refundId, amount: 1000, status: 'succeeded' });
     expect(made.headers['idempotent-replayed']).toBe('true');
-    const ours = (await ledger.refunds(payment.intent)).filter((r) => r.metadata.refund_id === refundId);
-    expect(ours).toHaveLength(1);
-    expect(await attention().find(attentionId)).toMatchObject({ resolution: 'reasked' });
+    expect((await ledger.refunds(payment.intent)).map((r) => [r.metadata.refund_id, r.amount])).toEqual([[refundId, 1000]]);
+    expect(await attention().find(attentionId)).toMatchObject({ decision: 'reask', decided_by: 'ops-test', resolution: 'reasked' });
+    expect((await cli(['list'])).stdout).not.toContain(attentionId);
   });
 
   it('a payment before its intent under a 400 naming no parameter ends: 502, key free, order payable and cancelable', async () => {
