@@ -28,7 +28,8 @@ import { keyIs } from '../support/keys';
  * - A payment before its intent under a 400 that names no parameter ends
  *   (502, key free, order payable and cancelable), first send or resume.
  * - Past the stuck bound, a payment with no intent is released, a refund is
- *   handed to a person.
+ *   handed to a person, and so is a payment with an intent: marked failed
+ *   (the network, asked, never confirmed it), its order is payable again.
  * - Refunds converge without webhooks: a succeeded refund that fails later is
  *   recorded failed by the settlement job; 100 pending refunds the network
  *   does not know cannot keep a newer settled one from being asked.
@@ -236,6 +237,36 @@ describe('stuck operations end or go to a person (e2e)', () => {
     expect(refunded.status).toBe('requires_attention');
     const open = (await attention().listOpen(100)).filter((r) => r.record_id === refunded.id);
     expect(open).toEqual([expect.objectContaining({ reason: 'stuck', evidence: expect.stringMatching(/still unknown 24 h/) })]);
+  });
+
+  it('a payment with an intent stuck past the bound goes to a person; marked failed (the network asked: never confirmed), its order is payable again', async () => {
+    const order = await createOrder(t);
+    const body = paymentBody({ order_id: order.id, amount: order.amount_total, currency: order.currency });
+    const key = randomUUID();
+    // The intent is created, its confirm refused (429): unknown, kept at `intent`, nothing charged.
+    await ledger.refuse(429, 1, 1);
+    expect((await pay(key, body).expect(503)).body.code).toBe('card_network_unavailable');
+    const [{ id: paymentId }] = await t.dataSource.query<{ id: string }[]>('SELECT id FROM payments WHERE order_id = $1', [order.id]);
+
+    // A day later the network still refuses (429) every call: handed to a person, the order still reserved.
+    await t.dataSource.query(`UPDATE payments SET created_at = created_at - interval '25 hours' WHERE id = $1`, [paymentId]);
+    await ledger.refuse(429, 5);
+    const handed = await pay(key, body).expect(409);
+    expect(handed.body).toMatchObject({ code: 'requires_attention', payment_id: paymentId });
+    await ledger.clearFaults();
+    expect((await http().get(`/payments/${paymentId}`).set(t.auth()).expect(200)).body.status).toBe('requires_attention');
+    expect((await pay(randomUUID(), body).expect(409)).body.code).toBe('order_payment_conflict');
+    expect(await attention().find(handed.body.attention_id as string)).toMatchObject({ operation: 'payment', reason: 'stuck' });
+
+    await attention().decide(handed.body.attention_id as string, 'fail', 'ops-test', 'customer paid another way');
+    await holdRunsOut(key);
+    expect(await recover()).toMatchObject({ taken: 1, finished: 1 });
+    const replay = await pay(key, body).expect(422);
+    expect(replay.body).toMatchObject({ code: 'failed_by_operator', payment_id: paymentId });
+    expect((await http().get(`/payments/${paymentId}`).set(t.auth()).expect(200)).body).toMatchObject({ status: 'failed', failure_code: 'failed_by_operator' });
+    expect(await attention().find(handed.body.attention_id as string)).toMatchObject({ resolution: 'failed' });
+    expect(await ledger.charges({ key: 'payment_id', value: paymentId })).toEqual([]);
+    expect((await pay(randomUUID(), body).expect(201)).body.status).toBe('succeeded');
   });
 
   it('refunds converge without webhooks: a succeeded refund that fails later is recorded failed; unknown pending ones starve nothing', async () => {
