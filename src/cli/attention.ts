@@ -23,26 +23,45 @@ const WAIT_MS = 3 * ATTENTION_HOLD_MS;
  * under the operation's own key, so it never races a resume; the key then
  * answers with the outcome. `--wait` waits for that and prints it.
  */
-runWithAppContext('attention', async (context) => {
-  const attention = context.get(OperationAttention);
-  const { positionals, values } = parseArgs({
-    allowPositionals: true,
-    options: { reason: { type: 'string' }, by: { type: 'string' }, wait: { type: 'boolean' }, limit: { type: 'string' } },
-  });
-  const [command, id, decision] = positionals;
-  if (command === 'list' && positionals.length === 1) {
-    const rows = await attention.listOpen(Number(values.limit ?? 100));
+/** A usage error is told before the app's modules start. */
+function refuse(message: string): never {
+  console.error(message);
+  process.exit(1);
+}
+
+function parse() {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: { reason: { type: 'string' }, by: { type: 'string' }, wait: { type: 'boolean' }, limit: { type: 'string' } },
+    });
+  } catch (error) {
+    return refuse(`${(error as Error).message}\n${USAGE}`);
+  }
+}
+
+const { positionals, values } = parse();
+const [command, id, decision] = positionals;
+
+if (command === 'list') {
+  if (positionals.length !== 1) refuse(USAGE);
+  runWithAppContext('attention', async (context) => {
+    const rows = await context.get(OperationAttention).listOpen(Number(values.limit ?? 100));
     if (rows.length === 0) console.log('no operation requires attention');
     for (const row of rows) console.log(describe(row));
-    return;
-  }
-  if (command !== 'resolve' || !id || (decision !== 'fail' && decision !== 'reask') || positionals.length !== 3) throw new Error(USAGE);
-  if (decision === 'fail' && !values.reason?.trim()) throw new Error('fail needs --reason "why" (it is kept in the audit)');
-  if (!/^[0-9a-f-]{36}$/i.test(id)) throw new Error(`not an attention id: ${id}`);
+  });
+} else {
+  if (command !== 'resolve' || !id || (decision !== 'fail' && decision !== 'reask') || positionals.length !== 3) refuse(USAGE);
+  if (decision === 'fail' && !values.reason?.trim()) refuse('fail needs --reason "why" (it is kept in the audit)');
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) refuse(`not an attention id: ${id}`);
+  runWithAppContext('attention', (context) => resolve(context.get(OperationAttention), id.toLowerCase(), decision as AttentionDecision));
+}
+
+async function resolve(attention: OperationAttention, id: string, decision: AttentionDecision): Promise<void> {
   const by = values.by?.trim() || userInfo().username;
-  const decided = await attention.decide(id.toLowerCase(), decision as AttentionDecision, by, values.reason?.trim() ?? null);
+  const decided = await attention.decide(id, decision, by, values.reason?.trim() ?? null);
   if (!decided) {
-    const row = await attention.find(id.toLowerCase());
+    const row = await attention.find(id);
     throw new Error(row ? `already ${row.resolved_at ? `resolved (${row.resolution})` : `decided (${row.decision} by ${row.decided_by})`}: nothing changed` : `no attention ${id}`);
   }
   console.log(`recorded: ${decision} by ${by}; the app applies it at the operation's next attempt (within about ${ATTENTION_HOLD_MS / 1000} s)`);
@@ -54,7 +73,7 @@ runWithAppContext('attention', async (context) => {
     if (Date.now() > until) throw new Error('not applied yet: is the app running with its recovery job? (the decision stays recorded)');
     await new Promise((r) => setTimeout(r, 1_000));
   }
-});
+}
 
 function describe(row: AttentionRow): string {
   const decided = row.decision ? ` decided ${row.decision} by ${row.decided_by} at ${row.decided_at}${row.decision_reason ? ` (${row.decision_reason})` : ''}` : '';

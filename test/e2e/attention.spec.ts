@@ -185,7 +185,7 @@ describe('stuck operations end or go to a person (e2e)', () => {
     expect((await ledger.refunds(payment.intent)).map((r) => [r.metadata.refund_id, r.amount])).toEqual([[refundId, 1000]]);
     expect(await attention().find(attentionId)).toMatchObject({ decision: 'reask', decided_by: 'ops-test', resolution: 'reasked' });
     expect((await cli(['list'])).stdout).not.toContain(attentionId);
-  });
+  }, 240_000);
 
   it('a payment before its intent under a 400 naming no parameter ends: 502, key free, order payable and cancelable', async () => {
     const order = await createOrder(t);
