@@ -49,6 +49,23 @@ export default tseslint.config(
     },
   },
   {
+    // The callers' SDK runs in Node and browsers: nothing from outside its package, no Nest,
+    // no node: module in its sources (its tests may use node:crypto to check its hashes).
+    files: ['packages/client/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(\\.\\./){2,}|^safe-retries(/|$)|^@nestjs/|^@safe-retries/', message: 'The SDK imports nothing from the server, Nest or another workspace.' }] },
+      ],
+    },
+  },
+  {
+    files: ['packages/client/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ regex: '^node:|^(\\.\\./){2,}|^@nestjs/|^safe-retries(/|$)|^@safe-retries/', message: 'The SDK runs in browsers too: no node: module, nothing from the server or Nest.' }] }],
+    },
+  },
+  {
     files: ['test/**/*.ts', 'packages/*/test/**/*.ts'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },

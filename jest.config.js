@@ -28,6 +28,7 @@ module.exports = {
     '^safe-retries/(.*)$': '<rootDir>/packages/idempotency/src/$1',
     '^@safe-retries/dev-postgres$': '<rootDir>/packages/dev-postgres/src/index.ts',
     '^@safe-retries/card-network-simulator$': '<rootDir>/packages/card-network-simulator/src/index.ts',
+    '^@safe-retries/client$': '<rootDir>/packages/client/src/index.ts',
   },
   // ESM-only packages are transformed too: Nest's, the content-disposition 2 of @fastify/static
   // (which Swagger UI needs on Fastify), the cookie 1 of light-my-request (Fastify's inject) and

@@ -4,6 +4,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { DEFAULT_CARD_NETWORK_SECRET } from '../src/config/config';
+import { Attempt, Lookup, checkHistory, digest, keyOf } from '../test/support/history';
 import { startPgBouncer } from '../test/support/pgbouncer';
 import { startNetwork } from './lib/payment-load';
 import { BENCH_CLIENT } from './lib/app';
@@ -21,7 +22,9 @@ import { Percentiles, round, sleep, summarize } from './lib/stats';
  * once (one down at a time, mid-payment as the load goes). Then every
  * payment is reconciled with the database (through a direct connection) and
  * the card network's ledger: one payment row, one charge, the id the client
- * was answered. Lost and doubled must both be 0.
+ * was answered. Lost and doubled must both be 0. Every attempt and a final
+ * outcome lookup of each key are recorded, and the history checker
+ * (test/support/history.ts) must find no violation.
  */
 export interface FleetResult {
   pgbouncer: string;
@@ -38,6 +41,8 @@ export interface FleetResult {
   attempts: { total: number; byAnswer: Record<string, number> };
   peak: { clientConnections: number; serverConnections: number };
   reconciled: { answered: number; unanswered: number; lost: number; doubled: number; wrongId: number; charges: number; rows: number };
+  /** The history checker's verdict: violations found (each printed with its key's history). */
+  history: { attempts: number; lookups: number; violations: string[] };
 }
 
 const AUTH = `Bearer ${BENCH_CLIENT.key}`;
@@ -98,6 +103,9 @@ interface Answer {
   id?: string;
   /** The problem's code, for an error. */
   code?: string;
+  /** Digest of the answer's bytes. */
+  digest?: string;
+  replayed?: boolean;
 }
 
 function pay(agent: Agent, port: number, key: string, body: string): Promise<Answer> {
@@ -116,7 +124,14 @@ function pay(agent: Agent, port: number, key: string, body: string): Promise<Ans
             parsed = {};
           }
           const status = res.statusCode ?? 0;
-          resolve({ status, retryAfter: Number(res.headers['retry-after'] ?? NaN), id: status === 201 ? parsed.id : undefined, code: parsed.code });
+          resolve({
+            status,
+            retryAfter: Number(res.headers['retry-after'] ?? NaN),
+            id: status === 201 ? parsed.id : undefined,
+            code: parsed.code,
+            digest: digest(Buffer.concat(chunks)),
+            replayed: res.headers['idempotent-replayed'] === 'true',
+          });
         });
       },
     );
@@ -143,6 +158,17 @@ async function chargesByDescription(networkUrl: string, prefix: string): Promise
   }
 }
 
+const LEASE_MS = 3_000;
+const RECOVERY_INTERVAL_MS = 2_000;
+
+/** What GET /idempotency-keys/{key} answers for a key, when it answers. */
+async function lookUp(port: number, key: string): Promise<Lookup | null> {
+  const res = await fetch(`http://127.0.0.1:${port}/idempotency-keys/${encodeURIComponent(key)}`, { headers: { authorization: AUTH } }).catch(() => null);
+  if (!res?.ok) return null;
+  const { state, status } = (await res.json()) as Pick<Lookup, 'state' | 'status'>;
+  return { client: BENCH_CLIENT.name, key, at: performance.now(), state, status };
+}
+
 export async function fleetSoak(
   serverUrl: string,
   options: { instances: number; serverConnections: number; seconds: number; clients: number; killEvery: number; log(m: string): void },
@@ -162,8 +188,8 @@ export async function fleetSoak(
     CARD_NETWORK_URL: network.url,
     CARD_NETWORK_TIMEOUT: '2s',
     CARD_NETWORK_MAX_RETRIES: '0',
-    IDEMPOTENCY_LEASE: '3s',
-    RECOVERY_INTERVAL: '2s',
+    IDEMPOTENCY_LEASE: `${LEASE_MS}ms`,
+    RECOVERY_INTERVAL: `${RECOVERY_INTERVAL_MS}ms`,
     IDEMPOTENCY_PURGE_CRON: '*/5 * * * * *',
     API_KEYS: `${BENCH_CLIENT.name}:${BENCH_CLIENT.key}`,
     LOG_LEVEL: 'error',
@@ -181,6 +207,7 @@ export async function fleetSoak(
     const prefix = `fleet ${run} `;
     const operations: { description: string; key: string; id?: string; ms?: number }[] = [];
     const byAnswer: Record<string, number> = {};
+    const history: Attempt[] = [];
     let attempts = 0;
     let next = 0;
     const loadEnds = performance.now() + options.seconds * 1000;
@@ -203,8 +230,21 @@ export async function fleetSoak(
             await sleep(100);
             continue;
           }
+          const sent = performance.now();
           const answer = await pay(agent, instance.port, op.key, body);
           attempts++;
+          history.push({
+            client: BENCH_CLIENT.name,
+            key: op.key,
+            body: digest(body),
+            started: sent,
+            ended: performance.now(),
+            status: answer.status === 0 ? null : answer.status,
+            answer: answer.status >= 200 && answer.status < 300 ? answer.digest : undefined,
+            id: answer.id,
+            code: answer.code,
+            replayed: answer.replayed,
+          });
           const label = answer.status === 0 ? 'connection error' : answer.status === 201 ? '201' : `${answer.status} ${answer.code ?? ''}`.trim();
           byAnswer[label] = (byAnswer[label] ?? 0) + 1;
           if (answer.status === 201) {
@@ -262,6 +302,18 @@ export async function fleetSoak(
       else if (op.id && row && row.ids[0] !== op.id) wrongId++;
     }
     const done = operations.filter((o) => o.ms !== undefined);
+    // The history: every attempt, one lookup per key once the fleet is quiet, and what each key left behind.
+    const lookups: Lookup[] = [];
+    for (const op of operations) {
+      const instance = fleet.find((i) => i.up);
+      const found = instance && (await lookUp(instance.port, op.key));
+      if (found) lookups.push(found);
+    }
+    const ends = new Map(
+      operations.map((op) => [keyOf(BENCH_CLIENT.name, op.key), { effects: charges.get(op.description) ?? 0, recorded: inDatabase.get(op.description)?.ids ?? [] }]),
+    );
+    // An attempt cut off by a kill may run on until its lease ends and the recovery job takes it over.
+    const violations = checkHistory({ attempts: history, lookups, ends }, { mayRunOnForMs: LEASE_MS + 2 * RECOVERY_INTERVAL_MS });
     return {
       pgbouncer: bouncer.version,
       instances: options.instances,
@@ -284,6 +336,7 @@ export async function fleetSoak(
         charges: [...charges.values()].reduce((a, b) => a + b, 0),
         rows: rows.reduce((n, r) => n + r.ids.length, 0),
       },
+      history: { attempts: history.length, lookups: lookups.length, violations },
     };
   } finally {
     agent.destroy();
@@ -312,8 +365,10 @@ if (require.main === module) {
       });
       console.log(JSON.stringify(result, null, 2));
       const { lost, doubled, wrongId, unanswered } = result.reconciled;
-      log(`fleet soak: ${result.operations} payments, lost ${lost}, doubled ${doubled}, wrong id ${wrongId}, unanswered ${unanswered}`);
-      process.exitCode = lost + doubled + wrongId + unanswered === 0 ? 0 : 1;
+      const { violations } = result.history;
+      for (const v of violations.slice(0, 10)) log(`history violation: ${v}`);
+      log(`fleet soak: ${result.operations} payments, lost ${lost}, doubled ${doubled}, wrong id ${wrongId}, unanswered ${unanswered}, history violations ${violations.length}`);
+      process.exitCode = lost + doubled + wrongId + unanswered + violations.length === 0 ? 0 : 1;
     } finally {
       await db.stop();
     }

@@ -229,6 +229,7 @@ async function main(): Promise<void> {
       ...boundaryTargets(boundary),
       ...slownetTargets(slownet),
       target('fleet soak: payments lost, doubled, with a wrong id', `${lost}, ${doubled}, ${wrongId}`, '0, 0, 0', lost + doubled + wrongId === 0),
+      target('fleet soak: history violations', String(fleet.history.violations.length), '0', fleet.history.violations.length === 0),
     ];
 
     // Load averages (1, 5, 15 min) at start and end: other work on the machine shows here.

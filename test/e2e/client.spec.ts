@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { PaymentsClient, ProblemError, RetryEvent } from '../../src/client';
+import { PaymentsClient, ProblemError, RetryEvent } from '@safe-retries/client';
 import { CLIENT_A, TestApp, countRows, createTestApp } from '../support/app';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { send, waitFor } from '../support/http-client';

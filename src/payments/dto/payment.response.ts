@@ -6,7 +6,7 @@ import { PAYMENT_STATUSES, PaymentStatus } from '../payment.entity';
 import { REFUND_STATUSES, RefundStatus } from '../refund.entity';
 
 // These DTOs are the API's shapes: the OpenAPI document is built from them and the
-// client's types are generated from the document (src/client/api.generated.ts). Enums
+// client's types are generated from the document (packages/client/src/api.generated.ts). Enums
 // come from the constants the code itself uses, never a copied list.
 
 /** The failure_code of a failed payment: a decline (a processing_error is never recorded, the payment is released). */

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { PostgresIdempotencyStore } from '../../../packages/idempotency/src/postgres/postgres-idempotency.store';
-import { TestApp, countRows, createTestApp } from '../../support/app';
+import { TestApp, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { orderBody, paymentBody } from '../../support/fixtures';
 import { NaiveIdempotencyStore } from '../../../packages/idempotency/test/support/naive-idempotency.store';
 import { TimedResponse, histogram, peakConcurrency, timed } from '../../support/race';
+import { Attempt, History, checkHistory, digest, keyOf } from '../../support/history';
 
 /**
  * The project's claim: N identical requests with one fresh key, truly
@@ -15,7 +16,8 @@ import { TimedResponse, histogram, peakConcurrency, timed } from '../../support/
  * charge at the card network) and POST /orders (`commit: 'one'`, the claim
  * inside its transaction: the effect is the order row). The same race against
  * a deliberately naive check-then-insert store, with two requests held inside
- * its window, takes effect twice on its first run, in both modes.
+ * its window, takes effect twice on its first run, in both modes. Every race
+ * is also recorded and checked by the history checker (test/support/history.ts).
  */
 const RUNS = Number(process.env.RACE_RUNS ?? 3);
 const SIZES = [50, 100];
@@ -25,9 +27,12 @@ interface RaceRoute {
   name: string;
   path: string;
   body(tag: string): object;
-  /** Rows the route wrote, and (payments) charges the card network made. */
-  effects(t: TestApp, tag: string): Promise<{ rows: number; charges?: number }>;
+  /** Ids of the rows the route wrote, and (payments) charges the card network made. */
+  effects(t: TestApp, tag: string): Promise<{ ids: string[]; charges?: number }>;
 }
+
+const ids = async (t: TestApp, sql: string, params: unknown[]): Promise<string[]> =>
+  ((await t.dataSource.query(sql, params)) as { id: string }[]).map((r) => r.id);
 
 const ROUTES: RaceRoute[] = [
   {
@@ -35,7 +40,7 @@ const ROUTES: RaceRoute[] = [
     path: '/payments',
     body: (tag) => paymentBody({ amount: 777, description: tag }),
     effects: async (t, tag) => ({
-      rows: await countRows(t.dataSource, 'payments', 'description = $1', [tag]),
+      ids: await ids(t, 'SELECT id::text FROM payments WHERE description = $1', [tag]),
       // Counted at the card network's ledger, whatever our tables say.
       charges: (await Ledger.of(t).chargesDescribed(tag)).length,
     }),
@@ -44,20 +49,36 @@ const ROUTES: RaceRoute[] = [
     name: "POST /orders (commit 'one')",
     path: '/orders',
     body: (tag) => orderBody({ items: [{ sku: tag, quantity: 1, unit_amount: 777 }] }),
-    effects: async (t, tag) => ({ rows: await countRows(t.dataSource, 'orders', `items @> $1::jsonb`, [JSON.stringify([{ sku: tag }])]) }),
+    effects: async (t, tag) => ({ ids: await ids(t, 'SELECT id::text FROM orders WHERE items @> $1::jsonb', [JSON.stringify([{ sku: tag }])]) }),
   },
 ];
 
-/** One race of `n` identical requests with a fresh key. */
-async function race(t: TestApp, route: RaceRoute, n: number): Promise<{ responses: TimedResponse[]; rows: number; charges?: number }> {
+/** One race of `n` identical requests with a fresh key, then a lookup of the key: recorded as a history. */
+async function race(t: TestApp, route: RaceRoute, n: number): Promise<{ responses: TimedResponse[]; rows: number; charges?: number; history: History }> {
   const key = randomUUID();
   const tag = `race_${key.replace(/-/g, '')}`.slice(0, 40);
   const body = route.body(tag);
   const responses = await Promise.all(
     Array.from({ length: n }, () => timed(request(t.url!).post(route.path).set(t.auth()).set('Idempotency-Key', key).send(body))),
   );
-  return { responses, ...(await route.effects(t, tag)) };
+  const lookup = await timed(request(t.url!).get(`/idempotency-keys/${key}`).set(t.auth()));
+  const { ids: recorded, charges } = await route.effects(t, tag);
+  const attempts = responses.map((r): Attempt => {
+    const answer = r.json<{ id?: string; code?: string }>();
+    const ok = r.status >= 200 && r.status < 300;
+    return { client: CLIENT, key, body: digest(JSON.stringify(body)), started: r.started, ended: r.ended, status: r.status, answer: ok ? digest(r.text) : undefined, id: ok ? answer.id : undefined, code: answer.code, replayed: r.headers['idempotent-replayed'] === 'true' };
+  });
+  const { state, status } = lookup.json<{ state: 'unknown' | 'in_progress' | 'completed'; status?: number }>();
+  const history: History = {
+    attempts,
+    lookups: [{ client: CLIENT, key, at: lookup.ended, state, status }],
+    ends: new Map([[keyOf(CLIENT, key), { effects: charges ?? recorded.length, recorded }]]),
+  };
+  return { responses, rows: recorded.length, charges, history };
 }
+
+/** The one API client of these races (the history checker's scope). */
+const CLIENT = 'test';
 
 describe.each(ROUTES)('race: identical concurrent requests, $name (e2e)', (route) => {
   jest.setTimeout(300_000);
@@ -71,7 +92,8 @@ describe.each(ROUTES)('race: identical concurrent requests, $name (e2e)', (route
 
     it.each(SIZES)('N=%i: exactly one effect per run; every answer is the original, a replay of it, or 409', async (n) => {
       for (let run = 1; run <= RUNS; run++) {
-        const { responses, rows, charges } = await race(t, route, n);
+        const { responses, rows, charges, history } = await race(t, route, n);
+        expect(checkHistory(history, { mayRunOnForMs: 0 })).toEqual([]);
         const peak = peakConcurrency(responses);
         const spanMs = Math.max(...responses.map((r) => r.ended)) - Math.min(...responses.map((r) => r.started));
         console.log(`race N=${n} run ${run}/${RUNS}: ${JSON.stringify(histogram(responses))} peak in flight ${peak}, all answered in ${spanMs.toFixed(0)} ms`);
@@ -107,7 +129,8 @@ describe.each(ROUTES)('race: identical concurrent requests, $name (e2e)', (route
       // Two of the N find no row and both wait before writing: both are inside the
       // naive store's check-then-write window at once, so the double effect is certain.
       t.app.get<NaiveIdempotencyStore>(PostgresIdempotencyStore).holdClaimWindow(2);
-      const { responses, rows, charges } = await race(t, route, n);
+      const { responses, rows, charges, history } = await race(t, route, n);
+      expect(checkHistory(history, { mayRunOnForMs: 0 }).join('\n')).toMatch(/effects for one key|more than one original/);
       console.log(`naive store N=${n}: ${rows} rows, ${charges ?? '-'} charges, ${JSON.stringify(histogram(responses))}`);
       expect(rows).toBeGreaterThanOrEqual(2);
       if (charges !== undefined) expect(charges).toBeGreaterThanOrEqual(2);

@@ -151,6 +151,24 @@ const coreCases: StoreContractCase[] = [
     },
   },
   {
+    name: 'retention: counts from the completion: an operation that ran longer than its retention, renewing its lease, is replayed after it',
+    async run(d) {
+      const leaseMs = d.settings.shortLeaseMs;
+      // A retention long enough that the claim right after the completion comes well within it, even on a busy host.
+      const retentionMs = Math.max(leaseMs * 2, 1_000);
+      const request = d.request({ leaseMs, retentionMs });
+      const owner = { ...(await d.claimed(request)).owner };
+      // The work runs past the retention, renewing its lease as the orchestration does.
+      for (const until = Date.now() + retentionMs + leaseMs; Date.now() < until; await sleep(leaseMs / 4)) {
+        const token = await d.store.renew(owner, leaseMs);
+        assert.ok(token !== null, 'the owner renews its lease while it works');
+        owner.token = token;
+      }
+      await d.complete(owner, d.response());
+      assert.equal((await d.claim(request)).kind, 'completed', 'a key completed just now is replayed, whenever it was claimed');
+    },
+  },
+  {
     name: 'outcome: unknown, in progress with what is left of the lease, completed with its status and end of retention; scoped',
     modes: BOTH,
     async run(d) {

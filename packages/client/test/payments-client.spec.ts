@@ -1,4 +1,4 @@
-import { keyFor, Order, Payment, PaymentsClient, ProblemError, Refund } from '../../../src/client';
+import { keyFor, Order, Payment, PaymentsClient, ProblemError, Refund } from '../src';
 import { json, problem, scriptedFetch, Step } from './fake-fetch';
 
 function setup(...steps: Step[]) {

@@ -9,7 +9,7 @@
  * same request: the server then answers with the original outcome
  * (Idempotent-Replayed: true) instead of a second charge.
  *
- * No Nest, no `node:` imports: it ships as the `./client` package export and runs
+ * No Nest, no `node:` imports: it is the package `@safe-retries/client` and runs
  * in Node 20+ and browsers (fetch, AbortController, setTimeout, Web Crypto).
  */
 import type { KeyOutcome } from './api-types';

@@ -1,6 +1,6 @@
 /**
- * The `./client` package export: a retrying, idempotent HTTP client for the
- * payments API. Imports nothing from the server (no Nest, no `node:` modules).
+ * `@safe-retries/client`: a retrying, idempotent HTTP client for the payments
+ * API. Imports nothing from the server (no Nest, no `node:` modules).
  */
 export { PaymentsClient } from './api';
 export type {

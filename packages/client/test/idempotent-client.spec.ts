@@ -1,4 +1,4 @@
-import { IdempotentClient, IdempotentClientOptions, NetworkError, ProblemError, RetryEvent } from '../../../src/client';
+import { IdempotentClient, IdempotentClientOptions, NetworkError, ProblemError, RetryEvent } from '../src';
 import { connectionRefused, json, problem, scriptedFetch, Step } from './fake-fetch';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

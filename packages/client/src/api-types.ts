@@ -42,5 +42,10 @@ export type Refund = JsonAnswer<paths['/payments/{id}/refunds']['post'], 201>;
 export type RefundStatus = Refund['status'];
 export type RefundRequest = JsonRequest<paths['/payments/{id}/refunds']['post']>;
 
-/** Where the operation sent with a key stands (`GET /idempotency-keys/{key}`): unknown, in progress, or completed with its status. */
+/**
+ * Where the operation sent with a key stands (`GET /idempotency-keys/{key}`): unknown, in
+ * progress, or completed with its status. `unknown` means the server keeps nothing under the
+ * key: nothing of it took effect, or it ended more than its retention ago (24 h from the
+ * outcome). In the second case sending the key again runs the operation a second time.
+ */
 export type KeyOutcome = JsonAnswer<paths['/idempotency-keys/{key}']['get'], 200>;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { keyFor, newIdempotencyKey } from '../../../src/client';
+import { keyFor, newIdempotencyKey } from '../src';
 
 describe('keyFor', () => {
   it('is the hex SHA-256 of the JSON array of action and ids', async () => {

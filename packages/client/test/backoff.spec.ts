@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { backoffCap, backoffDelay, DEFAULT_RETRY_STATUSES, isRetryableStatus, parseRetryAfter } from '../../../src/client';
+import { backoffCap, backoffDelay, DEFAULT_RETRY_STATUSES, isRetryableStatus, parseRetryAfter } from '../src';
 
 describe('backoffDelay', () => {
   it('keeps every sample within [0, min(maxDelayMs, baseDelayMs * 2^attempt)]', () => {

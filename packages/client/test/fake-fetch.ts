@@ -1,4 +1,4 @@
-import type { FetchLike } from '../../../src/client';
+import type { FetchLike } from '../src';
 
 /** What the fake fetch saw on one call. */
 export interface RecordedCall {
