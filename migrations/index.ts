@@ -5,6 +5,7 @@ import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
 import { ClientKeys1796076397978 } from './1796076397978-ClientKeys';
 import { PaymentOperationKeys1796200000000 } from './1796200000000-PaymentOperationKeys';
 import { RefundStates1796300000000 } from './1796300000000-RefundStates';
+import { OperationAttention1796400000000 } from './1796400000000-OperationAttention';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages] = idempotencyMigrations;
 
@@ -27,4 +28,5 @@ export const migrations = [
   createIdempotencyMessages,
   PaymentOperationKeys1796200000000,
   RefundStates1796300000000,
+  OperationAttention1796400000000,
 ];

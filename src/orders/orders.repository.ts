@@ -40,9 +40,12 @@ export class OrdersRepository extends SqlRepository {
     return row;
   }
 
-  /** Whether a payment of the order is between its Start and Finish phases. */
+  /** Whether a payment of the order is between its Start and Finish phases, or waits for a person. */
   async hasPaymentInProgress(clientId: string, id: string): Promise<boolean> {
-    const rows = await this.rows(`SELECT 1 FROM payments WHERE client_id = $1 AND order_id = $2 AND status = 'processing' LIMIT 1`, [clientId, id]);
+    const rows = await this.rows(
+      `SELECT 1 FROM payments WHERE client_id = $1 AND order_id = $2 AND status IN ('processing', 'requires_attention') LIMIT 1`,
+      [clientId, id],
+    );
     return rows.length > 0;
   }
 

@@ -3,18 +3,22 @@ import { Counter } from 'prom-client';
 import { LeaseLostError, PhasedOperation, phasedOperation } from 'safe-retries';
 import { MetricsService } from '../metrics/metrics.service';
 import { CardNetworkRefusedError, CardNetworkUnavailableError, UnknownNetworkObjectError } from './card-network/card-network';
-import { CardNetworkUnavailableException, UnknownNetworkObjectException } from './payments.errors';
+import { CardNetworkUnavailableException, PaymentProcessingException, UnknownNetworkObjectException } from './payments.errors';
 
 /** What a payment's phases save with their recovery points. */
 export interface PaymentState {
   payment_id: string;
   /** The card network's PaymentIntent, from the INTENT point on. */
   intent_id?: string;
+  /** The hand-over (operation_attention), at the ATTENTION point. */
+  attention_id?: string;
 }
 
 /** What a refund's Start phase saves with its recovery point. */
 export interface RefundState {
   refund_id: string;
+  /** The hand-over (operation_attention), at the ATTENTION point. */
+  attention_id?: string;
 }
 
 /**
@@ -53,6 +57,11 @@ export const UNKNOWN_OBJECT_HOLD_MS = 60 * 60_000;
  */
 export function settledByAnother(): LeaseLostError {
   return new LeaseLostError();
+}
+
+/** Whether an attempt ended with the operation's outcome still unknown (503, kept for the next attempt). */
+export function isUnknownOutcome(error: unknown): boolean {
+  return error instanceof CardNetworkUnavailableException || error instanceof PaymentProcessingException;
 }
 
 /** An answer that does not settle the operation: 503, key and recovery point kept. */

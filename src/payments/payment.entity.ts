@@ -3,18 +3,22 @@ import { ClientEntity } from '../auth/client.entity';
 import { OrderEntity } from '../orders/order.entity';
 import { bigintToNumber } from '../common/money';
 
-/** processing: between its Start and Finish phases (the card network may have charged). */
-export const PAYMENT_STATUSES = ['processing', 'succeeded', 'failed'] as const;
+/**
+ * processing: between its Start and Finish phases (the card network may have
+ * charged); requires_attention: handed to a person (operation_attention), the
+ * order still reserved.
+ */
+export const PAYMENT_STATUSES = ['processing', 'succeeded', 'failed', 'requires_attention'] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 @Entity({ name: 'payments' })
 @Index('payments_client_created_idx', ['clientId', 'createdAt', 'id'])
-// A processing or succeeded payment reserves its order: no second charge of it starts.
+// A payment that is or may be charged reserves its order: no second charge of it starts.
 @Index('payments_one_active_per_order', ['clientId', 'orderId'], {
   unique: true,
-  where: `status IN ('processing', 'succeeded') AND order_id IS NOT NULL`,
+  where: `status IN ('processing', 'succeeded', 'requires_attention') AND order_id IS NOT NULL`,
 })
-@Check('payments_status_check', `status IN ('processing', 'succeeded', 'failed')`)
+@Check('payments_status_check', `status IN ('processing', 'succeeded', 'failed', 'requires_attention')`)
 @Check('payments_amount_check', 'amount BETWEEN 1 AND 99999999')
 @Check('payments_currency_check', `currency ~ '^[a-z]{3}$'`)
 @Check('payments_refunded_check', 'amount_refunded BETWEEN 0 AND amount')

@@ -28,7 +28,7 @@ export class PaymentsController {
   @ApiOperation({
     summary: 'Charge a card, optionally paying a pending order',
     description:
-      'Runs in phases: the payment is recorded as processing, an unconfirmed PaymentIntent is created at the card network and its id recorded, the intent is confirmed, then the outcome is recorded with the stored response. 503 card_network_unavailable means the outcome is not known yet: retry with the same key and body (it resumes by asking the network about that intent, never charges twice). A payment still processing at the network is settled by its webhook or a later retry.',
+      'Runs in phases: the payment is recorded as processing, an unconfirmed PaymentIntent is created at the card network and its id recorded, the intent is confirmed, then the outcome is recorded with the stored response. 503 card_network_unavailable means the outcome is not known yet: retry with the same key and body (it resumes by asking the network about that intent, never charges twice). A payment still processing at the network is settled by its webhook or a later retry. One whose outcome stays unknown for 24 hours is handed to a person: 409 requires_attention (with attention_id) until an operator decides, then the key answers with the outcome (422 failed_by_operator when they mark it failed).',
   })
   @ApiCreatedResponse({ type: PaymentResponse, headers: { Location: { description: '/payments/{id}', schema: { type: 'string' } } } })
   @ApiProblems(402, 502, 503)
@@ -62,7 +62,7 @@ export class PaymentsController {
   @ApiOperation({
     summary: 'Refund a succeeded payment (default: what remains)',
     description:
-      "Runs in phases like a payment: the amount is reserved, the card network is asked to refund it, then the refund is recorded with the network's state: succeeded, or pending (most refunds settle later; the card network's webhook or the settlement job records the end, and a refund that fails later gives its amount back: see GET /payments/{id}). 502 card_network_error: the network refused this refund, nothing was refunded. 503: the outcome is not known yet; retry with the same key and body.",
+      "Runs in phases like a payment: the amount is reserved, the card network is asked to refund it, then the refund is recorded with the network's state: succeeded, or pending (most refunds settle later; the card network's webhook or the settlement job records the end, and a refund that fails later gives its amount back: see GET /payments/{id}). 502 card_network_error: the network refused this refund, nothing was refunded. 503: the outcome is not known yet; retry with the same key and body. 409 requires_attention: the network refuses the refund and cannot tell whether an earlier attempt made it (or its outcome stayed unknown for 24 hours); its amount stays reserved until an operator decides, then the key answers with the outcome (422 failed_by_operator when they mark it failed).",
   })
   @ApiCreatedResponse({ type: RefundResponse })
   @ApiProblems(404, 502, 503)

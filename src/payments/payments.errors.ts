@@ -15,6 +15,8 @@ export enum PaymentErrorCode {
   CardNetworkUnavailable = 'card_network_unavailable',
   OrderPaymentConflict = 'order_payment_conflict',
   CardNetworkObjectUnknown = 'card_network_object_unknown',
+  RequiresAttention = 'requires_attention',
+  FailedByOperator = 'failed_by_operator',
 }
 
 /** Why a charge failed, as the client reads it. */
@@ -152,6 +154,40 @@ export class OrderPaymentConflictException extends ProblemException {
       title: 'Order Payment Conflict',
       detail: `Another payment of order ${orderId} is in progress or has succeeded. Retry to see the outcome.`,
       headers: { 'Retry-After': '1' },
+    });
+  }
+}
+
+/**
+ * 409: the operation was handed to a person (the card network refuses every
+ * resume and cannot tell whether an earlier attempt acted, or its outcome
+ * stayed unknown past its bound). Nothing more is tried on its own; what it
+ * reserved stays reserved until an operator decides, and the key then answers
+ * with the outcome.
+ */
+export class RequiresAttentionException extends ProblemException {
+  constructor(operation: 'payment' | 'refund', recordId: string, attentionId: string, retryAfterS: number) {
+    super({
+      status: 409,
+      code: PaymentErrorCode.RequiresAttention,
+      title: 'Requires Attention',
+      detail: `This ${operation}'s outcome cannot be learned from the card network; it was handed to a person, and what it reserved stays reserved until they decide. Retry later with the same Idempotency-Key to get the outcome, or look it up.`,
+      headers: { 'Retry-After': String(retryAfterS) },
+      extensions: { [`${operation}_id`]: recordId, attention_id: attentionId },
+    });
+  }
+}
+
+/** 422: an operator marked the operation failed (it required attention); nothing stays reserved. Stored and replayed. */
+export class FailedByOperatorException extends BusinessOutcomeException {
+  constructor(operation: 'payment' | 'refund', recordId: string) {
+    const freed = operation === 'payment' ? 'the order is payable again' : 'its amount is refundable again';
+    super({
+      status: 422,
+      code: PaymentErrorCode.FailedByOperator,
+      title: 'Failed By Operator',
+      detail: `The ${operation} required attention and an operator marked it failed: ${freed}.`,
+      extensions: { [`${operation}_id`]: recordId },
     });
   }
 }

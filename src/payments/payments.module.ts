@@ -7,7 +7,10 @@ import { PaymentEntity } from './payment.entity';
 import { PaymentsController } from './payments.controller';
 import { PaymentsRepository } from './payments.repository';
 import { NetworkCalls } from './payment-operations';
+import { AttentionRepository } from './attention.repository';
+import { OperationAttention } from './operation-attention';
 import { PaymentsService } from './payments.service';
+import { PaymentStart } from './payment-start';
 import { RefundSettlementJob } from './refund-settlement.job';
 import { RefundsService } from './refunds.service';
 import { RefundEntity } from './refund.entity';
@@ -19,7 +22,19 @@ import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
   imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule],
   controllers: [PaymentsController, CardNetworkWebhooksController],
   // ChargeAdmission's hook is installed by configureApp (a Fastify hook, app-wide, acting on @ChargeRoute() routes).
-  providers: [PaymentsService, RefundsService, NetworkCalls, RefundSettlementJob, PaymentsRepository, ChargeAdmission, CardNetworkWebhooks, WebhookSignatureLimiter],
-  exports: [PaymentsService, ChargeAdmission],
+  providers: [
+    PaymentsService,
+    PaymentStart,
+    RefundsService,
+    NetworkCalls,
+    OperationAttention,
+    AttentionRepository,
+    RefundSettlementJob,
+    PaymentsRepository,
+    ChargeAdmission,
+    CardNetworkWebhooks,
+    WebhookSignatureLimiter,
+  ],
+  exports: [PaymentsService, ChargeAdmission, OperationAttention],
 })
 export class PaymentsModule {}

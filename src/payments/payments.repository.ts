@@ -30,12 +30,26 @@ export interface RefundRow {
   created_at: Date;
 }
 
-/** A refund the network has not settled, as the settlement job finds it. */
-export interface PendingRefund {
+/** Where a walk of the settlement job stands: the last refund it read. */
+export interface RefundCursor {
+  /** created_at as text (exact, the database's own rendering). */
+  at: string;
   client_id: string;
   id: string;
+}
+
+/** A refund the network may still move, as the settlement job finds it. */
+export interface PendingRefund extends RefundCursor {
   network_refund_id: string;
 }
+
+const WALK = (where: string) => `
+SELECT client_id, id, network_refund_id, created_at::text AS at FROM refunds
+ WHERE ${where}
+   AND ($2::timestamptz IS NULL OR (created_at, client_id, id) > ($2::timestamptz, $3::uuid, $4::uuid))
+ ORDER BY created_at, client_id, id LIMIT $1`;
+const PENDING_WALK = WALK(`status = 'pending'`);
+const SUCCEEDED_WALK = WALK(`status = 'succeeded' AND created_at > now() - $5::int8 * interval '1 millisecond'`);
 
 export interface NewPayment {
   orderId: string | null;
@@ -78,6 +92,25 @@ export class PaymentsRepository extends SqlRepository {
       `UPDATE payments SET status = $3, failure_code = $4
         WHERE client_id = $1 AND id = $2 AND status = 'processing' RETURNING ${COLUMNS}`,
       [clientId, id, outcome.status, outcome.failureCode],
+    );
+    return row;
+  }
+
+  /**
+   * A payment handed to a person, or taken back from one (`from` -> `to`:
+   * processing <-> requires_attention); false when it was not at `from`.
+   */
+  async movePayment(clientId: string, id: string, from: PaymentStatus, to: PaymentStatus): Promise<boolean> {
+    const rows = await this.rows(`UPDATE payments SET status = $4 WHERE client_id = $1 AND id = $2 AND status = $3 RETURNING id`, [clientId, id, from, to]);
+    return rows.length === 1;
+  }
+
+  /** An operator marked a payment that required attention failed: its order is payable again (the unique index no longer counts it). */
+  async failByOperator(clientId: string, id: string, failureCode: string): Promise<PaymentRow | undefined> {
+    const [row] = await this.rows<PaymentRow>(
+      `UPDATE payments SET status = 'failed', failure_code = $3
+        WHERE client_id = $1 AND id = $2 AND status = 'requires_attention' RETURNING ${COLUMNS}`,
+      [clientId, id, failureCode],
     );
     return row;
   }
@@ -172,12 +205,39 @@ export class PaymentsRepository extends SqlRepository {
     return row;
   }
 
-  /** Refunds the network has not settled, oldest first, of every client (the settlement job's batch). */
-  pendingRefunds(limit: number): Promise<PendingRefund[]> {
-    return this.rows<PendingRefund>(
-      `SELECT client_id, id, network_refund_id FROM refunds WHERE status = 'pending' ORDER BY created_at LIMIT $1`,
-      [limit],
+  /**
+   * The next refunds of one of the settlement job's walks, of every client, in
+   * (created_at, client_id, id) order after `after` (from the start when
+   * null): the pending ones, or the succeeded ones made within the last
+   * `windowMs` (the database's clock). `at` is created_at as text, exact to
+   * the microsecond, so it can be sent back as the next cursor.
+   */
+  refundsToSettle(walk: 'pending' | 'succeeded', limit: number, after: RefundCursor | null, windowMs: number): Promise<PendingRefund[]> {
+    const sql = walk === 'pending' ? PENDING_WALK : SUCCEEDED_WALK;
+    const params = [limit, after?.at ?? null, after?.client_id ?? null, after?.id ?? null];
+    return this.rows<PendingRefund>(sql, walk === 'pending' ? params : [...params, windowMs]);
+  }
+
+  /** A refund handed to a person, or taken back from one (processing <-> requires_attention); false when it was not at `from`. */
+  async moveRefundAttention(clientId: string, id: string, from: RefundStatus, to: RefundStatus): Promise<boolean> {
+    const rows = await this.rows(`UPDATE refunds SET status = $4 WHERE client_id = $1 AND id = $2 AND status = $3 RETURNING id`, [clientId, id, from, to]);
+    return rows.length === 1;
+  }
+
+  /** An operator marked a refund that required attention failed: its amount goes back to the payment in the same statement. */
+  async failRefundByOperator(clientId: string, id: string, reason: string): Promise<RefundRow | undefined> {
+    const [row] = await this.rows<RefundRow>(
+      `WITH failed AS (
+         UPDATE refunds SET status = 'failed', failure_reason = $3
+          WHERE client_id = $1 AND id = $2 AND status = 'requires_attention'
+          RETURNING ${REFUND_COLUMNS}),
+       given_back AS (
+         UPDATE payments p SET amount_refunded = p.amount_refunded - f.amount
+           FROM failed f WHERE p.client_id = $1 AND p.id = f.payment_id)
+       SELECT * FROM failed`,
+      [clientId, id, reason],
     );
+    return row;
   }
 
   /** The card network made no refund (its own word): the reservation is given back. */

@@ -4,22 +4,32 @@ import { problems } from '../common/problem';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { cardNetworkIsSimulator } from '../config/production';
-import { violatedConstraint } from '../database/database-errors';
 import { Resumes } from 'safe-retries';
 import { OrdersService } from '../orders/orders.service';
-import { CardNetwork, IntentState, InvalidParameterError } from './card-network/card-network';
+import { CardNetwork, CardNetworkRefusedError, IntentState, InvalidParameterError } from './card-network/card-network';
 import { CreatePaymentDto, isSimulatorFaultSource } from './dto/create-payment.dto';
 import { PaymentResponse } from './dto/payment.response';
-import { INTENT, NetworkCalls, PAYMENT_OPERATION, PaymentOperation, STARTED, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
+import { ATTENTION, ATTENTION_HOLD_MS, FAILED_BY_OPERATOR, OperationAttention, STUCK_BOUND_MS } from './operation-attention';
 import {
-  AmountMismatchException,
+  INTENT,
+  NetworkCalls,
+  PAYMENT_OPERATION,
+  PaymentOperation,
+  STARTED,
+  isUnknownOutcome,
+  networkKeys,
+  settledByAnother,
+  unknownOutcome,
+} from './payment-operations';
+import {
   CardNetworkFailedException,
-  OrderNotPayableException,
-  OrderPaymentConflictException,
+  FailedByOperatorException,
+  RequiresAttentionException,
   PaymentDeclinedException,
   PaymentProcessingException,
 } from './payments.errors';
 import { PaymentRow, PaymentsRepository } from './payments.repository';
+import { PaymentStart } from './payment-start';
 import { toRefundResponse } from './refunds.service';
 
 export function toPaymentResponse(row: PaymentRow): PaymentResponse {
@@ -50,7 +60,16 @@ export function toPaymentResponse(row: PaymentRow): PaymentResponse {
  * on its status, so a resume of any age, inside or past the network's key
  * window, never makes a second charge. Before INTENT, a refusal of a payment's
  * parameter (the source, the amount, the currency) ends it: nothing was ever
- * confirmed, so nothing was charged (400, the key released, the order payable).
+ * confirmed, so nothing was charged (400, the key released, the order payable);
+ * so does any other 400 of the create (502). The proof is our own order of
+ * calls: an intent is confirmed only once its id is recorded (INTENT), so a
+ * payment before INTENT was never confirmed, whatever the network did with an
+ * earlier create.
+ *
+ * A payment still unknown STUCK_BOUND_MS after Start is not retried on its
+ * own any more: before INTENT it is released the same way; from INTENT on it
+ * is handed to a person (OperationAttention, `requires_attention`, its order
+ * still reserved) until an operator's decision or the network's event.
  */
 @Injectable()
 export class PaymentsService {
@@ -59,64 +78,53 @@ export class PaymentsService {
 
   constructor(
     private readonly payments: PaymentsRepository,
+    private readonly starter: PaymentStart,
     private readonly orders: OrdersService,
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
+    private readonly attention: OperationAttention,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.acceptsFaultSources = cardNetworkIsSimulator(config);
   }
 
   async create(clientId: string, dto: CreatePaymentDto, op: PaymentOperation): Promise<PaymentResponse> {
-    if (op.recoveryPoint !== null) return this.resumePayment(op);
+    if (op.recoveryPoint !== null) {
+      const resumed = await this.resumePayment(op);
+      if (resumed) return resumed;
+      // Still with a person: the retry is told so (nothing stored; the key answers once they decide).
+      throw new RequiresAttentionException('payment', op.state!.payment_id, op.state!.attention_id!, ATTENTION_HOLD_MS / 1000);
+    }
     if (!this.acceptsFaultSources && isSimulatorFaultSource(dto.source)) {
       // Before any recovery point: nothing is stored and the key is released.
       throw problems.validationFailed([{ field: 'source', messages: ['source is a test method of the card network simulator, which is not the card network here'] }]);
     }
-    const payment = await op.checkpoint(STARTED, () => this.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
+    const payment = await op.checkpoint(STARTED, () => this.starter.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
     return this.createAndConfirm(op, payment);
   }
 
-  /** Start: everything the database would refuse is refused here, before the network sees anything. */
-  private async start(clientId: string, dto: CreatePaymentDto, idempotencyKey: string): Promise<PaymentRow> {
-    const currency = dto.currency.toLowerCase();
-    const orderId = dto.order_id?.toLowerCase() ?? null;
-    if (orderId) {
-      await this.checkPayable(clientId, orderId, dto.amount, currency);
-      // Asked under the order's lock, before inserting: an insert that met another
-      // payment's uncommitted Finish in the unique index would wait on it while
-      // holding the lock that Finish needs (a deadlock).
-      if (await this.orders.hasPaymentInProgress(clientId, orderId)) throw new OrderPaymentConflictException(orderId);
-    }
-    try {
-      return await this.payments.insertProcessing(clientId, {
-        orderId,
-        amount: dto.amount,
-        currency,
-        description: dto.description ?? null,
-        paymentMethod: dto.source,
-        idempotencyKey,
-      });
-    } catch (error) {
-      if (orderId && violatedConstraint(error) === 'payments_one_active_per_order') throw new OrderPaymentConflictException(orderId);
-      throw error;
-    }
-  }
 
-  /** Locks the order until Start commits, so two payments of it (under any keys) serialise. */
-  private async checkPayable(clientId: string, orderId: string, amount: number, currency: string): Promise<void> {
-    const order = await this.orders.lockForPayment(clientId, orderId);
-    if (!order) throw new OrderNotPayableException(orderId, 'does not exist');
-    if (order.status !== 'pending') throw new OrderNotPayableException(orderId, `is ${order.status}`);
-    if (order.currency !== currency || order.amount_total !== amount) {
-      throw new AmountMismatchException(orderId, { amount: order.amount_total, currency: order.currency });
-    }
-  }
-
-  /** Drives a started payment on from its recovery point (a retry, the recovery job). */
+  /**
+   * Drives a started payment on from its recovery point (a retry, the recovery
+   * job). Undefined: it waits for a person, and its lease is held again.
+   */
   @Resumes(PAYMENT_OPERATION)
-  private async resumePayment(op: PaymentOperation): Promise<PaymentResponse> {
-    const payment = await this.processingPayment(op);
+  private async resumePayment(op: PaymentOperation): Promise<PaymentResponse | undefined> {
+    const payment = await this.resumablePayment(op);
+    if (op.recoveryPoint === ATTENTION) return this.attended(op, payment);
+    try {
+      return await this.resumeFromIntent(op, payment);
+    } catch (error) {
+      if (op.outcome || !isUnknownOutcome(error) || !(await this.attention.pastBound('payment', op.scope, payment.id))) throw error;
+      const evidence = `still unknown ${STUCK_BOUND_MS / 3_600_000} h after it started: ${(error as Error).message}`;
+      if (op.recoveryPoint !== INTENT) return this.releaseUncharged(op, payment, 'stuck', evidence);
+      return this.attention.handOver(op, { operation: 'payment', recordId: payment.id, reason: 'stuck', evidence }, () =>
+        this.payments.movePayment(op.scope, payment.id, 'processing', 'requires_attention'),
+      );
+    }
+  }
+
+  private async resumeFromIntent(op: PaymentOperation, payment: PaymentRow): Promise<PaymentResponse> {
     const intentId = op.recoveryPoint === INTENT ? op.state?.intent_id : undefined;
     if (!intentId) return this.createAndConfirm(op, payment);
     // The network's own word about the one intent this payment may have charged.
@@ -127,9 +135,52 @@ export class PaymentsService {
     return this.conclude(op, payment, state);
   }
 
-  private async processingPayment(op: PaymentOperation): Promise<PaymentRow> {
+  /** A payment with a person: their decision, applied under the operation's lease; none yet, held again. */
+  private async attended(op: PaymentOperation, payment: PaymentRow): Promise<PaymentResponse | undefined> {
+    const decided = await this.attention.decisionFor(op);
+    if (!decided) return undefined;
+    const { row, decision } = decided;
+    const intentId = op.state!.intent_id!;
+    if (decision === 'reask') return this.resumeFromIntent(op, await this.reopen(op, payment, intentId, row.id, 'reasked'));
+    // Marked failed: unless the network's word on the intent says what became of it.
+    let asked = true;
+    const state = await op.call(() => this.cardNetwork.retrieveIntent(intentId), 'card_network.retrieve_intent').catch(() => ((asked = false), null));
+    if (state && state.status !== 'requires_confirmation') return this.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), state);
+    return op.finish(async () => {
+      if (!(await this.payments.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR))) throw settledByAnother();
+      // The operator's word alone when the network could not be asked: said so in the audit.
+      const resolution = asked ? 'failed' : 'failed_unasked';
+      await this.attention.resolve(op.scope, row, resolution);
+      this.attention.counted('payment', resolution);
+      throw new FailedByOperatorException('payment', payment.id);
+    });
+  }
+
+  /** The payment is taken back from a person (its hand-over ended as `resolution`) and stands at INTENT again. */
+  private async reopen(op: PaymentOperation, payment: PaymentRow, intentId: string, attentionId: string, resolution: string): Promise<PaymentRow> {
+    await op.checkpoint(
+      INTENT,
+      async () => {
+        if (!(await this.payments.movePayment(op.scope, payment.id, 'requires_attention', 'processing'))) throw settledByAnother();
+        await this.attention.resolve(op.scope, { id: attentionId }, resolution);
+      },
+      () => ({ payment_id: payment.id, intent_id: intentId }),
+    );
+    this.attention.counted('payment', resolution);
+    return { ...payment, status: 'processing' };
+  }
+
+  /** Before INTENT nothing was ever confirmed: the payment goes, its order is payable again and the key is free (502). */
+  private async releaseUncharged(op: PaymentOperation, payment: PaymentRow, reason: 'refused' | 'stuck', evidence: string): Promise<never> {
+    await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
+    this.attention.releasedPayment(payment.id, op.scope, reason, evidence);
+    throw new CardNetworkFailedException('charge');
+  }
+
+  private async resumablePayment(op: PaymentOperation): Promise<PaymentRow> {
     const payment = op.state && (await this.payments.find(op.scope, op.state.payment_id));
-    if (!payment || payment.status !== 'processing') {
+    const expected = op.recoveryPoint === ATTENTION ? 'requires_attention' : 'processing';
+    if (!payment || payment.status !== expected) {
       throw new Error(`cannot resume payment ${op.state?.payment_id}: ${payment ? payment.status : 'missing'}`);
     }
     return payment;
@@ -164,6 +215,7 @@ export class PaymentsService {
         await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
         throw problems.validationFailed([{ field: error.param, messages: [`refused by the card network: ${error.message}`] }]);
       }
+      if (error instanceof CardNetworkRefusedError && error.definitive) return this.releaseUncharged(op, payment, 'refused', error.message);
       throw unknownOutcome(error);
     }
     await op.checkpoint(
@@ -222,10 +274,11 @@ export class PaymentsService {
    * the operation `op` taken over from its key. Never moves a settled payment.
    */
   async settleFromNetwork(op: PaymentOperation, paymentId: string, intentId: string, state: IntentState): Promise<void> {
-    const payment = await this.payments.find(op.scope, paymentId);
-    if (!payment || payment.status !== 'processing' || payment.network_charge_id !== intentId) return;
+    let payment = await this.payments.find(op.scope, paymentId);
+    if (!payment || (payment.status !== 'processing' && payment.status !== 'requires_attention') || payment.network_charge_id !== intentId) return;
     if (state.status !== 'succeeded' && state.status !== 'failed') return;
     try {
+      if (op.recoveryPoint === ATTENTION && op.state?.attention_id) payment = await this.reopen(op, payment, intentId, op.state.attention_id, 'network_event');
       await this.conclude(op, payment, state);
     } catch (error) {
       // A stored business outcome (a decline) or a release is how this ends, not a failure of the webhook.
@@ -233,10 +286,10 @@ export class PaymentsService {
     }
   }
 
-  /** A payment still processing (what a webhook may settle), with its Idempotency-Key. */
+  /** A payment still processing or with a person (what a webhook may settle), with its Idempotency-Key. */
   async pendingPayment(clientId: string, id: string): Promise<{ idempotency_key: string | null } | undefined> {
     const payment = await this.payments.find(clientId, id);
-    return payment?.status === 'processing' ? payment : undefined;
+    return payment?.status === 'processing' || payment?.status === 'requires_attention' ? payment : undefined;
   }
 
   async get(clientId: string, id: string): Promise<PaymentResponse> {

@@ -7,13 +7,22 @@ import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { CardNetwork, RefundState, UnknownNetworkObjectError } from './card-network/card-network';
 import { NetworkCalls } from './payment-operations';
-import { PaymentsRepository, PendingRefund } from './payments.repository';
+import { PaymentsRepository, PendingRefund, RefundCursor } from './payments.repository';
 import { RefundsService } from './refunds.service';
 
 /** The name of the job's interval in SchedulerRegistry. */
 export const REFUND_SETTLEMENT_JOB_NAME = 'refund-settlement';
-/** Pending refunds asked about per run, oldest first. */
+/** Refunds asked about per run and walk (pending, succeeded). */
 const BATCH = 100;
+
+/**
+ * How long after it was made a succeeded refund is still asked about: a card
+ * refund the network answered `succeeded` can still fail later, when the
+ * cardholder's bank returns it (a closed or lost card), and only its webhook
+ * would tell. Thirty days covers the late failures card networks report; past
+ * it a refund is taken as settled.
+ */
+export const LATE_FAILURE_WINDOW_MS = 30 * 24 * 60 * 60_000;
 
 export interface RefundSettlementResult {
   checked: number;
@@ -23,18 +32,25 @@ export interface RefundSettlementResult {
 }
 
 /**
- * Pending refunds end without the webhook too: every recovery interval (with
- * the recovery job, IDEMPOTENCY_JOBS) each instance asks
- * the network about the oldest pending refunds and records what has settled.
- * The question goes out with no transaction open (a slow network holds no
- * connection); the answer is applied in a short transaction that moves only a
- * refund still pending with that network id, so two instances, or a webhook
- * at the same moment, apply it once.
+ * Refunds converge without the webhook too: every recovery interval (with the
+ * recovery job, IDEMPOTENCY_JOBS) each instance asks the
+ * network about up to BATCH pending refunds and up to BATCH succeeded ones
+ * made within LATE_FAILURE_WINDOW_MS, and records what has moved (pending ->
+ * succeeded or failed, succeeded -> failed, the amount given back). Each kind
+ * is walked from a cursor, oldest first, that starts again from the oldest
+ * once it has passed the newest: refunds the network never settles (or no
+ * longer knows) cannot keep the others from being asked. The cursor is this
+ * process's; after a restart the walk begins again. The question goes out
+ * with no transaction open (a slow network holds no connection); the answer
+ * is applied in a short transaction that moves only a refund still where it
+ * was read with that network id, so two instances, or a webhook at the same
+ * moment, apply it once.
  */
 @Injectable()
 export class RefundSettlementJob implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('RefundSettlement');
   private inFlight?: Promise<RefundSettlementResult>;
+  private readonly cursors: Record<'pending' | 'succeeded', RefundCursor | null> = { pending: null, succeeded: null };
 
   constructor(
     private readonly payments: PaymentsRepository,
@@ -66,7 +82,7 @@ export class RefundSettlementJob implements OnApplicationBootstrap, BeforeApplic
     }
   }
 
-  /** One run over the oldest pending refunds. */
+  /** One run: the next refunds of each walk. */
   runOnce(): Promise<RefundSettlementResult> {
     if (this.inFlight) return Promise.resolve({ checked: 0, settled: 0, failed: 0 });
     const run = this.cls.run(() => this.run()).finally(() => {
@@ -78,32 +94,40 @@ export class RefundSettlementJob implements OnApplicationBootstrap, BeforeApplic
 
   private async run(): Promise<RefundSettlementResult> {
     const result: RefundSettlementResult = { checked: 0, settled: 0, failed: 0 };
-    for (const pending of await this.payments.pendingRefunds(BATCH)) {
-      result.checked++;
-      let state: RefundState;
-      try {
-        state = await this.cardNetwork.retrieveRefund(pending.network_refund_id);
-      } catch (error) {
-        result.failed++;
-        if (error instanceof UnknownNetworkObjectError) {
-          const ids = { refund_id: pending.id, network_refund_id: pending.network_refund_id, client_id: pending.client_id };
-          this.network.reportUnknown('refund', ids, 'left pending for an operator (asked again next run)');
-        } else {
-          this.logger.warn(`cannot ask about refund ${pending.id} (${pending.network_refund_id}): ${(error as Error).message}`);
-        }
-        continue;
-      }
-      if (state.status === 'pending' || !this.isOurs(pending, state)) continue;
-      const to = state.status === 'succeeded' ? { status: 'succeeded' as const } : { status: 'failed' as const, failureReason: state.failureReason ?? null };
-      if (await this.txHost.withTransaction(() => this.refunds.settle(pending.client_id, pending.id, pending.network_refund_id, to))) result.settled++;
+    for (const walk of ['pending', 'succeeded'] as const) {
+      const batch = await this.payments.refundsToSettle(walk, BATCH, this.cursors[walk], LATE_FAILURE_WINDOW_MS);
+      // A short batch reached the newest: the next run starts from the oldest again.
+      this.cursors[walk] = batch.length === BATCH ? batch[batch.length - 1] : null;
+      for (const refund of batch) await this.check(refund, walk, result);
     }
     if (result.settled || result.failed) this.logger.log(`refund settlement: ${JSON.stringify(result)}`);
     return result;
   }
 
+  /** Asks the network about one refund and applies what has moved since it was read (`walk`: its status then). */
+  private async check(refund: PendingRefund, walk: 'pending' | 'succeeded', result: RefundSettlementResult): Promise<void> {
+    result.checked++;
+    let state: RefundState;
+    try {
+      state = await this.cardNetwork.retrieveRefund(refund.network_refund_id);
+    } catch (error) {
+      result.failed++;
+      if (error instanceof UnknownNetworkObjectError) {
+        const ids = { refund_id: refund.id, network_refund_id: refund.network_refund_id, client_id: refund.client_id };
+        this.network.reportUnknown('refund', ids, `left ${walk} for an operator (asked again in the next walk)`);
+      } else {
+        this.logger.warn(`cannot ask about refund ${refund.id} (${refund.network_refund_id}): ${(error as Error).message}`);
+      }
+      return;
+    }
+    if (state.status === 'pending' || state.status === walk || !this.isOurs(refund, state)) return;
+    const to = state.status === 'succeeded' ? { status: 'succeeded' as const } : { status: 'failed' as const, failureReason: state.failureReason ?? null };
+    if (await this.txHost.withTransaction(() => this.refunds.settle(refund.client_id, refund.id, refund.network_refund_id, to))) result.settled++;
+  }
+
   private isOurs(pending: PendingRefund, state: RefundState): boolean {
     if (state.refundId === pending.network_refund_id && state.metadata.refund_id === pending.id) return true;
-    this.logger.error(`the card network's refund ${state.refundId} does not name our refund ${pending.id}; left pending`);
+    this.logger.error(`the card network's refund ${state.refundId} does not name our refund ${pending.id}; left as it is`);
     return false;
   }
 }

@@ -5,16 +5,19 @@ import { bigintToNumber } from '../common/money';
 /**
  * processing: reserved against the payment, the network's answer not yet known;
  * pending: the network has it, not settled; succeeded; failed: the network gave
- * up on it and its amount is back on the payment.
+ * up on it (or an operator marked it failed) and its amount is back on the
+ * payment; requires_attention: handed to a person, its amount still reserved.
  */
-export const REFUND_STATUSES = ['processing', 'pending', 'succeeded', 'failed'] as const;
+export const REFUND_STATUSES = ['processing', 'pending', 'succeeded', 'failed', 'requires_attention'] as const;
 export type RefundStatus = (typeof REFUND_STATUSES)[number];
 
 @Entity({ name: 'refunds' })
 @Index('refunds_payment_idx', ['clientId', 'paymentId', 'createdAt'])
-@Index('refunds_pending_idx', ['createdAt'], { where: `status = 'pending'` })
+// The settlement job's walks (RefundSettlementJob), in (created_at, client_id, id) order.
+@Index('refunds_pending_walk_idx', ['createdAt', 'clientId', 'id'], { where: `status = 'pending'` })
+@Index('refunds_succeeded_walk_idx', ['createdAt', 'clientId', 'id'], { where: `status = 'succeeded'` })
 @Check('refunds_amount_check', 'amount > 0')
-@Check('refunds_status_check', `status IN ('processing', 'pending', 'succeeded', 'failed')`)
+@Check('refunds_status_check', `status IN ('processing', 'pending', 'succeeded', 'failed', 'requires_attention')`)
 export class RefundEntity {
   @PrimaryColumn({ name: 'client_id', type: 'uuid', primaryKeyConstraintName: 'refunds_pkey' })
   clientId!: string;

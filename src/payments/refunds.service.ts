@@ -4,8 +4,15 @@ import { Resumes } from 'safe-retries';
 import { CardNetwork, CardNetworkRefusedError, RefundState, UnknownNetworkObjectError } from './card-network/card-network';
 import { CreateRefundDto } from './dto/create-payment.dto';
 import { RefundResponse } from './dto/payment.response';
-import { NetworkCalls, REFUND_OPERATION, RefundOperation, STARTED, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
-import { CardNetworkFailedException, PaymentNotRefundableException, RefundExceedsPaymentException } from './payments.errors';
+import { ATTENTION, ATTENTION_HOLD_MS, FAILED_BY_OPERATOR, OperationAttention, STUCK_BOUND_MS } from './operation-attention';
+import { NetworkCalls, REFUND_OPERATION, RefundOperation, STARTED, isUnknownOutcome, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
+import {
+  CardNetworkFailedException,
+  FailedByOperatorException,
+  PaymentNotRefundableException,
+  RefundExceedsPaymentException,
+  RequiresAttentionException,
+} from './payments.errors';
 import { PaymentsRepository, RefundRow } from './payments.repository';
 
 export function toRefundResponse(row: RefundRow): RefundResponse {
@@ -37,6 +44,13 @@ export type RefundSettlement = { status: 'succeeded' } | { status: 'failed'; fai
  * an SDK resend or a later attempt (a retry, the recovery job) an earlier send
  * may still be in flight, so it is an unknown outcome (503, kept), and a later
  * resume looks the refund up and creates it again with the same network key.
+ *
+ * A resume that the network refuses definitively (a 400) while its list of
+ * the payment's refunds has none of ours, or that is still unknown
+ * STUCK_BOUND_MS after the refund was reserved, hands the refund to a person
+ * (OperationAttention): `requires_attention`, its amount still reserved, until
+ * an operator's decision (mark it failed, or ask the network again) is applied
+ * by the operation's next attempt, or the network's own event names it.
  */
 @Injectable()
 export class RefundsService {
@@ -46,10 +60,16 @@ export class RefundsService {
     private readonly payments: PaymentsRepository,
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
+    private readonly attention: OperationAttention,
   ) {}
 
   async refund(clientId: string, paymentId: string, dto: CreateRefundDto, op: RefundOperation): Promise<RefundResponse> {
-    if (op.recoveryPoint === STARTED) return this.resume(op);
+    if (op.recoveryPoint !== null) {
+      const resumed = await this.resume(op);
+      if (resumed) return resumed;
+      // Still with a person: the retry is told so (nothing stored; the key answers once they decide).
+      throw new RequiresAttentionException('refund', op.state!.refund_id, op.state!.attention_id!, ATTENTION_HOLD_MS / 1000);
+    }
     const refund = await op.checkpoint(STARTED, () => this.reserve(clientId, paymentId, dto, op.key), (r) => ({ refund_id: r.id }));
     return this.make(op, refund, { firstContact: true });
   }
@@ -65,14 +85,72 @@ export class RefundsService {
     return this.payments.reserveRefund(clientId, paymentId, amount, idempotencyKey);
   }
 
-  /** Drives a reserved refund on from its recovery point (a retry, the recovery job). */
+  /**
+   * Drives a reserved refund on from its recovery point (a retry, the recovery
+   * job). Undefined: it waits for a person, and its lease is held again.
+   */
   @Resumes(REFUND_OPERATION)
-  private async resume(op: RefundOperation): Promise<RefundResponse> {
+  private async resume(op: RefundOperation): Promise<RefundResponse | undefined> {
     const refund = op.state && (await this.payments.findRefund(op.scope, op.state.refund_id));
-    if (!refund || refund.status !== 'processing') {
+    const expected = op.recoveryPoint === ATTENTION ? 'requires_attention' : 'processing';
+    if (!refund || refund.status !== expected) {
       throw new Error(`cannot resume refund ${op.state?.refund_id}: ${refund ? refund.status : 'missing'}`);
     }
-    return this.make(op, refund, { firstContact: false });
+    if (op.recoveryPoint === ATTENTION) return this.attended(op, refund);
+    try {
+      return await this.make(op, refund, { firstContact: false });
+    } catch (error) {
+      if (op.outcome || !isUnknownOutcome(error) || !(await this.attention.pastBound('refund', op.scope, refund.id))) throw error;
+      return this.handOver(op, refund, 'stuck', `still unknown ${STUCK_HOURS} h after it was reserved: ${(error as Error).message}`);
+    }
+  }
+
+  /** A refund with a person: their decision, applied under the operation's lease; none yet, held again. */
+  private async attended(op: RefundOperation, refund: RefundRow): Promise<RefundResponse | undefined> {
+    const decided = await this.attention.decisionFor(op);
+    if (!decided) return undefined;
+    const { row, decision } = decided;
+    if (decision === 'reask') {
+      await this.reopen(op, refund, row, 'reasked');
+      return this.make(op, { ...refund, status: 'processing' }, { firstContact: false });
+    }
+    // Marked failed: unless the network's list of the payment's refunds has ours after all.
+    const intentId = await this.intentOf(op.scope, refund);
+    let asked = true;
+    const found = await op
+      .call(() => this.cardNetwork.findRefund(intentId, { key: 'refund_id', value: refund.id }), 'card_network.find_refund')
+      .catch(() => ((asked = false), null));
+    if (found) {
+      await this.reopen(op, refund, row, 'found_at_network');
+      return this.conclude(op, { ...refund, status: 'processing' }, found);
+    }
+    return op.finish(async () => {
+      if (!(await this.payments.failRefundByOperator(op.scope, refund.id, FAILED_BY_OPERATOR))) throw settledByAnother();
+      // The operator's word alone when the network could not be asked: said so in the audit.
+      const resolution = asked ? 'failed' : 'failed_unasked';
+      await this.attention.resolve(op.scope, row, resolution);
+      this.attention.counted('refund', resolution);
+      throw new FailedByOperatorException('refund', refund.id);
+    });
+  }
+
+  /** The refund is taken back from a person (its hand-over ended as `resolution`) and stands at STARTED again. */
+  private async reopen(op: RefundOperation, refund: RefundRow, row: { id: string }, resolution: string): Promise<void> {
+    await op.checkpoint(
+      STARTED,
+      async () => {
+        if (!(await this.payments.moveRefundAttention(op.scope, refund.id, 'requires_attention', 'processing'))) throw settledByAnother();
+        await this.attention.resolve(op.scope, row, resolution);
+      },
+      () => ({ refund_id: refund.id }),
+    );
+    this.attention.counted('refund', resolution);
+  }
+
+  private handOver(op: RefundOperation, refund: RefundRow, reason: 'refused' | 'stuck', evidence: string): Promise<never> {
+    return this.attention.handOver(op, { operation: 'refund', recordId: refund.id, reason, evidence }, () =>
+      this.payments.moveRefundAttention(op.scope, refund.id, 'processing', 'requires_attention'),
+    );
   }
 
   /**
@@ -109,8 +187,18 @@ export class RefundsService {
         throw new CardNetworkFailedException('refund');
       }
       // A resend or a later attempt: an earlier send may have refunded, and may still be in flight.
-      const found = await lookUp().catch(() => null);
+      let found: RefundState | null | undefined;
+      try {
+        found = await lookUp();
+      } catch (lookupError) {
+        if (op.outcome) throw lookupError;
+      }
       if (found) return this.conclude(op, refund, found);
+      if (found === null && error.definitive) {
+        // The network refuses this refund as it stands and lists none of ours: it cannot
+        // tell whether the earlier send acted, and will refuse every resume alike.
+        return this.handOver(op, refund, 'refused', `${error.message}; the card network lists no refund of ours for intent ${intentId}`);
+      }
       throw unknownOutcome(error);
     }
     return this.conclude(op, refund, made);
@@ -133,12 +221,16 @@ export class RefundsService {
     );
   }
 
-  /** A webhook about a refund still `processing`: concluded from the network's (verified) word, in its operation. */
+  /**
+   * A webhook about a refund still `processing`, or with a person: concluded
+   * from the network's (verified) word, in its operation (a hand-over ends).
+   */
   async concludeFromNetwork(op: RefundOperation, refundId: string, state: RefundState): Promise<void> {
     const refund = await this.payments.findRefund(op.scope, refundId);
-    if (!refund || refund.status !== 'processing') return;
+    if (!refund || (refund.status !== 'processing' && refund.status !== 'requires_attention')) return;
     try {
-      await this.conclude(op, refund, state);
+      if (op.recoveryPoint === ATTENTION && op.state?.attention_id) await this.reopen(op, refund, { id: op.state.attention_id }, 'network_event');
+      await this.conclude(op, { ...refund, status: 'processing' }, state);
     } catch (error) {
       if (!op.outcome) throw error;
     }
@@ -191,6 +283,8 @@ export class RefundsService {
     return intentId;
   }
 }
+
+const STUCK_HOURS = STUCK_BOUND_MS / 3_600_000;
 
 /** A refund the network does not know is none of ours: nothing to act on. */
 function unknownRefund(error: unknown): null {

@@ -191,11 +191,12 @@ describe('refunds in the card network states (e2e)', () => {
 
     await networkRefundIn(networkId!, 'failed');
     const job = t.app.get(RefundSettlementJob);
-    expect(await job.runOnce()).toEqual({ checked: 1, settled: 1, failed: 0 });
+    // The job also asks about the succeeded refunds of the other cases (they may still fail): only this one moves.
+    expect(await job.runOnce()).toMatchObject({ settled: 1, failed: 0 });
     let got = await getPayment(payment.id);
     expect(got.refunds).toEqual([{ ...made.body, status: 'failed', failure_reason: 'declined' }]);
     expect(got.amount_refunded).toBe(before);
-    expect(await job.runOnce()).toEqual({ checked: 0, settled: 0, failed: 0 });
+    expect(await job.runOnce()).toMatchObject({ settled: 0, failed: 0 });
 
     // Refundable again, here and at the network: the same amount under a new key.
     const again = await refund(payment.id, randomUUID(), { amount: 400 }).expect(201);
@@ -218,7 +219,7 @@ describe('refunds in the card network states (e2e)', () => {
 
     // The second one fails too (this card's refunds all do): settled by the job as well.
     await networkRefundIn(againId!, 'failed');
-    expect(await job.runOnce()).toEqual({ checked: 1, settled: 1, failed: 0 });
+    expect(await job.runOnce()).toMatchObject({ settled: 1, failed: 0 });
     got = await getPayment(payment.id);
     expect(got.refunds.map((r) => [r.id, r.status, r.failure_reason])).toEqual([
       [made.body.id, 'failed', 'declined'],

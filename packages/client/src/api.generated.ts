@@ -91,7 +91,7 @@ export interface paths {
         put?: never;
         /**
          * Charge a card, optionally paying a pending order
-         * @description Runs in phases: the payment is recorded as processing, an unconfirmed PaymentIntent is created at the card network and its id recorded, the intent is confirmed, then the outcome is recorded with the stored response. 503 card_network_unavailable means the outcome is not known yet: retry with the same key and body (it resumes by asking the network about that intent, never charges twice). A payment still processing at the network is settled by its webhook or a later retry.
+         * @description Runs in phases: the payment is recorded as processing, an unconfirmed PaymentIntent is created at the card network and its id recorded, the intent is confirmed, then the outcome is recorded with the stored response. 503 card_network_unavailable means the outcome is not known yet: retry with the same key and body (it resumes by asking the network about that intent, never charges twice). A payment still processing at the network is settled by its webhook or a later retry. One whose outcome stays unknown for 24 hours is handed to a person: 409 requires_attention (with attention_id) until an operator decides, then the key answers with the outcome (422 failed_by_operator when they mark it failed).
          *
          *     Idempotent: safe to retry with the same `Idempotency-Key` (required). Retries replay the stored response with `Idempotent-Replayed: true`; responses are kept 24h from the end of the operation; lease 30s. See /docs/idempotency.
          */
@@ -130,7 +130,7 @@ export interface paths {
         put?: never;
         /**
          * Refund a succeeded payment (default: what remains)
-         * @description Runs in phases like a payment: the amount is reserved, the card network is asked to refund it, then the refund is recorded with the network's state: succeeded, or pending (most refunds settle later; the card network's webhook or the settlement job records the end, and a refund that fails later gives its amount back: see GET /payments/{id}). 502 card_network_error: the network refused this refund, nothing was refunded. 503: the outcome is not known yet; retry with the same key and body.
+         * @description Runs in phases like a payment: the amount is reserved, the card network is asked to refund it, then the refund is recorded with the network's state: succeeded, or pending (most refunds settle later; the card network's webhook or the settlement job records the end, and a refund that fails later gives its amount back: see GET /payments/{id}). 502 card_network_error: the network refused this refund, nothing was refunded. 503: the outcome is not known yet; retry with the same key and body. 409 requires_attention: the network refuses the refund and cannot tell whether an earlier attempt made it (or its outcome stayed unknown for 24 hours); its amount stays reserved until an operator decides, then the key answers with the outcome (422 failed_by_operator when they mark it failed).
          *
          *     Idempotent: safe to retry with the same `Idempotency-Key` (required). Retries replay the stored response with `Idempotent-Replayed: true`; responses are kept 24h from the end of the operation; lease 30s. See /docs/idempotency.
          */
@@ -273,12 +273,12 @@ export interface components {
              */
             amount: number;
             /**
-             * @description processing: reserved, the card network has not answered yet; pending: the card network has the refund and has not settled it (most refunds settle within days; a webhook or the settlement job moves it on); succeeded; failed: the card network could not refund it and its amount is refundable again (failure_reason says why)
+             * @description processing: reserved, the card network has not answered yet; pending: the card network has the refund and has not settled it (most refunds settle within days; a webhook or the settlement job moves it on); succeeded; failed: the card network could not refund it, or an operator marked it failed, and its amount is refundable again (failure_reason says why); requires_attention: the card network refuses it and cannot tell whether an earlier attempt refunded: a person decides, the amount stays reserved
              * @enum {string}
              */
-            status: "processing" | "pending" | "succeeded" | "failed";
+            status: "processing" | "pending" | "succeeded" | "failed" | "requires_attention";
             /**
-             * @description The card network's reason, when the refund failed
+             * @description The card network's reason, when the refund failed (failed_by_operator: an operator marked it failed)
              * @example null
              */
             failure_reason: string | null;
@@ -289,11 +289,11 @@ export interface components {
             /** Format: uuid */
             id: string;
             /**
-             * @description processing: the card network has been (or is being) asked and the outcome is not recorded yet; it ends succeeded or failed
+             * @description processing: the card network has been (or is being) asked and the outcome is not recorded yet; it ends succeeded or failed. requires_attention: its outcome stayed unknown past its bound; a person decides, the order stays reserved
              * @example succeeded
              * @enum {string}
              */
-            status: "processing" | "succeeded" | "failed";
+            status: "processing" | "succeeded" | "failed" | "requires_attention";
             /**
              * @description Minor units
              * @example 3998
@@ -313,7 +313,7 @@ export interface components {
              * @description Why a failed payment failed
              * @enum {string|null}
              */
-            failure_code: "card_declined" | "insufficient_funds" | "authentication_required" | "canceled" | null;
+            failure_code: "card_declined" | "insufficient_funds" | "authentication_required" | "canceled" | "failed_by_operator" | null;
             /** Format: date-time */
             created_at: string;
             /** @description GET /payments/{id} only */

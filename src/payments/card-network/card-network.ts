@@ -128,14 +128,18 @@ export class UnknownNetworkObjectError extends Error {
  * The network refused this send before doing anything (401, 403, 429, 400 other
  * than a card error). `firstSend`: the refusal answered the call's first send
  * (createRefund sends once before it resends); false when it answered a resend,
- * whose first send may have acted.
+ * whose first send may have acted. `definitive`: a 400, the network's verdict
+ * on the request as it stands (the same request is refused again); a 401, 403
+ * or 429 is about the caller (a key, a permission, a rate) and may pass.
  */
 export class CardNetworkRefusedError extends Error {
   override name = 'CardNetworkRefusedError';
   readonly firstSend: boolean;
-  constructor(message: string, options: { firstSend?: boolean } = {}) {
+  readonly definitive: boolean;
+  constructor(message: string, options: { firstSend?: boolean; definitive?: boolean } = {}) {
     super(message);
     this.firstSend = options.firstSend ?? true;
+    this.definitive = options.definitive ?? false;
   }
 }
 

@@ -132,7 +132,7 @@ export class StripeCardNetwork extends CardNetwork {
       // A refusal speaks for the first send only if there was no other: the SDK resends
       // errors it judges transient (a reset connection even with no retries configured).
       if (classified instanceof CardNetworkRefusedError && this.sends.get(key) !== 1) {
-        throw new CardNetworkRefusedError(classified.message, { firstSend: false });
+        throw new CardNetworkRefusedError(classified.message, { firstSend: false, definitive: classified.definitive });
       }
       throw classified;
     } finally {
@@ -277,7 +277,9 @@ function classify(error: unknown): Error {
     error instanceof Stripe.errors.StripeAuthenticationError ||
     error instanceof Stripe.errors.StripePermissionError
   ) {
-    return new CardNetworkRefusedError(`the card network refused the call: ${error.message}`);
+    return new CardNetworkRefusedError(`the card network refused the call: ${error.message}`, {
+      definitive: error instanceof Stripe.errors.StripeInvalidRequestError,
+    });
   }
   if (error instanceof Stripe.errors.StripeError) {
     return new CardNetworkUnavailableError(`no definite answer from the card network: ${error.message}`);

@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { CHARGE_FAILURES } from '../card-network/card-network';
 import type { DeclineReason } from '../payments.errors';
+import { FAILED_BY_OPERATOR } from '../operation-attention';
 import { PAYMENT_STATUSES, PaymentStatus } from '../payment.entity';
 import { REFUND_STATUSES, RefundStatus } from '../refund.entity';
 
@@ -9,7 +10,7 @@ import { REFUND_STATUSES, RefundStatus } from '../refund.entity';
 // come from the constants the code itself uses, never a copied list.
 
 /** The failure_code of a failed payment: a decline (a processing_error is never recorded, the payment is released). */
-const FAILURE_CODES = CHARGE_FAILURES.filter((failure): failure is DeclineReason => failure !== 'processing_error');
+const FAILURE_CODES = [...CHARGE_FAILURES.filter((failure): failure is DeclineReason => failure !== 'processing_error'), FAILED_BY_OPERATOR];
 
 export class RefundResponse {
   @ApiProperty({ format: 'uuid' })
@@ -24,11 +25,11 @@ export class RefundResponse {
   @ApiProperty({
     enum: REFUND_STATUSES,
     description:
-      'processing: reserved, the card network has not answered yet; pending: the card network has the refund and has not settled it (most refunds settle within days; a webhook or the settlement job moves it on); succeeded; failed: the card network could not refund it and its amount is refundable again (failure_reason says why)',
+      'processing: reserved, the card network has not answered yet; pending: the card network has the refund and has not settled it (most refunds settle within days; a webhook or the settlement job moves it on); succeeded; failed: the card network could not refund it, or an operator marked it failed, and its amount is refundable again (failure_reason says why); requires_attention: the card network refuses it and cannot tell whether an earlier attempt refunded: a person decides, the amount stays reserved',
   })
   status!: RefundStatus;
 
-  @ApiProperty({ type: 'string', nullable: true, example: null, description: "The card network's reason, when the refund failed" })
+  @ApiProperty({ type: 'string', nullable: true, example: null, description: `The card network's reason, when the refund failed (${FAILED_BY_OPERATOR}: an operator marked it failed)` })
   failure_reason!: string | null;
 
   @ApiProperty({ format: 'date-time' })
@@ -42,7 +43,8 @@ export class PaymentResponse {
   @ApiProperty({
     enum: PAYMENT_STATUSES,
     example: 'succeeded',
-    description: 'processing: the card network has been (or is being) asked and the outcome is not recorded yet; it ends succeeded or failed',
+    description:
+      'processing: the card network has been (or is being) asked and the outcome is not recorded yet; it ends succeeded or failed. requires_attention: its outcome stayed unknown past its bound; a person decides, the order stays reserved',
   })
   status!: PaymentStatus;
 

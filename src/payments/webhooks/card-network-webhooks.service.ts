@@ -79,7 +79,7 @@ export class CardNetworkWebhooks {
     });
     if (!verified) return 'nothing_to_do';
     const { refund, state } = verified;
-    if (refund.status === 'processing') {
+    if (refund.status === 'processing' || refund.status === 'requires_attention') {
       const key = refund.idempotency_key;
       if (!key) return 'nothing_to_do';
       return this.once(event, () => this.inOperation(REFUND_OPERATION, scope, key, (op) => this.refunds.concludeFromNetwork(op, refund.id, state)));
