@@ -109,16 +109,16 @@ describe('card numbers are neither stored, sent nor logged (e2e)', () => {
     }
   });
 
-  it('accepts numbers that are not card numbers: order numbers, a 16-digit number failing Luhn, a UUID key', async () => {
-    const notCards = ['Order #1001, ref 2024-0042', 'ticket 4242 4242 4242 4241', 'id 11526567-9425-4659-ae51-363ac20b35b6'];
+  it('accepts numbers that are not card numbers: order numbers, a 16-digit number with no part passing Luhn, a UUID key', async () => {
+    const notCards = ['Order #1001, ref 2024-0042', 'ticket 1234 5678 1234 5678', 'id 11526567-9425-4659-ae51-363ac20b35b6'];
     for (const description of notCards) {
       const res = await post('/payments', paymentBody({ description }));
       expect(res.status).toBe(201);
       expect(res.body.description).toBe(description);
     }
     expect((await ledger.intents()).map((i) => i.description).sort()).toEqual([...notCards].sort());
-    await post('/orders', orderBody({ items: [{ sku: 'sku-4242424242424241', quantity: 1, unit_amount: 500 }] })).expect(201);
-    await post('/orders', orderBody(), '4242424242424241').expect(201);
+    await post('/orders', orderBody({ items: [{ sku: 'sku-1234567812345678', quantity: 1, unit_amount: 500 }] })).expect(201);
+    await post('/orders', orderBody(), '1234567812345678').expect(201);
     await post('/orders', orderBody(), 'order-1001').expect(201);
     await post('/payments', paymentBody({ source: 'pm_card_visa' }), '11526567-9425-4659-ae51-363ac20b35b6').expect(201);
   });
