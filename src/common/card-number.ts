@@ -29,18 +29,18 @@ const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 const DECIMAL_DIGIT = /^\p{Nd}$/u;
 const LETTER = /^\p{L}$/u;
 /** What may be a digit: fewer than 13 of these, and there is no card number to look for. */
-const DIGIT_LIKE = /[\p{Nd}\p{No}]/gu;
+const DIGIT_LIKE = /^[\p{Nd}\p{No}]$/u;
 /** What a found card number becomes in a value that is echoed or logged (redactCardNumbers). */
 export const REDACTED_CARD_NUMBER = '[card number]';
 
 const LETTER_CLASS = -1;
 const SEPARATOR_CLASS = -2;
 
-/** A code point of the text: its digit value (0-9), LETTER_CLASS or SEPARATOR_CLASS, and where it is. */
-interface Unit {
-  value: number;
-  start: number;
-  end: number;
+/** The code points of a text: each one's digit value (0-9), LETTER_CLASS or SEPARATOR_CLASS, and where it starts. */
+interface Units {
+  values: number[];
+  /** starts[i] is where code point i starts in the text; starts[length] is the text's length. */
+  starts: number[];
 }
 
 /**
@@ -54,53 +54,57 @@ function decimalValue(codePoint: number): number {
   return (codePoint - first) % 10;
 }
 
-function classify(char: string): number {
-  const codePoint = char.codePointAt(0)!;
-  if (codePoint >= 48 && codePoint <= 57) return codePoint - 48;
-  if (codePoint < 128) return /[A-Za-z]/.test(char) ? LETTER_CLASS : SEPARATOR_CLASS;
+function classify(codePoint: number): number {
+  if (codePoint < 128) {
+    if (codePoint >= 48 && codePoint <= 57) return codePoint - 48;
+    return (codePoint | 32) >= 97 && (codePoint | 32) <= 122 ? LETTER_CLASS : SEPARATOR_CLASS;
+  }
+  const char = String.fromCodePoint(codePoint);
   if (DECIMAL_DIGIT.test(char)) return decimalValue(codePoint);
   const compatible = char.normalize('NFKC');
   if (compatible.length === 1 && compatible >= '0' && compatible <= '9') return compatible.charCodeAt(0) - 48;
   return LETTER.test(char) ? LETTER_CLASS : SEPARATOR_CLASS;
 }
 
-function unitsOf(text: string): Unit[] {
+function unitsOf(text: string): Units {
   const uuids = [...text.matchAll(UUID)].map((m) => [m.index, m.index + m[0].length]);
-  const units: Unit[] = [];
-  let at = 0;
+  const values: number[] = [];
+  const starts: number[] = [];
   let uuid = 0;
-  for (const char of text) {
+  for (let at = 0; at < text.length; ) {
+    const codePoint = text.codePointAt(at)!;
     while (uuid < uuids.length && uuids[uuid][1] <= at) uuid++;
-    const inUuid = uuid < uuids.length && at >= uuids[uuid][0];
-    units.push({ value: inUuid ? LETTER_CLASS : classify(char), start: at, end: at + char.length });
-    at += char.length;
+    values.push(uuid < uuids.length && at >= uuids[uuid][0] ? LETTER_CLASS : classify(codePoint));
+    starts.push(at);
+    at += codePoint > 0xffff ? 2 : 1;
   }
-  return units;
+  starts.push(text.length);
+  return { values, starts };
 }
 
-/** The runs of digits (see above): for each, its digit units in order. */
-function digitRuns(units: Unit[]): Unit[][] {
-  const runs: Unit[][] = [];
-  let run: Unit[] = [];
+/** The runs of digits (see above): for each, the indexes of its digits' code points in order. */
+function digitRuns({ values }: Units): number[][] {
+  const runs: number[][] = [];
+  let run: number[] = [];
   const end = () => {
     if (run.length >= CARD_DIGITS.min) runs.push(run);
     run = [];
   };
-  for (let i = 0; i < units.length; ) {
-    if (units[i].value === LETTER_CLASS) {
+  for (let i = 0; i < values.length; ) {
+    if (values[i] === LETTER_CLASS) {
       end();
       i++;
       continue;
     }
-    if (units[i].value === SEPARATOR_CLASS) {
+    if (values[i] === SEPARATOR_CLASS) {
       i++;
       continue;
     }
     let j = i;
-    while (j < units.length && units[j].value >= 0) j++;
-    const glued = units[i - 1]?.value === LETTER_CLASS || units[j]?.value === LETTER_CLASS;
+    while (j < values.length && values[j] >= 0) j++;
+    const glued = values[i - 1] === LETTER_CLASS || values[j] === LETTER_CLASS;
     if (glued) end();
-    else run.push(...units.slice(i, j));
+    else for (let k = i; k < j; k++) run.push(k);
     i = j;
   }
   end();
@@ -108,12 +112,13 @@ function digitRuns(units: Unit[]): Unit[][] {
 }
 
 /**
- * The windows of `digits` that pass Luhn, as [first, last] indexes. Prefix
- * sums of the digits, doubled on even or on odd indexes, give each window's
- * Luhn sum at once (a window's doubled digits are every second one from its
- * end), so a long run costs 7 additions per digit.
+ * The windows of `digits` that pass Luhn, as [first, last] indexes (only the
+ * first found when `firstOnly`). Prefix sums of the digits, doubled on even or
+ * on odd indexes, give each window's Luhn sum at once (a window's doubled
+ * digits are every second one from its end), so a long run costs 7 additions
+ * per digit.
  */
-function cardWindows(digits: number[]): [number, number][] {
+function cardWindows(digits: number[], firstOnly: boolean): [number, number][] {
   const doubled = (d: number) => (d * 2 > 9 ? d * 2 - 9 : d * 2);
   const sums = [new Array<number>(digits.length + 1).fill(0), new Array<number>(digits.length + 1).fill(0)];
   digits.forEach((d, i) => {
@@ -126,17 +131,26 @@ function cardWindows(digits: number[]): [number, number][] {
     const sum = sums[1 - (last % 2)];
     for (let length = CARD_DIGITS.min; length <= CARD_DIGITS.max && length <= last + 1; length++) {
       const first = last - length + 1;
-      if ((sum[last + 1] - sum[first]) % 10 === 0) found.push([first, last]);
+      if ((sum[last + 1] - sum[first]) % 10 === 0) {
+        found.push([first, last]);
+        if (firstOnly) return found;
+      }
     }
   }
   return found;
 }
 
-/** The [start, end) spans of `text` that hold a card number, in order, overlapping ones merged. */
-function cardNumberSpans(text: string): [number, number][] {
+/** The [start, end) spans of `text` that hold a card number, in order, overlapping ones merged (only the first found when `firstOnly`). */
+function cardNumberSpans(text: string, firstOnly = false): [number, number][] {
   const spans: [number, number][] = [];
-  for (const run of digitRuns(unitsOf(text))) {
-    for (const [first, last] of cardWindows(run.map((u) => u.value))) spans.push([run[first].start, run[last].end]);
+  const units = unitsOf(text);
+  for (const run of digitRuns(units)) {
+    const windows = cardWindows(
+      run.map((i) => units.values[i]),
+      firstOnly,
+    );
+    for (const [first, last] of windows) spans.push([units.starts[run[first]], units.starts[run[last] + 1]]);
+    if (firstOnly && spans.length > 0) return spans;
   }
   spans.sort((a, b) => a[0] - b[0]);
   const merged: [number, number][] = [];
@@ -148,12 +162,21 @@ function cardNumberSpans(text: string): [number, number][] {
   return merged;
 }
 
-/** Most values hold fewer than 13 digits: nothing to look for beyond this count. */
-const mayHoldCardNumber = (text: string) => text.length >= CARD_DIGITS.min && (text.match(DIGIT_LIKE)?.length ?? 0) >= CARD_DIGITS.min;
+/** Most values (a UUID among them) hold fewer than 13 digits outside UUIDs: nothing to look for beyond this count. */
+function mayHoldCardNumber(text: string): boolean {
+  if (text.length < CARD_DIGITS.min) return false;
+  const rest = text.replace(UUID, '');
+  let digits = 0;
+  for (let i = 0; i < rest.length && digits < CARD_DIGITS.min; i++) {
+    const code = rest.charCodeAt(i);
+    if (code < 128 ? code >= 48 && code <= 57 : DIGIT_LIKE.test(String.fromCodePoint(rest.codePointAt(i)!))) digits++;
+  }
+  return digits >= CARD_DIGITS.min;
+}
 
 /** Whether `text` holds a card number (see above). */
 export function containsCardNumber(text: string): boolean {
-  return mayHoldCardNumber(text) && cardNumberSpans(text).length > 0;
+  return mayHoldCardNumber(text) && cardNumberSpans(text, true).length > 0;
 }
 
 /**
