@@ -7,11 +7,13 @@ import { authenticateOnRequest } from './auth/authenticate-on-request';
 import { ClientsService } from './auth/clients.service';
 import { FailedAuthLimiter } from './auth/failed-auth.limiter';
 import { warnOfUntrustedProxy } from './auth/untrusted-proxy.warning';
+import { connectionLimits, limitConnections } from './common/connection-limits';
 import { parseJsonBody } from './common/json-depth';
 import { rejectNonJsonBody } from './common/json-only.hook';
 import { refuseOptionsBody } from './common/preflight.hook';
 import { ProblemException } from './common/problem';
 import { ProblemDetailsFilter } from './common/problem-details.filter';
+import { readBody } from './common/request-body';
 import { newRequestId } from './common/request-id';
 import { routeAccess } from './common/route-access';
 import { createValidationPipe } from './common/validation.pipe';
@@ -38,7 +40,7 @@ const UNSUPPORTED_CHARSET = () =>
  * main.ts, the tests and the bench all start from it.
  */
 export function createHttpAdapter(config: AppConfig): FastifyAdapter {
-  return new FastifyAdapter({
+  const adapter = new FastifyAdapter({
     bodyLimit: config.bodyLimitBytes,
     // `/orders/` is `/orders`, as it was on Express (paths stay case-sensitive: Fastify's default).
     // A path parameter may be an Idempotency-Key (GET /idempotency-keys/{key}): up to 255
@@ -73,6 +75,9 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
     // `request.ip` is the address X-Forwarded-For gives, past the proxies of HTTP_TRUST_PROXY only.
     trustProxy: config.http.trustProxy.length ? config.http.trustProxy : false,
   });
+  // Connections held open, in total and per address, leave descriptors for the process's own sockets.
+  limitConnections(adapter.getInstance().server, connectionLimits(config), config.http.trustProxy);
+  return adapter;
 }
 
 /**
@@ -121,22 +126,26 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   fastify.addHook('preHandler', app.get(ChargeAdmission).hook());
   // Size (bodyLimit) and depth are checked on the raw bytes, before the body is parsed or anything walks it.
   fastify.removeContentTypeParser('application/json');
-  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    // A signed route (the webhooks) gets the exact bytes that were signed, unparsed: nothing
-    // reads them before their signature verifies.
-    if (routeAccess(request) === 'signed') {
-      request.rawBody = body as Buffer;
-      return done(null, undefined);
-    }
-    try {
-      // The depth is counted on UTF-8 bytes and the text decoded as UTF-8: another charset is refused.
-      const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1].toLowerCase();
-      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw UNSUPPORTED_CHARSET();
-      done(null, parseJsonBody(body as Buffer));
-    } catch (error) {
-      done(error as Error, undefined);
-    }
-  });
+  // readBody: a half-sent body holds at most twice the bytes it sent, whatever its pace.
+  fastify.addContentTypeParser('application/json', (request, payload, done) =>
+    readBody(request, payload, (readError, body) => {
+      if (readError || body === undefined) return done(readError, undefined);
+      // A signed route (the webhooks) gets the exact bytes that were signed, unparsed: nothing
+      // reads them before their signature verifies.
+      if (routeAccess(request) === 'signed') {
+        request.rawBody = body;
+        return done(null, undefined);
+      }
+      try {
+        // The depth is counted on UTF-8 bytes and the text decoded as UTF-8: another charset is refused.
+        const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1].toLowerCase();
+        if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw UNSUPPORTED_CHARSET();
+        done(null, parseJsonBody(body));
+      } catch (error) {
+        done(error as Error, undefined);
+      }
+    }),
+  );
   app.useGlobalPipes(createValidationPipe());
   app.useGlobalFilters(new ProblemDetailsFilter());
   observeHttpRequests(fastify, app.get(MetricsService));

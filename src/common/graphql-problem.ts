@@ -1,3 +1,6 @@
+import type { MercuriusDriverConfig } from '@nestjs/mercurius';
+import { defaultErrorFormatter } from 'mercurius';
+import { redactCardNumbers } from './card-number';
 import { ProblemException } from './problem';
 
 /** What a GraphQL client reads of a problem: the REST problem's code (upper case), status and extension members. */
@@ -29,3 +32,17 @@ export class GraphQLProblem extends Error {
     return new GraphQLProblem(detail, { ...members, code: code.toUpperCase(), status, ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}) });
   }
 }
+
+type ErrorFormatter = NonNullable<MercuriusDriverConfig['errorFormatter']>;
+
+/**
+ * Mercurius's own error formatter, with any card number in an error's message
+ * redacted: graphql-js echoes input in its messages (an unknown field's name,
+ * a value of the wrong type, a syntax error's token). The app's problems
+ * (GraphQLProblem) come redacted already (ProblemDetailsFilter).
+ */
+export const redactingErrorFormatter: ErrorFormatter = (execution, context) => {
+  const formatted = defaultErrorFormatter(execution, context);
+  const errors = formatted.response.errors?.map((error) => ({ ...error, message: redactCardNumbers(error.message) }));
+  return { ...formatted, response: { ...formatted.response, errors } };
+};

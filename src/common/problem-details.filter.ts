@@ -3,6 +3,7 @@ import { IdempotencyProblem } from 'safe-retries';
 import { isDatabaseUnavailable } from '../database/database-errors';
 import { describeForLog } from '../logging/describe-error';
 import { recordRequestError } from '../logging/request-log.hook';
+import { containsCardNumber, redactCardNumbers } from './card-number';
 import { GraphQLProblem } from './graphql-problem';
 import { AnyResponse, nodeResponse, sendProblem } from './http';
 import { httpRequestOf } from './http-request';
@@ -27,7 +28,9 @@ const CODES_BY_STATUS: Record<number, string> = {
  * unreachable database is a 503 with Retry-After, because a retry will succeed
  * once it is back. A GraphQL operation's error is the same problem as a
  * GraphQL error (GraphQLProblem), never problem+json: the GraphQL server
- * answers it in its own response.
+ * answers it in its own response. A message that echoes input (a path value,
+ * an unknown field's name, a framework's message) has any card number in it
+ * redacted (withoutCardNumbers), over REST and GraphQL alike.
  */
 @Catch()
 export class ProblemDetailsFilter implements ExceptionFilter {
@@ -36,7 +39,7 @@ export class ProblemDetailsFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
     if (host.getType<string>() === 'graphql') {
       const request = httpRequestOf<{ id?: unknown }>(host);
-      const problem = this.toProblem(exception, typeof request?.id === 'string' ? request.id : undefined);
+      const problem = withoutCardNumbers(this.toProblem(exception, typeof request?.id === 'string' ? request.id : undefined));
       if (problem.problem.status >= 500 && request) recordRequestError(request, exception);
       throw GraphQLProblem.of(problem);
     }
@@ -44,7 +47,7 @@ export class ProblemDetailsFilter implements ExceptionFilter {
     // The Fastify request: its id is the request id (the app has no Nest middleware, whose Node request would be passed here).
     const request = http.getRequest<{ id?: unknown }>();
     const res = http.getResponse<AnyResponse>();
-    const problem = this.toProblem(exception, typeof request.id === 'string' ? request.id : undefined);
+    const problem = withoutCardNumbers(this.toProblem(exception, typeof request.id === 'string' ? request.id : undefined));
     // The request line of a 5xx shows the exception that caused it.
     if (problem.problem.status >= 500) recordRequestError(request, exception);
 
@@ -101,6 +104,25 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       detail: status >= 500 ? 'An unexpected error occurred.' : message,
     });
   }
+}
+
+/**
+ * The problem with every card number in its detail and extension members
+ * (`errors`: field names and messages) redacted; the problem itself when it
+ * holds none.
+ */
+function withoutCardNumbers(problem: ProblemException): ProblemException {
+  const { detail, extensions } = problem.problem;
+  if (!containsCardNumber(JSON.stringify([detail, extensions ?? null]))) return problem;
+  return new ProblemException({ ...problem.problem, detail: redactCardNumbers(detail), extensions: extensions && redactStrings(extensions) });
+}
+
+/** A JSON value with redactCardNumbers applied to each string in it, object keys included. */
+function redactStrings<T>(value: T): T {
+  if (typeof value === 'string') return redactCardNumbers(value) as T;
+  if (Array.isArray(value)) return value.map(redactStrings) as T;
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [redactCardNumbers(k), redactStrings(v)])) as T;
 }
 
 /**

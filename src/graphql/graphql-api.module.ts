@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { GraphQLModule } from '@nestjs/graphql';
 import { MercuriusDriver, MercuriusDriverConfig } from '@nestjs/mercurius';
+import { redactingErrorFormatter } from '../common/graphql-problem';
 
 /** Where the GraphQL endpoint is served: POST (and GET for queries), on the app's Fastify server. */
 export const GRAPHQL_PATH = '/graphql';
@@ -22,6 +23,8 @@ export const GRAPHQL_PATH = '/graphql';
       graphiql: false,
       // A query nested deeper than this is refused before it runs.
       queryDepth: 8,
+      // graphql-js echoes input in its messages: no card number goes back in one.
+      errorFormatter: redactingErrorFormatter,
     }),
   ],
 })

@@ -2,7 +2,9 @@ import { Controller, Get, Param } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
+import { containsCardNumber } from '../common/card-number';
 import { ApiProblems } from '../common/openapi';
+import { problems } from '../common/problem';
 import { IdempotencyKeys } from 'safe-retries';
 import { KeyOutcomeResponse } from './dto/key-outcome.response';
 
@@ -22,6 +24,8 @@ export class IdempotencyKeysController {
   @ApiOkResponse({ type: KeyOutcomeResponse })
   @ApiProblems(400)
   async get(@CurrentClient() client: AuthenticatedClient, @Param('key') key: string): Promise<KeyOutcomeResponse> {
+    // No key holding a card number is ever stored (CardNumberKeyGuard): refused like one, never looked up or echoed.
+    if (containsCardNumber(key)) throw problems.validationFailed([{ field: 'key', messages: ['key must not contain a card number'] }]);
     const found = await this.keys.outcome(client.id, key);
     switch (found.state) {
       case 'unknown':

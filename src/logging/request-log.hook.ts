@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Level, Logger } from 'pino';
+import { redactCardNumbers } from '../common/card-number';
 import { ClientErrorDigest } from './client-error-digest';
 import { describeForLog } from './describe-error';
 
@@ -61,7 +62,7 @@ export function recordRequestError(request: object, error: unknown): void {
 /**
  * One JSON line per finished request, with its id, method, URL (query
  * included), the headers of LOGGED_REQUEST_HEADERS, each cut to
- * MAX_LOGGED_CHARS, status and time; no response header. A 5xx's line has,
+ * MAX_LOGGED_CHARS, card numbers redacted from them all, status and time; no response header. A 5xx's line has,
  * as `err`, the class, message and stack of the exception it failed with (see
  * recordRequestError), and no `err` when no exception caused it. The 4xx
  * answers to requests without an API client are summed up per address and
@@ -95,9 +96,26 @@ export function logRequests(fastify: FastifyInstance, logger: Logger): void {
   });
 }
 
-/** A value of at most MAX_LOGGED_CHARS characters. */
+/** A value of at most MAX_LOGGED_CHARS characters, any card number in it redacted first (a cut could keep part of one). */
 function bounded(value: string): string {
-  return value.length <= MAX_LOGGED_CHARS ? value : `${value.slice(0, MAX_LOGGED_CHARS)}…(${value.length} chars)`;
+  const shown = redactCardNumbers(value);
+  return shown.length <= MAX_LOGGED_CHARS ? shown : `${shown.slice(0, MAX_LOGGED_CHARS)}…(${shown.length} chars)`;
+}
+
+/**
+ * The URL of a request line: as sent, or, when its path or query holds a card
+ * number once percent-decoded (`%34%32...` is `42...`), decoded with the number
+ * redacted.
+ */
+function loggedUrl(url: string): string {
+  let decoded = url;
+  try {
+    decoded = decodeURIComponent(url.replaceAll('+', ' '));
+  } catch {
+    // A malformed escape: the URL is looked at as sent.
+  }
+  const redacted = redactCardNumbers(decoded);
+  return bounded(redacted === decoded ? url : redacted);
 }
 
 function loggedHeaders(request: FastifyRequest): Record<string, string> {
@@ -120,7 +138,7 @@ function writeRequestLine(logger: Logger, digest: ClientErrorDigest, request: Fa
     req: {
       id: request.id,
       method: request.method,
-      url: bounded(request.url),
+      url: loggedUrl(request.url),
       headers: loggedHeaders(request),
       remoteAddress: request.socket.remoteAddress,
       remotePort: request.socket.remotePort,

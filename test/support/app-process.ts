@@ -25,6 +25,8 @@ export interface AppProcessOptions {
   env: Record<string, string>;
   /** How long to wait for `GET /health` to answer 200. */
   readyTimeoutMs?: number;
+  /** The process's limit of open files (soft and hard, `ulimit -n`); the inherited one otherwise. */
+  descriptorLimit?: number;
 }
 
 export interface AppProcess {
@@ -103,7 +105,11 @@ async function startOnce(options: AppProcessOptions): Promise<AppProcess> {
     // /health would then answer for this one.
     PORT: '0',
   };
-  const child = spawn(process.execPath, [MAIN_JS], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // `ulimit -n` sets the soft and the hard limit, so Node cannot raise it at startup; `exec` keeps the pid.
+  const child =
+    options.descriptorLimit === undefined
+      ? spawn(process.execPath, [MAIN_JS], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('/bin/sh', ['-c', `ulimit -n ${options.descriptorLimit} && exec "$0" "$1"`, process.execPath, MAIN_JS], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   installExitHook();
   live.add(child);
 

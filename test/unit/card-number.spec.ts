@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { containsCardNumber } from '../../src/common/card-number';
+import { REDACTED_CARD_NUMBER, containsCardNumber, redactCardNumbers } from '../../src/common/card-number';
 import { CARD_TOKEN, PAYMENT_SOURCE } from '../../src/payments/card-network/stripe-rules';
 
 /** The Luhn check digit that completes `body`. */
@@ -13,6 +13,18 @@ function checkDigit(body: string): string {
   }
   return String((10 - (sum % 10)) % 10);
 }
+
+/** `text` with its ASCII digits written in the digit system whose zero is `zero`. */
+const inDigits = (text: string, zero: number) => text.replace(/[0-9]/g, (d) => String.fromCodePoint(zero + Number(d)));
+const ARABIC_INDIC = 0x660;
+const EXTENDED_ARABIC_INDIC = 0x6f0;
+const DEVANAGARI = 0x966;
+const BENGALI = 0x9e6;
+const THAI = 0xe50;
+const FULLWIDTH = 0xff10;
+const MATHEMATICAL_MONOSPACE = 0x1d7f6;
+/** The zeros of some Unicode digit sets (every set of `\p{Nd}` is ten code points from its zero). */
+const DIGIT_SETS = [0x30, ARABIC_INDIC, EXTENDED_ARABIC_INDIC, DEVANAGARI, BENGALI, THAI, 0x1040, 0x17e0, FULLWIDTH, 0x104a0, 0x1d7ce, MATHEMATICAL_MONOSPACE];
 
 describe('containsCardNumber', () => {
   it.each([
@@ -34,6 +46,21 @@ describe('containsCardNumber', () => {
     'Order 1001: 4242 4242 4242 4242',
     '"4242424242424242"',
     '４２４２ ４２４２ ４２４２ ４２４２', // fullwidth digits
+    inDigits('4242424242424242', ARABIC_INDIC),
+    inDigits('4242 4242 4242 4242', EXTENDED_ARABIC_INDIC),
+    inDigits('4000-0566-5566-5556', DEVANAGARI),
+    `4242${inDigits('4242', ARABIC_INDIC)}4242${inDigits('4242', DEVANAGARI)}`, // mixed with ASCII
+    inDigits('5555 5555 5555 4444', MATHEMATICAL_MONOSPACE),
+    '4242\u20134242\u20144242\u22124242', // en dash, em dash, minus sign
+    '4242\u20094242\u30004242\u202f4242', // thin, ideographic and narrow no-break spaces
+    '4242\u200b4242\u200b4242\u200b4242', // zero-width spaces
+    '４２４２-4242-४२४२-٤٢٤٢',
+    '42424242424242424242', // a card number inside a longer group
+    '4242424242 4242424242', // ... across groups longer than it
+    '4242 4242 4242 4242 1234 5678 9012 3456', // followed by a long tail of groups
+    '9 8 7 6 5 4 3 2 1 4242 4242 4242 4242 1 2 3 4 5 6 7 8 9',
+    '1 4242424242424242',
+    'key-0000-4242-4242-4242-4242-0000',
   ])('finds a card number in %j', (text) => {
     expect(containsCardNumber(text)).toBe(true);
   });
@@ -41,10 +68,12 @@ describe('containsCardNumber', () => {
   it.each([
     'Order #1001',
     'order-1001',
-    '4242424242424241', // 16 digits, Luhn fails
-    '4242 4242 4242 4241',
+    '1234567812345678', // 16 digits, no window of them passes Luhn
+    '1234 5678 1234 5678',
     '424242424242', // 12 digits
-    '42424242424242424242', // 20 digits in one group
+    inDigits('1234567812345678', ARABIC_INDIC), // no window passes Luhn
+    inDigits('424242424242', DEVANAGARI), // 12 digits
+    'x' + inDigits('4242424242424242', DEVANAGARI), // glued to a letter
     'tok_visa',
     'tok_1N3T00LkdIwHu7ix',
     'pm_1MqLiJLkdIwHu7ixUEgbFdYF',
@@ -83,11 +112,53 @@ describe('containsCardNumber', () => {
     );
   });
 
+  it('finds every Luhn-valid number written in any Unicode digit set, the sets mixed, inside a longer run of digits (property)', () => {
+    const digit = fc.integer({ min: 0, max: 9 });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 12, max: 18 }).chain((n) => fc.array(digit, { minLength: n, maxLength: n })),
+        fc.array(digit, { maxLength: 10 }),
+        fc.array(digit, { maxLength: 10 }),
+        fc.array(fc.constantFrom(...DIGIT_SETS), { minLength: 40, maxLength: 40 }),
+        fc.constantFrom('', ' ', '-', '\u2013', '\u00a0', '.'),
+        (digits, before, after, sets, sep) => {
+          const body = digits.join('');
+          const all = [...before.map(String), ...(body + checkDigit(body)), ...after.map(String)];
+          const text = all.map((d, i) => String.fromCodePoint(sets[i] + Number(d)) + (i % 4 === 3 ? sep : '')).join('');
+          expect(containsCardNumber(text)).toBe(true);
+        },
+      ),
+    );
+  });
+
   it('finds none in 100,000 random UUIDs (the recommended Idempotency-Key)', () => {
     for (let i = 0; i < 100_000; i++) {
       const key = randomUUID();
       if (containsCardNumber(key)) throw new Error(`refused ${key}`);
     }
+  });
+});
+
+describe('redactCardNumbers', () => {
+  it.each([
+    ['No resource 4242-4242-4242-4242.', `No resource ${REDACTED_CARD_NUMBER}.`],
+    ['/orders?q=4242424242424242&limit=5', `/orders?q=${REDACTED_CARD_NUMBER}&limit=5`],
+    [`pay ${inDigits('4242 4242 4242 4242', ARABIC_INDIC)} now`, `pay ${REDACTED_CARD_NUMBER} now`],
+    ['a 4242424242424242 b 5555555555554444 c', `a ${REDACTED_CARD_NUMBER} b ${REDACTED_CARD_NUMBER} c`],
+    ['Order #1001, ref 2024-0042', 'Order #1001, ref 2024-0042'],
+    ['8e03978e-40d5-43e8-bc93-6894a57f9324', '8e03978e-40d5-43e8-bc93-6894a57f9324'],
+  ])('%j becomes %j', (text, redacted) => {
+    expect(redactCardNumbers(text)).toBe(redacted);
+  });
+
+  it('leaves no card number behind, and nothing else changed outside it (property)', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom('4', '2', '1', '0', '5', ' ', '-', 'a', '٤', '२', '\u2013') , maxLength: 60 }), (text) => {
+        const redacted = redactCardNumbers(text);
+        expect(containsCardNumber(redacted)).toBe(false);
+        if (!containsCardNumber(text)) expect(redacted).toBe(text);
+      }),
+    );
   });
 });
 
