@@ -95,7 +95,7 @@ export class AppModule {
         OrdersModule,
         PaymentsModule,
         IdempotencyKeysModule,
-        // Its route's keys live in Redis: mounted only with REDIS_URL (packages/idempotency/README.md, "A Redis store").
+        // Its route's keys live in Redis: mounted only with REDIS_URL (packages/idempotency/docs/stores.md, "A Redis store").
         ...(config.redis.url ? [NotificationsModule] : []),
         ...(cli ? [CardNetworkModule.closed()] : [GraphqlApiModule]),
       ],

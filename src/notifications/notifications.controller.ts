@@ -11,7 +11,7 @@ import { NotificationsService } from './notifications.service';
 /**
  * The send is a side effect outside PostgreSQL, so the key lives in Redis: a
  * transaction would roll nothing back, and a retry costs one Redis round trip.
- * The price (packages/idempotency/README.md, "A Redis store"): a crash between the send and
+ * The price (packages/idempotency/docs/stores.md, "A Redis store"): a crash between the send and
  * the stored response, or a Redis failover, can let a retry send twice. Fine
  * for a confirmation message; never for a money movement. How many are sent is
  * capped per order and per client (ConfirmationLimits).

@@ -108,7 +108,7 @@ describe('transactionalClsModule() (e2e)', () => {
   /**
    * `middleware: false` (this app's setting): nestjs-cls mounts no middleware and
    * the app opens each request's context in a Fastify onRequest hook, as
-   * packages/idempotency/README.md shows and configureApp does.
+   * packages/idempotency/docs/contexts.md ("Fastify") shows and configureApp does.
    */
   describe('and the request context', () => {
     it('opens it in the middleware by default', async () => {

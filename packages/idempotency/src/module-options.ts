@@ -23,12 +23,12 @@ export interface IdempotencyRequest {
   body?: unknown;
 }
 
-/** Where a route's keys are kept (see packages/idempotency/README.md, "A Redis store"). */
+/** Where a route's keys are kept (see packages/idempotency/docs/stores.md, "A Redis store"). */
 export const IDEMPOTENCY_STORE_KINDS = ['postgres', 'redis'] as const;
 export type IdempotencyStoreKind = (typeof IDEMPOTENCY_STORE_KINDS)[number];
 
 /**
- * How a route's key commits (see packages/idempotency/README.md, "One commit
+ * How a route's key commits (see packages/idempotency/docs/stores.md, "One commit
  * per new key"). `durable`: the key is claimed by a statement of its own, which
  * commits before the handler runs, and the handler's transaction completes it.
  * `one`: the key is claimed inside the handler's transaction and written with
@@ -44,7 +44,7 @@ export interface IdempotencyModuleOptions {
    * The store of routes that do not name one (`@Idempotent({ store })`).
    * Default `postgres`: the key commits with the handler's writes. `redis` needs
    * the `redis` option and suits only routes whose side effect is not in this
-   * database (packages/idempotency/README.md, "A Redis store").
+   * database (packages/idempotency/docs/stores.md, "A Redis store").
    */
   store?: IdempotencyStoreKind;
   /**
@@ -206,7 +206,7 @@ export interface IdempotentOptions {
   /**
    * This route's store, overriding the module's. `redis`: the handler runs
    * without a database transaction and its response is stored after it, fenced
-   * (packages/idempotency/README.md, "A Redis store"); not with `phased` or `wait` (the app
+   * (packages/idempotency/docs/stores.md, "A Redis store"); not with `phased` or `wait` (the app
    * stops at startup with the reason).
    */
   store?: IdempotencyStoreKind;

@@ -21,7 +21,7 @@ import { ClsModule, ClsPlugin } from 'nestjs-cls';
  * `middleware: false` mounts no nestjs-cls middleware: the app then opens the
  * context of each request itself, before anything that uses it runs (on
  * Fastify, `cls.run(() => done())` in the first onRequest hook; see
- * packages/idempotency/README.md). With no Nest middleware left, @fastify/middie copies
+ * packages/idempotency/docs/contexts.md, "Fastify"). With no Nest middleware left, @fastify/middie copies
  * nothing onto the Node request and runs no middleware chain per request.
  */
 export function transactionalClsModule(
