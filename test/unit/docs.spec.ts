@@ -28,14 +28,28 @@ const workspaces = new Map<string, string>(
     .map((dir) => [readJson(join(dir, 'package.json')).name ?? dir, dir]),
 );
 
-/** The pages checked: the README, docs/ and every workspace package's README. */
+/** The markdown pages of a docs folder (relative to the root); none when it has no such folder. */
+const docsPages = (dir: string): string[] =>
+  existsSync(join(ROOT, dir))
+    ? readdirSync(join(ROOT, dir))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => join(dir, f))
+    : [];
+
+/** The pages checked: the README, docs/ and every workspace package's README and docs/. */
 function pages(): string[] {
-  const docs = readdirSync(join(ROOT, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .map((f) => join('docs', f));
-  const packageReadmes = [...workspaces.values()].map((dir) => relative(ROOT, join(dir, 'README.md'))).filter((f) => existsSync(join(ROOT, f)));
-  return ['README.md', ...docs, ...packageReadmes];
+  const packagePages = [...workspaces.values()].flatMap((dir) => {
+    const home = relative(ROOT, dir);
+    return [join(home, 'README.md')].filter((f) => existsSync(join(ROOT, f))).concat(docsPages(join(home, 'docs')));
+  });
+  return ['README.md', ...docsPages('docs'), ...packagePages];
 }
+
+/** The package.json that governs a page: its package's (a package's README or docs page), else the root's. */
+const packageOf = (page: string): PackageJson => {
+  const [top, name] = page.split(sep);
+  return top === 'packages' ? readJson(join(ROOT, top, name, 'package.json')) : rootPackage;
+};
 
 const text = (page: string): string => readFileSync(join(ROOT, page), 'utf8');
 
@@ -226,7 +240,7 @@ describe('README and docs', () => {
 
   it('name only npm scripts that exist', () => {
     const problems = checked.flatMap((page) => {
-      const home = page.startsWith('packages') ? readJson(join(ROOT, dirname(page), 'package.json')) : rootPackage;
+      const home = packageOf(page);
       return npmScriptsOf(text(page)).flatMap(({ script, workspace }) => {
         if (workspace) {
           const dir = workspaces.get(workspace);
