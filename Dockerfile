@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# Node 24 LTS on Debian bookworm (slim); the service supports Node 20.19+ and 24. The
+# Node 24 LTS on Debian bookworm (slim); the service supports Node 22.13+ and 24.11+. The
 # tag follows 24's patch releases; at release, pin the index digest too
 # (docker buildx imagetools inspect node:24-bookworm-slim, then
 # FROM node:24-bookworm-slim@sha256:<digest>). It is not here because this file was
@@ -20,7 +20,7 @@ COPY packages/idempotency/package.json ./packages/idempotency/
 COPY packages/dev-postgres/package.json ./packages/dev-postgres/
 COPY packages/card-network-simulator/package.json ./packages/card-network-simulator/
 RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY tsconfig.base.json tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY tsconfig.base.json tsconfig.json tsconfig.build.json ./
 COPY packages ./packages
 COPY src ./src
 COPY migrations ./migrations

@@ -11,7 +11,7 @@ const GENERATED = join(__dirname, '..', '..', 'packages', 'client', 'src', 'api.
 /**
  * The client's types from the document (`paths`, `components`, `operations`):
  * openapi-typescript's CLI, the document on its stdin, the types on its stdout.
- * A process of its own: the generator is ESM, which jest cannot require on Node 20.
+ * A process of its own: the generator is ESM, which jest cannot require on Node 22.
  */
 function clientTypes(document: unknown): string {
   const manifest = require.resolve('openapi-typescript/package.json');

@@ -204,7 +204,7 @@ export async function startAppProcess(options: AppProcessOptions): Promise<AppPr
   if (!options.env.DATABASE_URL) throw new Error('startAppProcess: env.DATABASE_URL is required');
   // A mutated copy named by APP_MAIN_JS is deliberately not the current build.
   if (!process.env.APP_MAIN_JS) assertDistIsCurrent();
-  if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: build first (npx nest build)`);
+  if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: build first (npm run build)`);
   return startOnce(options);
 }
 

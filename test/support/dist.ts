@@ -1,26 +1,24 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 
 /**
  * The suites that run the built service (boot, cli, the process-based fault
  * suites) test dist/, not src/. `npm test` builds first; a plain `npx jest`
  * after an edit would silently test the old build, so those suites call
  * `assertDistIsCurrent()` (through `builtFile()` or startAppProcess) and fail
- * with one sentence saying to build. `nest build` empties dist/ first
- * (deleteOutDir), so the oldest built file is the time of the last build; the
- * library's tsc rewrites every file it emits, which comes to the same.
+ * with one sentence saying to build. `tsc -b` writes (or touches) a project's
+ * build info last, and only once every source is compiled, so a build is
+ * current when its build info is newer than every source it compiles and, for
+ * the app, than the build info of each workspace it builds against.
  */
 export const REPO_ROOT = resolve(__dirname, '../..');
 const DIST = join(REPO_ROOT, 'dist');
 /** What `npm run build` writes, and from what: the workspaces (the library, the development PostgreSQL and the card network simulator the app loads in development), then the app. */
-const BUILDS = [
-  ...['idempotency', 'dev-postgres', 'card-network-simulator'].map((name) => ({
-    dist: `packages/${name}/dist`,
-    sources: [`packages/${name}/src`],
-    built: (s: string) => s.replace(`packages/${name}/src`, `packages/${name}/dist`),
-  })),
-  { dist: 'dist', sources: ['src', 'migrations'], built: (s: string) => join('dist', s) },
-];
+const WORKSPACES = ['idempotency', 'dev-postgres', 'card-network-simulator'].map((name) => ({
+  info: `packages/${name}/dist/tsconfig.build.tsbuildinfo`,
+  sources: [`packages/${name}/src`],
+}));
+const APP = { info: 'dist/tsconfig.build.tsbuildinfo', sources: ['src', 'migrations'] };
 
 function walk(dir: string, visit: (file: string, mtimeMs: number) => void): void {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -30,23 +28,23 @@ function walk(dir: string, visit: (file: string, mtimeMs: number) => void): void
   }
 }
 
-/** The reason a build cannot be trusted, or undefined when each is at least as new as every source file it compiles. */
+/** The reason a build cannot be trusted, or undefined when each is newer than every source file it compiles. */
 export function distStaleness(root = REPO_ROOT): string | undefined {
   if (!existsSync(join(root, 'dist', 'src', 'main.js'))) return 'dist/ is missing';
-  for (const build of BUILDS) {
-    let oldestBuilt = Infinity;
+  let newestWorkspace = { dist: '', built: -Infinity };
+  for (const build of [...WORKSPACES, APP]) {
+    const dist = dirname(build.info);
+    if (!existsSync(join(root, build.info))) return `${dist}/ is missing`;
+    const built = statSync(join(root, build.info)).mtimeMs;
     let newest = { file: '', mtime: -Infinity };
     for (const sources of build.sources) {
-      const built = join(root, build.built(sources));
-      if (!existsSync(built)) return `${build.built(sources)}/ is missing`;
-      walk(built, (file, mtime) => {
-        if (file.endsWith('.js')) oldestBuilt = Math.min(oldestBuilt, mtime);
-      });
       walk(join(root, sources), (file, mtime) => {
         if (mtime > newest.mtime) newest = { file, mtime };
       });
     }
-    if (newest.mtime > oldestBuilt) return `${build.dist}/ is older than ${relative(root, newest.file)}`;
+    if (newest.mtime > built) return `${dist}/ is older than ${relative(root, newest.file)}`;
+    if (build === APP && newestWorkspace.built > built) return `dist/ is older than ${newestWorkspace.dist}/`;
+    if (built > newestWorkspace.built) newestWorkspace = { dist, built };
   }
   return undefined;
 }
