@@ -29,6 +29,8 @@ const PLAN: Record<string, Placement> = {
   orders: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
   payments: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
   refunds: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
+  // Operations handed to a person: each row is one client's payment or refund.
+  operation_attention: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
   // id = hash of (scope, key): already uniform, and every statement of a key filters by it.
   idempotency_keys: { kind: 'distributed', column: 'id', colocation: 'idempotency_keys' },
   // One row per processed webhook event, looked up by (source, message_id).
