@@ -82,7 +82,9 @@ export class OperationAttention {
       labelNames: ['operation'],
       registers,
       collect: async function (this: Gauge<'operation'>) {
-        const open = await repository.countOpen();
+        // With the database down /metrics still answers (the health metrics say why): the last counts stand.
+        const open = await repository.countOpen().catch(() => undefined);
+        if (!open) return;
         for (const operation of ['payment', 'refund'] as const) this.set({ operation }, open.find((o) => o.operation === operation)?.n ?? 0);
       },
     });
