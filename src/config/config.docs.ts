@@ -46,14 +46,9 @@ const ENV_EXAMPLE_HEAD = `Every variable the service reads, with its default (re
 them (docker compose reads docker/.env instead: docker/.env.example). An empty value means "use
 the default"; a variable the service no longer reads stops the boot, naming its replacement.`;
 
-const ENV_EXAMPLE_TAIL = `The standalone simulator (npm run card-network) reads CARD_NETWORK_SECRET (the keys it
-accepts), CARD_NETWORK_DELAY and CARD_NETWORK_WEBHOOK_SECRET (one secret: it signs with it)
-from the same environment, and its own:
-CARD_NETWORK_PORT=4242
-CARD_NETWORK_HOST=127.0.0.1
-CARD_NETWORK_KEY_TTL=24h
-CARD_NETWORK_PROCESSING_DELAY=1s
-CARD_NETWORK_WEBHOOK_URL=http://127.0.0.1:3000/webhooks/card-network`;
+const ENV_EXAMPLE_TAIL = `The standalone simulator (npm run card-network) reads CARD_NETWORK_SECRET, CARD_NETWORK_DELAY
+and CARD_NETWORK_WEBHOOK_SECRET from the same environment; its own variables are in
+packages/card-network-simulator/README.md.`;
 
 /** The demo key is set in .env.example: the README's examples use it (production refuses it). */
 const SET_IN_EXAMPLE = new Set(['API_KEYS']);
