@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { PostgresIdempotencyStore } from '../../../packages/idempotency/src/postgres/postgres-idempotency.store';
 import { NaiveIdempotencyStore } from '../../../packages/idempotency/test/support/naive-idempotency.store';
-import { TestApp, countRows, createTestApp } from '../../support/app';
+import { TestApp, createTestApp } from '../../support/app';
 import { orderBody } from '../../support/fixtures';
 import { GraphqlAnswer, createOrderMutation, errorCode } from '../../support/graphql';
+import { Attempt, History, checkHistory, digest, keyOf } from '../../support/history';
 import { TimedResponse, peakConcurrency, timed } from '../../support/race';
 
 /**
@@ -12,21 +13,34 @@ import { TimedResponse, peakConcurrency, timed } from '../../support/race';
  * one order, every run; every answer is that order (the original or a replay)
  * or the GraphQL error IDEMPOTENCY_KEY_IN_USE. RACE_RUNS sets the runs. The
  * same race against the naive check-then-insert store creates two orders on
- * its first run.
+ * its first run. Every race is also checked by the history checker
+ * (test/support/history.ts): an order answered is a 201, IDEMPOTENCY_KEY_IN_USE
+ * a 409.
  */
 const RUNS = Number(process.env.RACE_RUNS ?? 3);
 const N = 100;
 
 type CreateOrderAnswer = GraphqlAnswer<{ createOrder: { id: string } }>;
 
-/** One race; the orders are counted by the race's own sku, whatever the answers say. */
-async function race(t: TestApp): Promise<{ responses: TimedResponse[]; orders: number }> {
+/** The one API client of these races (the history checker's scope). */
+const CLIENT = 'test';
+
+/** One race; the orders are counted by the race's own sku, whatever the answers say, and the race is recorded as a history. */
+async function race(t: TestApp): Promise<{ responses: TimedResponse[]; orders: number; history: History }> {
   const key = randomUUID();
   const sku = `race-${key}`;
   const input = orderBody({ items: [{ sku, quantity: 1, unit_amount: 500 }] });
   const responses = await Promise.all(Array.from({ length: N }, () => timed(createOrderMutation(t.url!, t.auth(), key, input))));
-  const orders = await countRows(t.dataSource, 'orders', 'items @> $1::jsonb', [JSON.stringify([{ sku }])]);
-  return { responses, orders };
+  const ids = ((await t.dataSource.query('SELECT id::text FROM orders WHERE items @> $1::jsonb', [JSON.stringify([{ sku }])])) as { id: string }[]).map((r) => r.id);
+  const attempts = responses.map((r): Attempt => {
+    const answer = r.json<CreateOrderAnswer>();
+    const order = answer.data?.createOrder;
+    const code = errorCode(answer);
+    const status = order ? 201 : code === 'IDEMPOTENCY_KEY_IN_USE' ? 409 : 500;
+    return { client: CLIENT, key, body: digest(JSON.stringify(input)), started: r.started, ended: r.ended, status, answer: order && digest(JSON.stringify(order)), id: order?.id, code, replayed: r.headers['idempotent-replayed'] === 'true' };
+  });
+  const history: History = { attempts, ends: new Map([[keyOf(CLIENT, key), { effects: ids.length, recorded: ids }]]) };
+  return { responses, orders: ids.length, history };
 }
 
 /** The answers by kind: the original, replays, IDEMPOTENCY_KEY_IN_USE, anything else. */
@@ -52,7 +66,8 @@ describe('race: identical concurrent GraphQL createOrder mutations (e2e)', () =>
 
     it(`N=${N}: exactly one order per run; every answer is that order or IDEMPOTENCY_KEY_IN_USE`, async () => {
       for (let run = 1; run <= RUNS; run++) {
-        const { responses, orders } = await race(t);
+        const { responses, orders, history } = await race(t);
+        expect(checkHistory(history, { mayRunOnForMs: 0 })).toEqual([]);
         const peak = peakConcurrency(responses);
         console.log(`graphql race N=${N} run ${run}/${RUNS}: ${JSON.stringify(kinds(responses))} peak in flight ${peak}`);
 
@@ -92,7 +107,8 @@ describe('race: identical concurrent GraphQL createOrder mutations (e2e)', () =>
       // Two of the N find no row and both wait before writing: both are inside the
       // naive store's check-then-write window at once, so the second order is certain.
       t.app.get<NaiveIdempotencyStore>(PostgresIdempotencyStore).holdClaimWindow(2);
-      const { responses, orders } = await race(t);
+      const { responses, orders, history } = await race(t);
+      expect(checkHistory(history, { mayRunOnForMs: 0 }).join('\n')).toMatch(/effects for one key|more than one original/);
       console.log(`naive store graphql N=${N}: ${orders} orders, ${JSON.stringify(kinds(responses))}`);
       expect(orders).toBeGreaterThanOrEqual(2);
       const ids = responses.flatMap((r) => {
