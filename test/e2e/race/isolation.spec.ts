@@ -3,11 +3,13 @@ import request from 'supertest';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../../support/app';
 import { paymentBody } from '../../support/fixtures';
 import { send } from '../../support/http-client';
+import { Attempt, checkHistory, digest, keyOf } from '../../support/history';
 import { timed } from '../../support/race';
 
 /**
  * Keys are scoped per client: client B racing with client A's key and body at
- * the same moment runs its own payment, and neither can read the other's.
+ * the same moment runs its own payment, and neither can read the other's. The
+ * race is checked by the history checker too, one key per client.
  */
 describe('isolation between clients (e2e)', () => {
   let t: TestApp;
@@ -43,5 +45,18 @@ describe('isolation between clients (e2e)', () => {
     const listB = (await send(t.url!, { path: '/payments?limit=100', headers: t.auth(CLIENT_B) })).json<{ data: { id: string }[] }>();
     const idsB = listB.data.map((p: { id: string }) => p.id);
     for (const id of [a, b]) expect(idsB.includes(id)).toBe(owners[id] === 'B');
+
+    // Per client: one effect, one original, every 2xx the same bytes.
+    const attempts = responses.map((r, i): Attempt => {
+      const ok = r.status === 201;
+      return { client: i % 2 ? 'B' : 'A', key, body: digest(JSON.stringify(body)), started: r.started, ended: r.ended, status: r.status, answer: ok ? digest(r.text) : undefined, id: ok ? r.json<{ id: string }>().id : undefined, replayed: r.headers['idempotent-replayed'] === 'true' };
+    });
+    const ends = new Map(
+      (['A', 'B'] as const).map((client) => {
+        const recorded = [a, b].filter((id) => owners[id] === client);
+        return [keyOf(client, key), { effects: recorded.length, recorded }];
+      }),
+    );
+    expect(checkHistory({ attempts, ends }, { mayRunOnForMs: 0 })).toEqual([]);
   });
 });
