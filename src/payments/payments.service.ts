@@ -16,6 +16,7 @@ import {
   PAYMENT_OPERATION,
   PaymentOperation,
   STARTED,
+  intentObject,
   isUnknownOutcome,
   networkKeys,
   settledByAnother,
@@ -30,21 +31,8 @@ import {
 } from './payments.errors';
 import { PaymentRow, PaymentsRepository } from './payments.repository';
 import { PaymentStart } from './payment-start';
+import { toPaymentResponse } from './payment-response';
 import { toRefundResponse } from './refunds.service';
-
-export function toPaymentResponse(row: PaymentRow): PaymentResponse {
-  return {
-    id: row.id,
-    status: row.status,
-    amount: Number(row.amount),
-    currency: row.currency,
-    order_id: row.order_id,
-    description: row.description,
-    amount_refunded: Number(row.amount_refunded),
-    failure_code: row.failure_code,
-    created_at: row.created_at.toISOString(),
-  };
-}
 
 /**
  * The rules of payments. A payment reaches the card network, so it runs in
@@ -128,7 +116,7 @@ export class PaymentsService {
     const intentId = op.recoveryPoint === INTENT ? op.state?.intent_id : undefined;
     if (!intentId) return this.createAndConfirm(op, payment);
     // The network's own word about the one intent this payment may have charged.
-    const state = await this.network.ask(op, this.intentObject(payment, intentId), 'card_network.retrieve_intent', () =>
+    const state = await this.network.ask(op, intentObject(payment.id, intentId), 'card_network.retrieve_intent', () =>
       this.cardNetwork.retrieveIntent(intentId),
     );
     if (state.status === 'requires_confirmation') return this.confirm(op, payment, intentId);
@@ -229,7 +217,7 @@ export class PaymentsService {
   }
 
   private async confirm(op: PaymentOperation, payment: PaymentRow, intentId: string): Promise<PaymentResponse> {
-    const state = await this.network.ask(op, this.intentObject(payment, intentId), 'card_network.confirm_intent', () =>
+    const state = await this.network.ask(op, intentObject(payment.id, intentId), 'card_network.confirm_intent', () =>
       this.cardNetwork.confirmIntent(intentId, networkKeys.confirmIntent(payment.id)),
     );
     return this.conclude(op, payment, state);
@@ -308,10 +296,5 @@ export class PaymentsService {
       },
       toPaymentResponse,
     );
-  }
-
-  /** How the network's calls name this payment's intent in a log line. */
-  private intentObject(payment: PaymentRow, intentId: string): { kind: 'intent'; ids: Record<string, string> } {
-    return { kind: 'intent', ids: { payment_id: payment.id, intent_id: intentId } };
   }
 }
