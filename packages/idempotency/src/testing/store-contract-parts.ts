@@ -180,7 +180,8 @@ export const oneCommitCases: StoreContractCase[] = [
     name: 'one commit: a completed key past its retention is new again: the next unit claims it and its insert replaces the row',
     modes: ['one'],
     async run(d) {
-      const request = d.request({ leaseMs: 20, retentionMs: 50 });
+      // The lease bounds the unit's transaction: it must outlast a claim and a completion on a busy host.
+      const request = d.request({ leaseMs: 2_000, retentionMs: 2_500 });
       const { owner } = await d.claimed(request);
       await d.complete(owner, d.response('first'));
       const deadline = Date.now() + 10_000;
