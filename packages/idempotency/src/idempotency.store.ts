@@ -98,10 +98,10 @@ export interface IdempotencyStore {
    */
   complete(owner: Ownership, response: StoredResponse): Promise<void>;
   /**
-   * Extends the owner's lease to `leaseMs` from now (the store's clock), fenced
-   * on its token: the new token, after which the old one fences nothing, or null
-   * when the key is no longer the owner's (taken over, finished or gone).
-   * Commits on its own.
+   * Extends the owner's lease to at least `leaseMs` from now (the store's
+   * clock; a renewal never shortens it), fenced on its token: the new token,
+   * after which the old one fences nothing, or null when the key is no longer
+   * the owner's (taken over, finished or gone). Commits on its own.
    */
   renew(owner: Ownership, leaseMs: number): Promise<string | null>;
   /**

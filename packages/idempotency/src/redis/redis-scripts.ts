@@ -43,12 +43,13 @@ return 1`;
 
 /** A later lease on the owner's unfinished key: the new token, or false when it is no longer ours. */
 export const RENEW_LUA = `
-local cur = redis.call('HMGET', KEYS[1], 't', 's')
+local cur = redis.call('HMGET', KEYS[1], 't', 's', 'l')
 if cur[1] ~= ARGV[1] or cur[2] then return false end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local token = string.format('%.0f', math.max(now, tonumber(cur[1]) + 1))
-redis.call('HSET', KEYS[1], 't', token, 'l', string.format('%.0f', now + tonumber(ARGV[2]) * 1000))
+local lease = math.max(tonumber(cur[3]), now + tonumber(ARGV[2]) * 1000)
+redis.call('HSET', KEYS[1], 't', token, 'l', string.format('%.0f', lease))
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return token`;
 

@@ -121,18 +121,20 @@ const coreCases: StoreContractCase[] = [
     },
   },
   {
-    name: 'renewal: a later lease and a new token; the old token fences nothing; a finished key is not renewed',
+    name: 'renewal: a later lease and a new token, never a shorter lease; the old token fences nothing; a finished key is not renewed',
     async run(d) {
       const request = d.request({ leaseMs: d.settings.shortLeaseMs });
       const { owner } = await d.claimed(request);
       const first = { ...owner };
       const token = await d.store.renew(owner, 60_000);
       assert.ok(token !== null && token !== first.token, 'renewal gives a new token');
+      const shorter = await d.store.renew({ ...owner, token: token! }, 1);
+      assert.ok(shorter !== null && BigInt(shorter) > BigInt(token!), 'a renewal with a shorter lease gives a larger token');
       await sleep(d.settings.shortLeaseMs * 2);
-      assert.equal((await d.store.claim(request)).kind, 'in_progress', 'the renewed lease holds past the first one');
+      assert.equal((await d.store.claim(request)).kind, 'in_progress', 'the renewed lease holds past the first one, and past a shorter renewal');
       await d.leaseLost(d.complete(first, d.response()), 'the old token completes');
       assert.equal(await d.store.renew(first, 60_000), null, 'the old token renews');
-      const renewed = { ...owner, token: token! };
+      const renewed = { ...owner, token: shorter! };
       await d.complete(renewed, d.response());
       assert.equal(await d.store.renew(renewed, 60_000), null, 'a finished key is renewed');
     },
