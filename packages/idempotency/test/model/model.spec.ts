@@ -15,8 +15,8 @@ import { StoreModel } from './store-model';
  * of three keys (some run at once), ticks that end short leases and
  * retentions, and purges, and checks every answer against StoreModel. The
  * budget is MODEL_RUNS runs (default 25; `npm run test:model` runs 300). A
- * failure prints fast-check's seed and path: MODEL_SEED=<seed>
- * MODEL_PATH=<path> replays that run alone, shrunk.
+ * failure prints fast-check's seed, path and replayPath: MODEL_SEED=<seed>
+ * MODEL_PATH=<path> MODEL_REPLAY=<replayPath> replays that run alone, shrunk.
  */
 const settings: fc.Parameters<[unknown]> = {
   numRuns: Number(process.env.MODEL_RUNS ?? 25),
@@ -24,7 +24,7 @@ const settings: fc.Parameters<[unknown]> = {
 };
 
 function contractProperty(subject: () => StoreContractSubject & { purge?(): Promise<void> }, concurrent = true) {
-  return fc.asyncProperty(fc.commands(storeCommands({ concurrent }), { maxCommands: 40 }), async (commands) => {
+  return fc.asyncProperty(fc.commands(storeCommands({ concurrent }), { maxCommands: 40, replayPath: process.env.MODEL_REPLAY }), async (commands) => {
     const { store, inContext, purge } = subject();
     const real: RealStore = { store, scope: `model-${randomUUID()}`, inContext: inContext ?? ((work) => work()), purge };
     await fc.asyncModelRun(() => ({ model: new StoreModel(), real }), commands);

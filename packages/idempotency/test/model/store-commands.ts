@@ -9,7 +9,9 @@ import { Observed, Op, SHORT_MS, StoreModel } from './store-model';
  * at once (a batch of one is a sequential step), ticks that let short leases
  * and retentions end, and the purge. A batch passes when its answers fit some
  * order of its operations run one at a time on the model (its operations are
- * each atomic in the store, so any concurrent run must be one of those orders).
+ * each atomic in the store, so any concurrent run must be one of those orders),
+ * except that a claim raced by a write of its key may answer "retry" (see
+ * StoreModel.claim).
  */
 export interface RealStore {
   store: IdempotencyStore;
@@ -102,10 +104,11 @@ class BatchCommand implements Cmd {
     const batch = ++batches;
     const ops = this.specs.map((spec) => toOp(spec, model, batch));
     const observed = await Promise.all(ops.map((op) => execute(op, real)));
+    const raced = ops.map((op, i) => ops.some((other, j) => j !== i && other.key === op.key && other.kind !== 'outcome'));
     let first: StoreModel | undefined;
     for (const order of orders(ops.length)) {
       const trial = model.clone();
-      const failed = order.some((i) => trial.apply(ops[i], observed[i]) !== null);
+      const failed = order.some((i) => trial.apply(ops[i], observed[i], raced[i]) !== null);
       if (!failed) return model.adopt(trial);
       first ??= trial;
     }

@@ -38,6 +38,8 @@ export type Observed = { result: unknown } | { error: string };
 export const SHORT_MS = 2;
 
 const clockOf = (ms: number): Clock => (ms <= SHORT_MS ? 'maybe' : 'live');
+/** The later of two deadlines: a renewal never shortens a lease. */
+const later = (a: Clock, b: Clock): Clock => (a === 'live' || b === 'live' ? 'live' : a === 'maybe' || b === 'maybe' ? 'maybe' : 'ended');
 const cases = (clock: Clock): boolean[] => (clock === 'live' ? [false] : clock === 'ended' ? [true] : [false, true]);
 
 export class StoreModel {
@@ -75,19 +77,23 @@ export class StoreModel {
     }
   }
 
-  /** Checks what `op` answered against the model and applies it: null when allowed, else why not. */
-  apply(op: Op, observed: Observed): string | null {
-    const verdict = this.check(op, observed);
+  /**
+   * Checks what `op` answered against the model and applies it: null when
+   * allowed, else why not. `raced`: another operation that writes the same key
+   * ran at the same time.
+   */
+  apply(op: Op, observed: Observed, raced = false): string | null {
+    const verdict = this.check(op, observed, raced);
     const line = `${describeOp(op)} -> ${describeObserved(observed)}${verdict ? `   <-- ${verdict}` : ''}`;
     this.history.set(op.key, [...(this.history.get(op.key) ?? []), line]);
     return verdict;
   }
 
-  private check(op: Op, observed: Observed): string | null {
+  private check(op: Op, observed: Observed, raced: boolean): string | null {
     if ('error' in observed && !(op.kind === 'complete' && observed.error === 'LeaseLostError')) return `unexpected error ${observed.error}`;
     switch (op.kind) {
       case 'claim':
-        return this.claim(op, (observed as { result: ClaimResult }).result);
+        return this.claim(op, (observed as { result: ClaimResult }).result, raced);
       case 'complete':
         return this.complete(op, 'error' in observed ? 'lost' : 'stored');
       case 'renew':
@@ -118,7 +124,13 @@ export class StoreModel {
     return expected;
   }
 
-  private claim(op: Extract<Op, { kind: 'claim' }>, r: ClaimResult): string | null {
+  /**
+   * A claim that meets the key's row changed by a write running at the same
+   * time may answer "in progress, retry" (ClaimResult: the row was not yet
+   * visible): it changes nothing, so it fits any order.
+   */
+  private claim(op: Extract<Op, { kind: 'claim' }>, r: ClaimResult, raced: boolean): string | null {
+    if (raced && r.kind === 'in_progress') return r.retryAfterMs > 0 ? null : `in progress with retryAfterMs ${r.retryAfterMs}`;
     const s = this.keys.get(op.key);
     const expected = this.expectedClaims(s, op.fingerprint);
     const got = r.kind === 'claimed' ? (r.takenOver ? 'takeover' : 'fresh') : r.kind;
@@ -167,7 +179,7 @@ export class StoreModel {
       return null;
     }
     if (BigInt(token) <= BigInt(op.owner.token)) return 'a renewed token is not above the one it replaces';
-    this.keys.set(op.key, { ...s, token, lease: clockOf(op.leaseMs) });
+    this.keys.set(op.key, { ...s, token, lease: later(s.lease, clockOf(op.leaseMs)) });
     this.owners.set(op.key, [...(this.owners.get(op.key) ?? []), { ...op.owner, token }]);
     return null;
   }
