@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import type { PoolClient } from 'pg';
 import { Body, Controller, Module, Post, Res } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
@@ -9,6 +11,7 @@ import { IdempotencyStore } from '../packages/idempotency/src/idempotency.store'
 import { LeaseKeeper } from '../packages/idempotency/src/lease-keeper';
 import { OperationAttempt } from '../packages/idempotency/src/operation-attempt';
 import { PhasedOperation as InternalPhasedOperation } from '../packages/idempotency/src/phased-operation';
+import { oneCommitStatements } from '../packages/idempotency/src/postgres/one-commit-statements';
 import { CreateOrderDto } from '../src/orders/dto/create-order.dto';
 import { OrderResponse } from '../src/orders/dto/order.response';
 import { OrdersModule } from '../src/orders/orders.module';
@@ -107,11 +110,18 @@ export class WaitingPaymentsController {
   }
 }
 
+/** The one-commit statements on the app's keys table, sent by a handler itself (§11). */
+const ONE_COMMIT_SQL = oneCommitStatements('"idempotency_keys"');
+const FIVE_STATEMENTS_LEASE_MS = '30000';
+const FIVE_STATEMENTS_RETENTION_MS = 86_400_000;
+
 /**
- * POST /orders's handler (one INSERT) three more ways, for §11's cost of a new
+ * POST /orders's handler (one INSERT) four more ways, for §11's cost of a new
  * key (bench/request-cost.ts): with no key, autocommitted (the ceiling); with
- * no key, in a transaction of its own (what opening one costs); and with the
- * durable claim. The app's POST /orders is the fourth: `commit: 'one'`.
+ * no key, in a transaction of its own (what opening one costs); the five
+ * statements of a one-commit key sent by the handler itself, with none of the
+ * library's work around them (what the statements cost on this stack); and
+ * with the durable claim. The app's POST /orders is the fifth: `commit: 'one'`.
  */
 @Controller('bench')
 export class CostedOrdersController {
@@ -128,6 +138,21 @@ export class CostedOrdersController {
   @Post('transaction-orders')
   createInTransaction(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateOrderDto): Promise<OrderResponse> {
     return this.txHost.withTransaction(() => this.orders.create(client.id, dto));
+  }
+
+  @Post('five-statement-orders')
+  createWithFiveStatements(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateOrderDto): Promise<OrderResponse> {
+    const id = randomUUID();
+    const fingerprint = Buffer.alloc(16);
+    return this.txHost.withTransaction(async () => {
+      // Prepared, on the transaction's own client, as the library sends them.
+      const pg = (await this.txHost.tx.queryRunner!.connect()) as PoolClient;
+      await pg.query({ name: 'bench_claim', text: ONE_COMMIT_SQL.claim, values: [id, fingerprint, FIVE_STATEMENTS_LEASE_MS] });
+      const order = await this.orders.create(client.id, dto);
+      const values = [id, fingerprint, 201, JSON.stringify(order), null, FIVE_STATEMENTS_RETENTION_MS];
+      await pg.query({ name: 'bench_key', text: ONE_COMMIT_SQL.complete, values });
+      return order;
+    });
   }
 
   @Post('durable-orders')

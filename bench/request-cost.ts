@@ -11,9 +11,12 @@ import { fmt, round, table } from './lib/stats';
 
 /**
  * §11 Where a new key's time goes (`npm run bench:request-cost`). POST
- * /orders's handler (one INSERT) behind four routes of one server:
+ * /orders's handler (one INSERT) behind five routes of one server:
  * - no key, autocommitted: the ceiling;
  * - no key, in a transaction of its own (`START TRANSACTION`, the INSERT, `COMMIT`);
+ * - the one-commit key's five statements sent by the handler itself (the
+ *   claim and the key's INSERT around the order's), none of the library's
+ *   work: one commit less this route is what the library itself costs;
  * - the durable claim (`@Idempotent({ commit: 'durable' })`);
  * - one commit (the app's POST /orders, `commit: 'one'`).
  * Each route: the statements the server's connections send per request
@@ -51,6 +54,7 @@ export interface RequestCostResult {
 const ROUTES = [
   { route: 'no key, autocommit', path: '/bench/orders' },
   { route: 'no key, own transaction', path: '/bench/transaction-orders' },
+  { route: 'five statements, no library', path: '/bench/five-statement-orders' },
   { route: 'durable claim', path: '/bench/durable-orders' },
   { route: 'one commit', path: '/orders' },
 ];
