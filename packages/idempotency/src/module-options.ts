@@ -172,7 +172,7 @@ export interface IdempotencyModuleOptions {
     enabled?: boolean;
     /** How long a relay holds a message it is delivering before another relay may take it. Default `1m`. */
     lease?: Duration;
-    /** How long after it is added (or replayed) a message is retried before it becomes a dead letter. Default `3d`. */
+    /** How long after it is added (or replayed) a failing message is retried before it becomes a dead letter (the relay's setting). Default `3d`. */
     horizon?: Duration;
     /** How long a delivered message is kept before the purge job deletes it. Default `7d`. */
     retention?: Duration;

@@ -10,8 +10,9 @@ import { IdempotencyTable } from '../idempotency-table';
  * - `next_attempt_at` is when the message is next due; while a relay holds it,
  *   the end of that relay's lease. `attempts` counts the claims since the
  *   message was added or replayed, and fences a relay's mark on its own claim.
- * - `dead_after` is the horizon: a failure whose next attempt would fall past
- *   it parks the message (`dead_at`) instead.
+ * - `retry_from` is when the message was added (or replayed): a failure whose
+ *   next attempt would fall past it plus the horizon (`outbox.horizon`) parks
+ *   the message (`dead_at`) instead.
  * - The partial index `due` holds only messages waiting for delivery, so the
  *   relay's scan stays small however many delivered rows wait for the purge;
  *   `stream` finds the older undelivered messages of a stream; `delivered_at`
@@ -27,7 +28,7 @@ export const createIdempotencyOutbox = (t: IdempotencyTable) =>
         seq bigint GENERATED ALWAYS AS IDENTITY,
         created_at timestamptz NOT NULL DEFAULT now(),
         next_attempt_at timestamptz NOT NULL DEFAULT now(),
-        dead_after timestamptz NOT NULL,
+        retry_from timestamptz NOT NULL DEFAULT now(),
         delivered_at timestamptz,
         dead_at timestamptz,
         attempts integer NOT NULL DEFAULT 0,

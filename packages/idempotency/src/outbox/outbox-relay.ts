@@ -145,7 +145,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private async failed(row: OutboxMessageRow, error: unknown): Promise<void> {
     const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
     try {
-      const marked = (await this.query(this.sql.failed, [row.id, row.attempts, backoffMs(row.attempts), reason])) as { dead: boolean }[];
+      const marked = (await this.query(this.sql.failed, [row.id, row.attempts, backoffMs(row.attempts), reason, this.options.outbox.horizonMs])) as { dead: boolean }[];
       const dead = marked[0]?.dead === true;
       this.metrics.deliveries.inc({ result: dead ? 'dead' : 'failed' });
       if (dead) this.logger.warn(`outbox message ${row.id} (${row.topic}) is a dead letter after ${row.attempts} attempts: ${reason}`);

@@ -18,8 +18,8 @@ export function outboxStatements(t: string, channel: string) {
     add: `
       WITH turn AS (SELECT CASE WHEN $3::text IS NULL THEN NULL ELSE pg_advisory_xact_lock(${STREAM_LOCK_CLASS}, hashtext($3::text)) END),
            added AS (
-             INSERT INTO ${t} (topic, payload, stream, dead_after)
-             SELECT $1, $2::jsonb, $3, now() + $4::int8 * interval '1 millisecond' FROM turn
+             INSERT INTO ${t} (topic, payload, stream)
+             SELECT $1, $2::jsonb, $3 FROM turn
              RETURNING id)
       SELECT id, pg_notify('${channel}', '') FROM added`,
     /**
@@ -46,13 +46,13 @@ export function outboxStatements(t: string, channel: string) {
     delivered: `UPDATE ${t} SET delivered_at = now(), last_error = NULL WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL`,
     /**
      * Records a failed delivery, fenced on the claim: due again after $3 ms,
-     * or dead when that falls past the horizon.
+     * or dead when that falls past the horizon ($5 ms from retry_from).
      */
     failed: `
       UPDATE ${t}
          SET last_error = $4,
              next_attempt_at = now() + $3::int8 * interval '1 millisecond',
-             dead_at = CASE WHEN now() + $3::int8 * interval '1 millisecond' > dead_after THEN now() END
+             dead_at = CASE WHEN now() + $3::int8 * interval '1 millisecond' > retry_from + $5::int8 * interval '1 millisecond' THEN now() END
        WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL AND dead_at IS NULL
       RETURNING dead_at IS NOT NULL AS dead`,
     /** Dead letters, oldest first. */
@@ -61,11 +61,10 @@ export function outboxStatements(t: string, channel: string) {
              to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "createdAt",
              to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "deadAt"
         FROM ${t} WHERE dead_at IS NOT NULL ORDER BY seq LIMIT $1`,
-    /** Puts dead letters back: due now, attempts from 0, a new horizon from now. */
+    /** Puts dead letters back: due now, attempts from 0, the horizon counted from now. */
     replay: `
       WITH replayed AS (
-        UPDATE ${t} SET dead_at = NULL, attempts = 0, next_attempt_at = now(),
-                        dead_after = now() + $2::int8 * interval '1 millisecond'
+        UPDATE ${t} SET dead_at = NULL, attempts = 0, next_attempt_at = now(), retry_from = now()
          WHERE id = ANY($1::uuid[]) AND dead_at IS NOT NULL
         RETURNING id)
       SELECT id, pg_notify('${channel}', '') FROM replayed`,

@@ -41,7 +41,7 @@ export class Outbox {
 
   constructor(
     @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
-    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
     @InjectDataSource() private readonly dataSource: DataSource,
   ) {
     this.sql = outboxStatements(options.outbox.table.sql, options.outbox.channel);
@@ -60,7 +60,7 @@ export class Outbox {
     if (!this.txHost.isTransactionActive()) throw new OutboxOutsideTransactionError();
     const payload = JSON.stringify(entry.payload);
     if (payload === undefined) throw new TypeError('Outbox.add: payload must be a JSON value');
-    const rows = (await this.txHost.tx.query(this.sql.add, [entry.topic, payload, entry.stream ?? null, this.options.outbox.horizonMs])) as { id: string }[];
+    const rows = (await this.txHost.tx.query(this.sql.add, [entry.topic, payload, entry.stream ?? null])) as { id: string }[];
     return rows[0].id;
   }
 
@@ -70,11 +70,11 @@ export class Outbox {
   }
 
   /**
-   * Delivers dead letters again: each is due at once, with a new horizon from
-   * now. Answers the ids that were dead (others are ignored).
+   * Delivers dead letters again: each is due at once, its horizon counted
+   * from now. Answers the ids that were dead (others are ignored).
    */
   async replay(ids: string[]): Promise<string[]> {
-    const rows = (await this.dataSource.query(this.sql.replay, [ids, this.options.outbox.horizonMs])) as { id: string }[];
+    const rows = (await this.dataSource.query(this.sql.replay, [ids])) as { id: string }[];
     return rows.map((r) => r.id);
   }
 }
