@@ -32,7 +32,6 @@ export { IdempotentConsumer, InvalidMessageIdError } from './idempotent-consumer
 export { IdempotencyPurgeService } from './idempotency-purge.service';
 export { Outbox, OutboxOutsideTransactionError } from './outbox/outbox';
 export type { OutboxEntry } from './outbox/outbox';
-export { OutboxRelay } from './outbox/outbox-relay';
 export type { DeadLetter, OutboxMessage, OutboxPublisher } from './outbox/outbox-message';
 // What an app catches or tells its clients.
 export { IdempotencyErrorCode, IdempotencyProblem, LeaseLostError } from './idempotency.errors';

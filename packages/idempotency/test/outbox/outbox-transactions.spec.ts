@@ -14,11 +14,11 @@ import {
   Outbox,
   OutboxMessage,
   OutboxOutsideTransactionError,
-  OutboxRelay,
   PhasedOperation,
   createIdempotencyMigrations,
   transactionalClsModule,
 } from '../../src';
+import { OutboxRelay } from '../../src/outbox/outbox-relay';
 import { createDatabase } from '../support/test-services';
 
 /**
