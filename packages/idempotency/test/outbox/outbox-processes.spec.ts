@@ -10,6 +10,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { DataSource } from 'typeorm';
 import { IdempotencyModule, Outbox } from '../../src';
+import { startPgBouncer } from '../../../../test/support/pgbouncer';
 import { createDatabase } from '../support/test-services';
 
 /**
@@ -222,6 +223,24 @@ describe('the outbox with real processes', () => {
     for (const stream of streams) {
       const delivered = receiver.deliveries.filter((d) => d.stream === stream && d.answer === 'ok').map((d) => order.get(d.id));
       expect(delivered).toEqual([0, 1, 2, 3]);
+    }
+  }, 120_000);
+
+  it('relays through PgBouncer in transaction mode (polling, no session), every message once and in order', async () => {
+    const bouncer = await startPgBouncer({ serverUrl: process.env.TEST_ADMIN_DATABASE_URL!, poolSize: 2 });
+    try {
+      const pooled = bouncer.url(new URL(db.url).pathname.slice(1));
+      await Promise.all([relay({ DATABASE_URL: pooled, TRANSACTION_POOLER: '1' }), relay({ DATABASE_URL: pooled, TRANSACTION_POOLER: '1' })]);
+      receiver.answer = (d) => (d.attempt === 1 && receiver.of(d.id).length === 0 && Math.random() < 0.3 ? 'fail' : 'ok');
+      const ids: string[] = [];
+      for (let i = 0; i < 30; i += 1) ids.push(await add({ stream: `order-${i % 3}`, payload: { i } }));
+      await until(async () => (await undelivered(ids)) === 0, 90_000);
+      const okOrder = receiver.deliveries.filter((d) => d.answer === 'ok').map((d) => ids.indexOf(d.id));
+      for (let s = 0; s < 3; s += 1) expect(okOrder.filter((i) => i % 3 === s)).toEqual(ids.map((_, i) => i).filter((i) => i % 3 === s));
+      expect(receiver.effects.size).toBe(ids.length);
+    } finally {
+      await Promise.all([...children].map(kill));
+      await bouncer.stop();
     }
   }, 120_000);
 

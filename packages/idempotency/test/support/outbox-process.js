@@ -2,7 +2,8 @@
 // (packages/idempotency/dist). OUTBOX_MODE:
 // - `relay`: an app with IdempotencyModule whose outbox publisher POSTs each
 //   message to RECEIVER_URL with the message id as Idempotency-Key (lease
-//   LEASE, horizon HORIZON); prints `ready` once started.
+//   LEASE, horizon HORIZON; TRANSACTION_POOLER=1 when DATABASE_URL is a
+//   PgBouncer in transaction mode); prints `ready` once started.
 // - `naive`: the control without an outbox: commits a row, prints `committed`,
 //   then sends to RECEIVER_URL from the same code path, a moment later.
 'use strict';
@@ -12,7 +13,7 @@ const { TypeOrmModule } = require('@nestjs/typeorm');
 const { Client } = require('pg');
 const { IdempotencyModule } = require('../../dist');
 
-const { OUTBOX_MODE, DATABASE_URL, RECEIVER_URL, LEASE = '2s', HORIZON = '3d' } = process.env;
+const { OUTBOX_MODE, DATABASE_URL, RECEIVER_URL, LEASE = '2s', HORIZON = '3d', TRANSACTION_POOLER } = process.env;
 
 function send(id, body, signal) {
   return fetch(RECEIVER_URL, {
@@ -33,6 +34,7 @@ async function relay() {
       IdempotencyModule.forRoot({
         purge: { enabled: false },
         recovery: { enabled: false },
+        transactionPooler: TRANSACTION_POOLER === '1',
         outbox: {
           lease: LEASE,
           horizon: HORIZON,
