@@ -103,7 +103,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     const sql = purgeStatements(options.table.sql, options.messages.table.sql);
     this.purgeBatchSql = sql.keys;
     this.purgeMessagesBatchSql = sql.messages;
-    this.purgeOutboxBatchSql = outboxStatements(options.outbox.table.sql, options.outbox.channel).purge;
+    this.purgeOutboxBatchSql = outboxStatements(options.outbox.table.sql).purge;
   }
 
   onApplicationBootstrap(): void {

@@ -8,7 +8,7 @@ import { backoffMs } from './backoff';
 import { OutboxMetrics } from './outbox-metrics';
 import { OutboxMessage, OutboxPublisher } from './outbox-message';
 import { OutboxStatements, outboxStatements } from './outbox-statements';
-import { OutboxWakeups } from './outbox-wakeups';
+import { OutboxWakeups, sleep } from './outbox-wakeups';
 
 /** Messages claimed per round. */
 export const RELAY_BATCH_SIZE = 20;
@@ -50,14 +50,15 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly publish?: OutboxPublisher;
   private wakeups?: OutboxWakeups;
   private loop?: Promise<void>;
-  private stopping = false;
+  /** Aborted at shutdown: ends the loop's wait at once. */
+  private readonly stopping = new AbortController();
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: OutboxMetrics,
   ) {
-    this.sql = outboxStatements(options.outbox.table.sql, options.outbox.channel);
+    this.sql = outboxStatements(options.outbox.table.sql);
     this.publish = options.outbox.publish;
   }
 
@@ -76,8 +77,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   /** Stops claiming, and lets the deliveries in flight end before the data source closes. */
   async beforeApplicationShutdown(): Promise<void> {
-    this.stopping = true;
-    this.wakeups?.interrupt();
+    this.stopping.abort();
     await this.loop;
     await this.wakeups?.stop();
     this.loop = undefined;
@@ -107,14 +107,15 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   private async run(): Promise<void> {
     const pollMs = this.wakeups ? RELAY_POLL_MS.listening : RELAY_POLL_MS.polling;
-    while (!this.stopping) {
+    const { signal } = this.stopping;
+    while (!signal.aborted) {
       let claimed = 0;
       try {
         claimed = await this.relayOnce();
       } catch (error) {
         this.logger.error(`outbox relay round failed: ${(error as Error).message}`);
       }
-      if (claimed < RELAY_BATCH_SIZE && !this.stopping) await (this.wakeups ? this.wakeups.sleep(pollMs) : sleep(pollMs));
+      if (claimed < RELAY_BATCH_SIZE) await (this.wakeups ? this.wakeups.sleep(pollMs, signal) : sleep(pollMs, signal));
     }
   }
 
@@ -162,8 +163,4 @@ interface OutboxMessageRow {
   payload: unknown;
   stream: string | null;
   attempts: number;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -7,7 +7,8 @@ export const DEFAULT_OUTBOX_TABLE_NAME = 'idempotency_outbox';
 /** Advisory lock class of the adders of one stream (two-key form: never meets the module's one-key locks). */
 export const STREAM_LOCK_CLASS = 0x5afe_0003;
 
-export function outboxStatements(t: string, channel: string) {
+/** `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($4) and `replay` ($2). */
+export function outboxStatements(t: string) {
   return {
     /**
      * Adds a message in the caller's transaction. With a stream, the adders of
@@ -21,7 +22,7 @@ export function outboxStatements(t: string, channel: string) {
              INSERT INTO ${t} (topic, payload, stream)
              SELECT $1, $2::jsonb, $3 FROM turn
              RETURNING id)
-      SELECT id, pg_notify('${channel}', '') FROM added`,
+      SELECT id, pg_notify($4, '') FROM added`,
     /**
      * Claims up to $1 due messages for $2 ms (the lease): pushes their
      * next_attempt_at to the lease's end and counts the attempt. SKIP LOCKED:
@@ -67,7 +68,7 @@ export function outboxStatements(t: string, channel: string) {
         UPDATE ${t} SET dead_at = NULL, attempts = 0, next_attempt_at = now(), retry_from = now()
          WHERE id = ANY($1::uuid[]) AND dead_at IS NOT NULL
         RETURNING id)
-      SELECT id, pg_notify('${channel}', '') FROM replayed`,
+      SELECT id, pg_notify($2, '') FROM replayed`,
     /** The purge's batch: delivered messages past retention ($2 ms). */
     purge: `
       DELETE FROM ${t}

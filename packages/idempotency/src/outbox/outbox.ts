@@ -38,13 +38,15 @@ export class OutboxOutsideTransactionError extends Error {
 @Injectable()
 export class Outbox {
   private readonly sql: OutboxStatements;
+  private readonly channel: string;
 
   constructor(
     @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
     @InjectDataSource() private readonly dataSource: DataSource,
   ) {
-    this.sql = outboxStatements(options.outbox.table.sql, options.outbox.channel);
+    this.sql = outboxStatements(options.outbox.table.sql);
+    this.channel = options.outbox.channel;
   }
 
   /**
@@ -60,7 +62,7 @@ export class Outbox {
     if (!this.txHost.isTransactionActive()) throw new OutboxOutsideTransactionError();
     const payload = JSON.stringify(entry.payload);
     if (payload === undefined) throw new TypeError('Outbox.add: payload must be a JSON value');
-    const rows = (await this.txHost.tx.query(this.sql.add, [entry.topic, payload, entry.stream ?? null])) as { id: string }[];
+    const rows = (await this.txHost.tx.query(this.sql.add, [entry.topic, payload, entry.stream ?? null, this.channel])) as { id: string }[];
     return rows[0].id;
   }
 
@@ -74,7 +76,7 @@ export class Outbox {
    * from now. Answers the ids that were dead (others are ignored).
    */
   async replay(ids: string[]): Promise<string[]> {
-    const rows = (await this.dataSource.query(this.sql.replay, [ids])) as { id: string }[];
+    const rows = (await this.dataSource.query(this.sql.replay, [ids, this.channel])) as { id: string }[];
     return rows.map((r) => r.id);
   }
 }

@@ -1,16 +1,6 @@
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
-import { INestApplicationContext } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
-import { TransactionHost } from '@nestjs-cls/transactional';
-import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { DataSource } from 'typeorm';
-import { IdempotencyModule, Outbox } from '../../src';
-import { startPgBouncer } from '../../../../test/support/pgbouncer';
+import { Outbox } from '../../src';
+import { OutboxProducer, Receiver, buildLibrary, children, kill, startChild, startOutboxProducer, until } from '../support/outbox-processes';
 import { createDatabase } from '../support/test-services';
 
 /**
@@ -21,121 +11,16 @@ import { createDatabase } from '../support/test-services';
  * library in this process, each in a transaction of its own.
  */
 
-const PACKAGE = resolve(__dirname, '../..');
-const CHILD = resolve(__dirname, '../support/outbox-process.js');
-
-interface Delivery {
-  id: string;
-  pid: string;
-  stream: string | null;
-  attempt: number;
-  answer: 'ok' | 'fail' | 'hold';
-}
-
-/** The receiver: its effect happens once per message id, however often the message arrives. */
-class Receiver {
-  readonly deliveries: Delivery[] = [];
-  readonly effects = new Map<string, number>();
-  answer: (d: Delivery) => 'ok' | 'fail' | 'hold' = () => 'ok';
-  readonly held: ServerResponse[] = [];
-  private onDelivery?: (d: Delivery) => void;
-  private readonly server: Server = createServer((req, res) => void this.receive(req, res));
-  url = '';
-
-  async start(): Promise<void> {
-    await new Promise<void>((done) => this.server.listen(0, '127.0.0.1', done));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/events`;
-  }
-
-  async close(): Promise<void> {
-    for (const res of this.held) res.destroy();
-    this.server.closeAllConnections();
-    await new Promise((done) => this.server.close(done));
-  }
-
-  /** The next delivery that matches. */
-  next(match: (d: Delivery) => boolean): Promise<Delivery> {
-    return new Promise((done) => {
-      this.onDelivery = (d) => {
-        if (match(d)) done(d);
-      };
-    });
-  }
-
-  of(id: string): Delivery[] {
-    return this.deliveries.filter((d) => d.id === id);
-  }
-
-  private async receive(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let text = '';
-    for await (const chunk of req) text += String(chunk);
-    const body = JSON.parse(text) as { stream: string | null; attempt: number };
-    const d: Delivery = { id: String(req.headers['idempotency-key']), pid: String(req.headers['x-relay-pid']), stream: body.stream, attempt: body.attempt, answer: 'ok' };
-    d.answer = this.answer(d);
-    this.deliveries.push(d);
-    if (d.answer !== 'fail' && !this.effects.has(d.id)) this.effects.set(d.id, 1); // deduplicated by message id
-    this.onDelivery?.(d);
-    if (d.answer === 'hold') this.held.push(res);
-    else res.writeHead(d.answer === 'ok' ? 204 : 503).end();
-  }
-}
-
-const children = new Set<ChildProcess>();
-
-/** A child process of support/outbox-process.js; resolves once it printed `until`. */
-function startChild(env: Record<string, string>, until: string): Promise<ChildProcess & { output: () => string }> {
-  const child = spawn(process.execPath, [CHILD], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  let output = '';
-  return new Promise((done, fail) => {
-    const seen = () => {
-      if (output.split('\n').includes(until)) done(Object.assign(child, { output: () => output }));
-    };
-    child.stdout.on('data', (c) => {
-      output += String(c);
-      seen();
-    });
-    child.stderr.on('data', (c) => (output += String(c)));
-    child.once('exit', (code, signal) => fail(new Error(`the child exited (${code ?? signal}) before "${until}":\n${output}`)));
-  });
-}
-
-function kill(child: ChildProcess): Promise<void> {
-  return new Promise((done) => {
-    if (child.exitCode !== null || child.signalCode !== null) return done();
-    child.once('exit', () => done());
-    child.kill('SIGKILL');
-  });
-}
-
-async function until(condition: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('the outbox with real processes', () => {
   let db: { url: string; drop(): Promise<void> };
-  let producer: INestApplicationContext;
-  let dataSource: DataSource;
+  let producer: OutboxProducer;
   let receiver: Receiver;
 
   beforeAll(async () => {
-    // The children run the built library: build it (incremental; nothing to do when current).
-    execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-b', resolve(PACKAGE, 'tsconfig.build.json')], { stdio: 'inherit' });
+    buildLibrary();
     db = await createDatabase();
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url }),
-        IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, outbox: { enabled: false } }),
-      ],
-    }).compile();
-    producer = await moduleRef.init();
-    dataSource = producer.get(DataSource);
-    await dataSource.query('CREATE TABLE naive_orders (id text PRIMARY KEY)');
+    producer = await startOutboxProducer(db.url);
+    await producer.dataSource.query('CREATE TABLE naive_orders (id text PRIMARY KEY)');
   }, 120_000);
   afterAll(async () => {
     await Promise.all([...children].map(kill));
@@ -150,18 +35,12 @@ describe('the outbox with real processes', () => {
     await Promise.all([...children].map(kill));
     await receiver.close();
     // Every test starts from an empty outbox.
-    await dataSource.query('DELETE FROM idempotency_outbox');
+    await producer.dataSource.query('DELETE FROM idempotency_outbox');
   });
 
   const relay = (env: Record<string, string> = {}) => startChild({ OUTBOX_MODE: 'relay', DATABASE_URL: db.url, RECEIVER_URL: receiver.url, ...env }, 'ready');
-
-  const add = (entry: { topic?: string; payload?: unknown; stream?: string } = {}) =>
-    producer.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost).withTransaction(() =>
-      producer.get(Outbox).add({ topic: entry.topic ?? 'order.confirmed', payload: entry.payload ?? { n: randomUUID() }, stream: entry.stream }),
-    );
-
-  const undelivered = async (ids: string[]) =>
-    ((await dataSource.query('SELECT count(*)::int AS n FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [ids])) as { n: number }[])[0].n;
+  const add: OutboxProducer['add'] = (entry) => producer.add(entry);
+  const undelivered: OutboxProducer['undelivered'] = (ids) => producer.undelivered(ids);
 
   it('delivers again after a relay is SIGKILLed mid-delivery; the receiver has the effect once', async () => {
     const first = await relay({ LEASE: '2s' });
@@ -194,7 +73,7 @@ describe('the outbox with real processes', () => {
     await relay({ HORIZON: '2s' });
     receiver.answer = () => 'fail';
     const id = await add();
-    const outbox = producer.get(Outbox);
+    const outbox = producer.app.get(Outbox);
     await until(async () => (await outbox.deadLetters()).some((d) => d.id === id));
     const refused = receiver.of(id).length;
     expect(refused).toBeGreaterThanOrEqual(1);
@@ -226,30 +105,12 @@ describe('the outbox with real processes', () => {
     }
   }, 120_000);
 
-  it('relays through PgBouncer in transaction mode (polling, no session), every message once and in order', async () => {
-    const bouncer = await startPgBouncer({ serverUrl: process.env.TEST_ADMIN_DATABASE_URL!, poolSize: 2 });
-    try {
-      const pooled = bouncer.url(new URL(db.url).pathname.slice(1));
-      await Promise.all([relay({ DATABASE_URL: pooled, TRANSACTION_POOLER: '1' }), relay({ DATABASE_URL: pooled, TRANSACTION_POOLER: '1' })]);
-      receiver.answer = (d) => (d.attempt === 1 && receiver.of(d.id).length === 0 && Math.random() < 0.3 ? 'fail' : 'ok');
-      const ids: string[] = [];
-      for (let i = 0; i < 30; i += 1) ids.push(await add({ stream: `order-${i % 3}`, payload: { i } }));
-      await until(async () => (await undelivered(ids)) === 0, 90_000);
-      const okOrder = receiver.deliveries.filter((d) => d.answer === 'ok').map((d) => ids.indexOf(d.id));
-      for (let s = 0; s < 3; s += 1) expect(okOrder.filter((i) => i % 3 === s)).toEqual(ids.map((_, i) => i).filter((i) => i % 3 === s));
-      expect(receiver.effects.size).toBe(ids.length);
-    } finally {
-      await Promise.all([...children].map(kill));
-      await bouncer.stop();
-    }
-  }, 120_000);
-
   it('the control without an outbox: a send after the commit is lost when the process dies between them', async () => {
     const id = randomUUID();
     const naive = await startChild({ OUTBOX_MODE: 'naive', DATABASE_URL: db.url, RECEIVER_URL: receiver.url, ORDER_ID: id }, 'committed');
     await kill(naive);
     await new Promise((r) => setTimeout(r, 1_500)); // longer than it would have taken to send
-    expect(await dataSource.query('SELECT id FROM naive_orders WHERE id = $1', [id])).toEqual([{ id }]);
+    expect(await producer.dataSource.query('SELECT id FROM naive_orders WHERE id = $1', [id])).toEqual([{ id }]);
     expect(receiver.of(id)).toEqual([]); // committed, never announced
   });
 });
