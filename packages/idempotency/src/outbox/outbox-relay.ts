@@ -70,11 +70,6 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     this.logger.log(`outbox relay started (${listen ? 'woken by LISTEN/NOTIFY' : 'polling'})`);
   }
 
-  /** Whether this process relays (from bootstrap to shutdown, with a publisher). */
-  get running(): boolean {
-    return this.loop !== undefined;
-  }
-
   /** Stops claiming, and lets the deliveries in flight end before the data source closes. */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping.abort();
