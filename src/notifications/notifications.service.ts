@@ -19,8 +19,8 @@ export class NotificationsService {
    * the transaction that stores the request's key (404 for another's order or
    * none; 429 past the order's or the client's cap, ConfirmationLimits). The
    * relay sends it after the commit, with the message's id as the notifier's
-   * idempotency key; one stream per order keeps an order's confirmations in
-   * order.
+   * idempotency key. No stream: confirmations need no order among themselves,
+   * and one that fails should not hold back the next.
    */
   async confirmOrder(clientId: string, orderId: string, dto: SendOrderConfirmationDto): Promise<OrderConfirmationResponse> {
     const order = await this.orders.get(clientId, orderId);
@@ -33,7 +33,7 @@ export class NotificationsService {
       subject: `Order ${order.id} confirmed`,
       text: `Your order ${order.id} (${order.items.length} items, ${total}) is ${order.status}.`,
     };
-    const id = await this.outbox.add({ topic: ORDER_CONFIRMATION_TOPIC, payload: notification, stream: order.id });
+    const id = await this.outbox.add({ topic: ORDER_CONFIRMATION_TOPIC, payload: notification });
     return { id, order_id: order.id, channel: dto.channel, recipient: dto.recipient };
   }
 }
