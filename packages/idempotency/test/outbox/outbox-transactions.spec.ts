@@ -18,6 +18,7 @@ import {
   createIdempotencyMigrations,
   transactionalClsModule,
 } from '../../src';
+import { IdempotencyPurgeService } from '../../src';
 import { OutboxRelay } from '../../src/outbox/outbox-relay';
 import { createDatabase } from '../support/test-services';
 
@@ -216,5 +217,19 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     await drain();
     expect(published.map((m) => [m.id, m.attempt])).toEqual([[id, 1]]);
     expect(await app.get(Outbox).deadLetters()).toEqual([]);
+  });
+
+  it('purges delivered messages past their retention, counted from delivery; waiting ones and dead letters stay', async () => {
+    await drain();
+    const [old, recent, waiting, dead] = await addInTransactions([0, 1, 2, 3].map((i) => ({ tag: `purge-${i}` })));
+    await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '8 days' WHERE id = $1`, [old]);
+    await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '6 days' WHERE id = $1`, [recent]);
+    await dataSource.query(`UPDATE idempotency_outbox SET dead_at = now() - interval '30 days', created_at = now() - interval '40 days' WHERE id = $1`, [dead]);
+    const result = await app.get(IdempotencyPurgeService).purgeOnce();
+    expect(result).toMatchObject({ outbox: 1, skipped: false });
+    const left = (await rows('SELECT id::text FROM idempotency_outbox WHERE id = ANY($1::uuid[]) ORDER BY seq', [[old, recent, waiting, dead]])).map((r) => r.id);
+    expect(left).toEqual([recent, waiting, dead]);
+    await app.get(Outbox).replay([dead]);
+    await drain();
   });
 });
