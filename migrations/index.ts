@@ -7,7 +7,8 @@ import { PaymentOperationKeys1796200000000 } from './1796200000000-PaymentOperat
 import { RefundStates1796300000000 } from './1796300000000-RefundStates';
 import { OperationAttention1796400000000 } from './1796400000000-OperationAttention';
 
-const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages] = idempotencyMigrations;
+const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
+  idempotencyMigrations;
 
 /**
  * Every migration, in order: the app's and the idempotency module's (which
@@ -29,4 +30,5 @@ export const migrations = [
   PaymentOperationKeys1796200000000,
   RefundStates1796300000000,
   OperationAttention1796400000000,
+  createIdempotencyOutbox,
 ];

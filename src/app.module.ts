@@ -16,6 +16,9 @@ import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
 import { NotificationsModule } from './notifications/notifications.module';
+import { confirmationPublisher } from './notifications/confirmation-publisher';
+import { Notifier } from './notifications/notifier';
+import { NotifierModule } from './notifications/notifier.module';
 import { IdempotencyKeysModule } from './idempotency-keys/idempotency-keys.module';
 import { OrdersModule } from './orders/orders.module';
 import { CardNetworkModule } from './payments/card-network/card-network.module';
@@ -75,8 +78,9 @@ export class AppModule {
         // The scheduler of the app's own jobs (refund settlement); the idempotency module runs its own.
         ScheduleModule.forRoot(),
         IdempotencyModule.forRootAsync({
-          inject: [MetricsService],
-          useFactory: (metrics: MetricsService) => ({
+          imports: [NotifierModule],
+          inject: [MetricsService, Notifier],
+          useFactory: (metrics: MetricsService, notifier: Notifier) => ({
             // Its migrations run among the app's own (migrations/index.ts), by DatabaseModule.
             migrations: false,
             // Lease, retention, pools, jobs, replay cache and keys: the configuration's, as they are.
@@ -85,9 +89,11 @@ export class AppModule {
             transactionPooler: mode.transactionPooler,
             listenUrl: mode.directUrl,
             scope: (req) => (req as Pick<RequestWithClient, 'client'>).client?.id,
-            // The store of the routes whose side effect is not in PostgreSQL (order confirmations).
+            // The Redis store, for routes that name it (`@Idempotent({ store: 'redis' })`).
             ...(config.redis.url ? { redis: { url: config.redis.url } } : {}),
             registry: metrics.registry,
+            // Order confirmations go out through the outbox's relay (not in a command-line run).
+            outbox: { publish: confirmationPublisher(notifier), enabled: !cli },
           }),
         }),
         AuthModule,
@@ -95,7 +101,7 @@ export class AppModule {
         OrdersModule,
         PaymentsModule,
         IdempotencyKeysModule,
-        // Its route's keys live in Redis: mounted only with REDIS_URL (packages/idempotency/docs/stores.md, "A Redis store").
+        // Its caps are counted in Redis: mounted only with REDIS_URL.
         ...(config.redis.url ? [NotificationsModule] : []),
         ...(cli ? [CardNetworkModule.closed()] : [GraphqlApiModule]),
       ],

@@ -61,7 +61,7 @@ export const variables = z.object({
 
   REDIS_URL: documented(
     optionalMatching(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL'),
-    'Redis (the primary, never a replica) for the idempotency keys of `POST /orders/{id}/confirmation`, a send rather than a database write; the route is mounted only when this is set.',
+    'Redis (the primary, never a replica) for the caps of `POST /orders/{id}/confirmation` (3 per order a day, 1000 per client an hour, shared by every instance); the route is mounted only when this is set.',
     'redis://localhost:6379/0',
   ),
 

@@ -9,16 +9,16 @@ import type { AppConfig } from '../config/config';
  * so without a cap one API key (leaked, or a retry loop gone wrong) sends
  * without end, to anyone, in our name.
  *
- * The counters live in Redis, which the route needs anyway (its keys are
- * there, and it is mounted only with REDIS_URL): every instance counts in the
- * same place, so N instances allow what one does. One Lua script checks both
- * counters and takes one from each, atomically: concurrent sends can never
- * pass a cap together. A window starts at its first send and lasts its length
+ * The counters live in Redis (the route is mounted only with REDIS_URL):
+ * every instance counts in the same place, so N instances allow what one
+ * does. One Lua script checks both counters and takes one from each,
+ * atomically: concurrent sends can never pass a cap together. A window starts at its first send and lasts its length
  * (a counter expires with it, so nothing needs purging); past the cap the
  * answer is 429 with Retry-After, the time until that window ends.
  *
- * A send is counted before it is made: a send that fails still counts. A
- * replay of a key is answered before the handler runs and counts nothing.
+ * A confirmation is counted before it is queued: one whose transaction then
+ * fails, or whose send fails, still counts. A replay of a key is answered
+ * before the handler runs and counts nothing.
  * Losing Redis (a failover without persistence) resets the counts, as it
  * forgets the keys.
  */

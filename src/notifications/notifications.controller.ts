@@ -9,12 +9,12 @@ import { OrderConfirmationResponse, SendOrderConfirmationDto } from './dto/order
 import { NotificationsService } from './notifications.service';
 
 /**
- * The send is a side effect outside PostgreSQL, so the key lives in Redis: a
- * transaction would roll nothing back, and a retry costs one Redis round trip.
- * The price (packages/idempotency/docs/stores.md, "A Redis store"): a crash between the send and
- * the stored response, or a Redis failover, can let a retry send twice. Fine
- * for a confirmation message; never for a money movement. How many are sent is
- * capped per order and per client (ConfirmationLimits).
+ * The send is a side effect outside PostgreSQL, so the route does not send:
+ * it queues the confirmation in the outbox, in the transaction that stores its
+ * key, and the relay sends it after the commit (packages/idempotency/docs/outbox.md).
+ * A crash anywhere loses nothing and a retry queues nothing twice; the relay
+ * may send twice (killed after a send), under one idempotency key. How many are
+ * sent is capped per order and per client (ConfirmationLimits).
  */
 @ApiTags('orders')
 @ApiProblems(401)
@@ -24,8 +24,8 @@ export class NotificationsController {
 
   @Post(':id/confirmation')
   @HttpCode(202)
-  @Idempotent({ store: 'redis' })
-  @ApiOperation({ summary: "Send the order's confirmation to the buyer (once per Idempotency-Key; mounted when REDIS_URL is set)" })
+  @Idempotent()
+  @ApiOperation({ summary: "Queue the order's confirmation to the buyer (once per Idempotency-Key; mounted when REDIS_URL is set)" })
   @ApiAcceptedResponse({ type: OrderConfirmationResponse })
   @ApiProblems(404, 429)
   confirm(

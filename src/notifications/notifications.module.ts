@@ -5,6 +5,7 @@ import { unsafeProductionConfig } from '../config/production';
 import { OrdersModule } from '../orders/orders.module';
 import { ConfirmationLimits } from './confirmation-limits';
 import { LoggingNotifier, Notifier } from './notifier';
+import { NotifierModule } from './notifier.module';
 import { NotificationsController } from './notifications.controller';
 import { NotificationsService } from './notifications.service';
 
@@ -32,18 +33,16 @@ class RealNotifierInProduction implements OnModuleInit {
 }
 
 /**
- * Order confirmations, sent through the Notifier port (LoggingNotifier by
- * default) within ConfirmationLimits' caps. Its route keeps its keys in the
- * idempotency module's Redis store, so the app mounts this module only when
- * REDIS_URL is set.
+ * Order confirmations, queued in the outbox with the request's key and sent
+ * by its relay through the Notifier port (LoggingNotifier by default), within
+ * ConfirmationLimits' caps. The caps are counted in Redis, so the app mounts
+ * this module only when REDIS_URL is set.
  */
 @Module({
-  imports: [OrdersModule],
+  imports: [OrdersModule, NotifierModule],
   controllers: [NotificationsController],
   providers: [
     NotificationsService,
-    LoggingNotifier,
-    { provide: Notifier, useExisting: LoggingNotifier },
     { provide: ConfirmationLimits, inject: [APP_CONFIG], useFactory: (config: AppConfig) => ConfirmationLimits.connect(config) },
     RealNotifierInProduction,
   ],

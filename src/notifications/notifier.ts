@@ -13,17 +13,20 @@ export interface Notification {
 
 export interface SentNotification extends Notification {
   id: string;
+  /** The idempotency key it was sent under (the outbox message's id). */
+  key: string;
   sentAt: Date;
 }
 
 /**
  * The port through which the app sends notifications (an email or SMS
  * provider in production). Sending is a side effect outside the database: the
- * route that sends is made exactly-once by the Redis store, not by a
- * transaction (see NotificationsController).
+ * outbox's relay calls it after the commit, at least once, with the outbox
+ * message's id as `idempotencyKey`; an adapter passes it to its provider (an
+ * `Idempotency-Key` header) so that a second delivery sends nothing twice.
  */
 export abstract class Notifier {
-  abstract send(notification: Notification): Promise<SentNotification>;
+  abstract send(notification: Notification, idempotencyKey: string): Promise<SentNotification>;
 }
 
 /** The most sends LoggingNotifier keeps for inspection (oldest go first). */
@@ -31,15 +34,19 @@ const KEPT_SENDS = 1_000;
 
 /**
  * The default notifier: logs each send and keeps the last ones in memory
- * (`sent()`), for development and tests. A provider's adapter replaces it.
+ * (`sent()`), for development and tests; a second send under a kept key
+ * answers the first (as a provider honouring the key does). A provider's
+ * adapter replaces it.
  */
 @Injectable()
 export class LoggingNotifier extends Notifier {
   private readonly logger = new Logger('Notifier');
   private readonly sends: SentNotification[] = [];
 
-  send(notification: Notification): Promise<SentNotification> {
-    const sent: SentNotification = { ...notification, id: randomUUID(), sentAt: new Date() };
+  send(notification: Notification, idempotencyKey: string): Promise<SentNotification> {
+    const earlier = this.sends.find((s) => s.key === idempotencyKey);
+    if (earlier) return Promise.resolve(earlier);
+    const sent: SentNotification = { ...notification, id: randomUUID(), key: idempotencyKey, sentAt: new Date() };
     this.sends.push(sent);
     if (this.sends.length > KEPT_SENDS) this.sends.shift();
     this.logger.log(`${sent.channel} ${sent.id} sent for client ${sent.clientId}: ${sent.subject}`);

@@ -105,7 +105,7 @@ describe('idempotency_keys migrations (e2e)', () => {
     }
   });
 
-  it('creates the processed-messages table last, and drops it on the way down', async () => {
+  it('creates the processed-messages table, then the outbox, and drops each on the way down', async () => {
     const own = await createTestDatabase();
     try {
       const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: idempotencyMigrations }).initialize();
@@ -126,6 +126,12 @@ describe('idempotency_keys migrations (e2e)', () => {
           { indexdef: 'CREATE INDEX idempotency_messages_expires_at_idx ON public.idempotency_messages USING btree (expires_at)' },
           { indexdef: 'CREATE UNIQUE INDEX idempotency_messages_pkey ON public.idempotency_messages USING btree (source, message_id)' },
         ]);
+        expect(await ds.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'idempotency_outbox' ORDER BY indexname`)).toEqual(
+          ['delivered_at_idx', 'due_idx', 'pkey', 'stream_idx'].map((i) => ({ indexname: `idempotency_outbox_${i}` })),
+        );
+        await ds.undoLastMigration();
+        expect(await ds.query(`SELECT to_regclass('idempotency_outbox') AS t`)).toEqual([{ t: null }]);
+        expect(await ds.query(`SELECT to_regclass('idempotency_messages') IS NOT NULL AS t`)).toEqual([{ t: true }]);
         await ds.undoLastMigration();
         expect(await ds.query(`SELECT to_regclass('idempotency_messages') AS t`)).toEqual([{ t: null }]);
         expect(await ds.query(`SELECT to_regclass('idempotency_keys') IS NOT NULL AS t`)).toEqual([{ t: true }]);

@@ -268,8 +268,8 @@ describe('IdempotentConsumer: a message processed exactly once (e2e)', () => {
     await t.dataSource.query(`UPDATE idempotency_messages SET expires_at = now() - interval '1 second' WHERE message_id = ANY($1)`, [expired]);
 
     const result = await purger.purgeOnce();
-    // batchSize 2: one short batch of keys, then messages in batches of 2, 2 and 1.
-    expect(result).toEqual({ deleted: 0, messages: 5, batches: 4, durationMs: expect.any(Number), skipped: false });
+    // batchSize 2: one short batch of keys and of the outbox, then messages in batches of 2, 2 and 1.
+    expect(result).toEqual({ deleted: 0, messages: 5, outbox: 0, batches: 5, durationMs: expect.any(Number), skipped: false });
     expect(await countRows(t.dataSource, 'idempotency_messages', 'message_id = ANY($1)', [expired])).toBe(0);
     expect(await recorded(kept)).toBe(1);
     const purged = (await t.app.get(IdempotencyMetrics).purgedMessages.get()).values[0].value;

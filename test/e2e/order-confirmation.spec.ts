@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import request from 'supertest';
+import { DataSource } from 'typeorm';
 import { LoggingNotifier, Notification, Notifier, SentNotification } from '../../src/notifications/notifier';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { confirmationsPerClientPerHour } from '../support/config';
@@ -10,10 +11,26 @@ import { builtFile } from '../support/dist';
 import { createOrder } from '../support/fixtures';
 import { redisSuites, redisUrl } from '../support/redis-server';
 
+/** Resolves once `condition` holds (asked every 50 ms), or fails after 20 s. */
+async function eventually(condition: () => boolean | Promise<boolean>): Promise<void> {
+  const end = Date.now() + 20_000;
+  while (!(await condition())) {
+    if (Date.now() > end) throw new Error('the condition did not hold within 20 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Confirmations of the order queued in the outbox (committed), on the app's database. */
+async function queued(dataSource: DataSource, orderId: string): Promise<number> {
+  const [{ n }] = (await dataSource.query(`SELECT count(*)::int AS n FROM idempotency_outbox WHERE payload->>'subject' = $1`, [`Order ${orderId} confirmed`])) as { n: number }[];
+  return n;
+}
+
 /**
- * POST /orders/{id}/confirmation: a send through the Notifier (a side effect
- * outside PostgreSQL), exactly once per key through the Redis store. Mounted
- * only when REDIS_URL is set.
+ * POST /orders/{id}/confirmation: the confirmation is queued in the outbox in
+ * the transaction that stores the request's key (PostgreSQL), and the relay
+ * sends it through the Notifier after the commit, with the message's id as
+ * its idempotency key. Mounted only when REDIS_URL is set (the caps).
  */
 redisSuites()('POST /orders/{id}/confirmation (e2e)', () => {
   let t: TestApp;
@@ -25,19 +42,28 @@ redisSuites()('POST /orders/{id}/confirmation (e2e)', () => {
   });
   afterAll(() => t?.close());
 
-  it('sends once per key and replays the answer to a retry', async () => {
+  it('queues once per key with the key, sends after the commit under the message id, and replays the answer to a retry', async () => {
     const order = await createOrder(t);
     const notifier = t.app.get(LoggingNotifier);
-    const before = notifier.sent().length;
     const key = randomUUID();
     const body = { channel: 'email', recipient: 'buyer@example.com' };
     const first = await confirm(order.id, key, body).expect(202);
-    expect(first.body).toMatchObject({ order_id: order.id, channel: 'email', recipient: 'buyer@example.com' });
+    expect(first.body).toEqual({ id: expect.any(String), order_id: order.id, channel: 'email', recipient: 'buyer@example.com' });
     const retry = await confirm(order.id, key, body).expect(202);
     expect(retry.headers['idempotent-replayed']).toBe('true');
     expect(retry.text).toBe(first.text);
-    expect(notifier.sent().length - before).toBe(1);
-    expect(notifier.sent().at(-1)).toMatchObject({ id: first.body.id, subject: `Order ${order.id} confirmed` });
+    const dataSource = t.app.get(DataSource);
+    // The message committed with the key: one row, whose id the response carries.
+    expect(await dataSource.query(`SELECT id::text FROM idempotency_outbox WHERE payload->>'subject' = $1`, [`Order ${order.id} confirmed`])).toEqual([
+      { id: first.body.id },
+    ]);
+    await eventually(() => notifier.sent().some((s) => s.key === first.body.id));
+    expect(notifier.sent().filter((s) => s.subject === `Order ${order.id} confirmed`)).toEqual([
+      expect.objectContaining({ key: first.body.id, recipient: 'buyer@example.com', channel: 'email' }),
+    ]);
+    // A second delivery under the same id (a relay killed after its send) sends nothing twice.
+    await notifier.send(notifier.sent().find((s) => s.key === first.body.id)!, first.body.id);
+    expect(notifier.sent().filter((s) => s.key === first.body.id)).toHaveLength(1);
   });
 
   it("answers 404 for another client's order and 400 for a recipient that does not fit the channel, sending nothing", async () => {
@@ -46,6 +72,7 @@ redisSuites()('POST /orders/{id}/confirmation (e2e)', () => {
     const before = notifier.sent().length;
     await confirm(order.id, randomUUID(), { channel: 'email', recipient: 'buyer@example.com' }, CLIENT_B).expect(404);
     await confirm(order.id, randomUUID(), { channel: 'sms', recipient: 'buyer@example.com' }).expect(400);
+    expect(await queued(t.app.get(DataSource), order.id)).toBe(0);
     expect(notifier.sent().length).toBe(before);
   });
 
@@ -84,8 +111,13 @@ describe('order confirmations are capped per order and per client (e2e)', () => 
   const body = { channel: 'email', recipient: 'buyer@example.com' };
   const confirm = (t: TestApp, id: string, client: { key: string }, key = randomUUID()) =>
     request(t.app.getHttpServer()).post(`/orders/${id}/confirmation`).set(t.auth(client)).set('Idempotency-Key', key).send(body);
-  /** Confirmations of the order sent by either instance. */
-  const sent = (orderId: string) => [one, two].flatMap((t) => t.app.get(LoggingNotifier).sent()).filter((n) => n.subject === `Order ${orderId} confirmed`).length;
+  /** Confirmations of the order sent by either instance's relay, once every queued one has been sent. */
+  const sent = async (orderId: string) => {
+    const count = () => [one, two].flatMap((t) => t.app.get(LoggingNotifier).sent()).filter((n) => n.subject === `Order ${orderId} confirmed`).length;
+    const committed = await queued(one.app.get(DataSource), orderId);
+    await eventually(() => count() >= committed);
+    return count();
+  };
   const expectCapped = (res: request.Response, windowS: number, detail: RegExp) => {
     expect(res.status).toBe(429);
     expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
@@ -114,10 +146,10 @@ describe('order confirmations are capped per order and per client (e2e)', () => 
     await confirm(one, order.id, CLIENT_A).expect(202);
     const refusedKey = randomUUID();
     expectCapped(await confirm(two, order.id, CLIENT_A, refusedKey), 86_400, /sent 3 times in 24 hours/);
-    expect(sent(order.id)).toBe(3);
+    expect(await sent(order.id)).toBe(3);
     // Refused, not stored: the key stays free, and the same request is refused again.
     expectCapped(await confirm(one, order.id, CLIENT_A, refusedKey), 86_400, /sent 3 times/);
-    expect(sent(order.id)).toBe(3);
+    expect(await sent(order.id)).toBe(3);
   });
 
   it('sends at most 5 confirmations of one client in an hour, over all its orders and instances; other clients still send', async () => {
@@ -126,7 +158,7 @@ describe('order confirmations are capped per order and per client (e2e)', () => 
       await confirm(t, order.id, CLIENT_B).expect(202);
     }
     expectCapped(await confirm(two, orders[2].id, CLIENT_B), 3_600, /5 order confirmations within the hour/);
-    expect(sent(orders[2].id)).toBe(0);
+    expect(await sent(orders[2].id)).toBe(0);
     const other = await createOrder(one, undefined, CLIENT_C);
     await confirm(two, other.id, CLIENT_C).expect(202);
   });
@@ -135,7 +167,7 @@ describe('order confirmations are capped per order and per client (e2e)', () => 
     const order = await createOrder(one, undefined, CLIENT_D);
     const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => confirm(i % 2 ? one : two, order.id, CLIENT_D)));
     expect(answers.map((a) => a.status).sort()).toEqual([...Array(3).fill(202), ...Array(9).fill(429)]);
-    expect(sent(order.id)).toBe(3);
+    expect(await sent(order.id)).toBe(3);
   });
 });
 
@@ -175,9 +207,9 @@ describe('order confirmations in production (e2e)', () => {
   it('starts with REDIS_URL once a real notifier is bound, and sends through it', async () => {
     const sends: Notification[] = [];
     const provider: Notifier = {
-      send: (n: Notification): Promise<SentNotification> => {
+      send: (n: Notification, key: string): Promise<SentNotification> => {
         sends.push(n);
-        return Promise.resolve({ ...n, id: randomUUID(), sentAt: new Date() });
+        return Promise.resolve({ ...n, id: randomUUID(), key, sentAt: new Date() });
       },
     };
     const t = await createTestApp({ env: { NODE_ENV: 'production', REDIS_URL: redisUrl() }, overrides: [{ provide: Notifier, useValue: provider }] });
@@ -189,6 +221,7 @@ describe('order confirmations in production (e2e)', () => {
         .set('Idempotency-Key', randomUUID())
         .send({ channel: 'email', recipient: 'buyer@example.com' })
         .expect(202);
+      await eventually(() => sends.length > 0);
       expect(sends).toEqual([expect.objectContaining({ recipient: 'buyer@example.com', subject: `Order ${order.id} confirmed` })]);
     } finally {
       await t.close();

@@ -190,7 +190,7 @@ describe('purge of expired idempotency keys (e2e)', () => {
       await waitFor('the first purger to hold the purge lock', async () => (await advisoryLockHolders()) === 1);
 
       const second = await purger(other).purgeOnce();
-      expect(second).toEqual({ deleted: 0, messages: 0, batches: 0, durationMs: expect.any(Number), skipped: true });
+      expect(second).toEqual({ deleted: 0, messages: 0, outbox: 0, batches: 0, durationMs: expect.any(Number), skipped: true });
 
       await blocker.query('COMMIT');
       const firstResult = await first;
@@ -228,7 +228,7 @@ describe('purge of expired idempotency keys (e2e)', () => {
   it('never overlaps itself in one process: a run requested during a run is skipped', async () => {
     const [a, b] = await Promise.all([purger().purgeOnce(), purger().purgeOnce()]);
     expect(a.skipped).toBe(false);
-    expect(b).toEqual({ deleted: 0, messages: 0, batches: 0, durationMs: 0, skipped: true });
+    expect(b).toEqual({ deleted: 0, messages: 0, outbox: 0, batches: 0, durationMs: 0, skipped: true });
     // The flag is cleared when the run ends.
     expect((await purger().purgeOnce()).skipped).toBe(false);
   });

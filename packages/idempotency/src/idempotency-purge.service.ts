@@ -5,6 +5,8 @@ import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyMetrics } from './idempotency.metrics';
 import { purgeStatements } from './postgres/statements';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { OutboxMetrics } from './outbox/outbox-metrics';
+import { outboxStatements } from './outbox/outbox-statements';
 
 /**
  * The purge job: deletes idempotency keys past their retention, and the
@@ -43,6 +45,9 @@ import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.o
  *   messages, so neither backlog starves the other within the time budget. An app
  *   whose database lacks the messages table (it has not run the module's
  *   CreateIdempotencyMessages migration) still has its keys purged, with a warning.
+ * - Delivered outbox messages. A delivered message past `outbox.retention`
+ *   (counted from its delivery) is deleted the same way; undelivered ones and
+ *   dead letters never are. A database without the outbox table skips it.
  * - The schedule. The job is a cron job of the module's own (the `cron`
  *   package, from `purge.cron`), started once the app has bootstrapped and
  *   stopped before it shuts down: the app registers no scheduler for it, and
@@ -68,6 +73,8 @@ export interface PurgeResult {
   deleted: number;
   /** Processed messages (IdempotentConsumer) deleted by this run. */
   messages: number;
+  /** Delivered outbox messages deleted by this run. */
+  outbox: number;
   /** DELETE statements run, of keys and of messages (the last of each deleted fewer than a batch). */
   batches: number;
   durationMs: number;
@@ -82,6 +89,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   private stopping = false;
   private readonly purgeBatchSql: string;
   private readonly purgeMessagesBatchSql: string;
+  private readonly purgeOutboxBatchSql: string;
   private warnedNoMessagesTable = false;
   /** The running schedule; undefined while the job is off or stopped. */
   private job?: CronJob;
@@ -90,10 +98,12 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly metrics: IdempotencyMetrics,
+    private readonly outboxMetrics: OutboxMetrics,
   ) {
     const sql = purgeStatements(options.table.sql, options.messages.table.sql);
     this.purgeBatchSql = sql.keys;
     this.purgeMessagesBatchSql = sql.messages;
+    this.purgeOutboxBatchSql = outboxStatements(options.outbox.table.sql).purge;
   }
 
   onApplicationBootstrap(): void {
@@ -134,7 +144,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   purgeOnce(): Promise<PurgeResult> {
     if (this.inFlight) {
       this.logger.debug('skipped: a purge is already running in this process');
-      return Promise.resolve({ deleted: 0, messages: 0, batches: 0, durationMs: 0, skipped: true });
+      return Promise.resolve({ deleted: 0, messages: 0, outbox: 0, batches: 0, durationMs: 0, skipped: true });
     }
     const run = this.run().finally(() => {
       this.inFlight = undefined;
@@ -156,7 +166,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
       }[];
       if (!locked) {
         this.logger.debug('skipped: another instance is purging expired idempotency keys');
-        return { deleted: 0, messages: 0, batches: 0, durationMs: elapsedMs(), skipped: true };
+        return { deleted: 0, messages: 0, outbox: 0, batches: 0, durationMs: elapsedMs(), skipped: true };
       }
       counts = await this.purgeBatches(elapsedMs);
     } catch (error) {
@@ -170,9 +180,9 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
 
     const durationMs = elapsedMs();
     this.metrics.purgeDuration.observe(durationMs / 1000);
-    const { deleted, messages, batches } = counts;
-    const message = `purged ${deleted} expired idempotency keys and ${messages} processed messages in ${batches} batches, ${durationMs} ms`;
-    if (deleted + messages > 0) this.logger.log(message);
+    const { deleted, messages, outbox, batches } = counts;
+    const message = `purged ${deleted} expired idempotency keys, ${messages} processed messages and ${outbox} delivered outbox messages in ${batches} batches, ${durationMs} ms`;
+    if (deleted + messages + outbox > 0) this.logger.log(message);
     else this.logger.debug(message);
     return { ...counts, durationMs, skipped: false };
   }
@@ -183,10 +193,10 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
    */
   private async purgeBatches(elapsedMs: () => number): Promise<Omit<PurgeResult, 'durationMs' | 'skipped'>> {
     const { batchSize, budgetMs } = this.options.purge;
-    const counts = { deleted: 0, messages: 0, batches: 0 };
+    const counts = { deleted: 0, messages: 0, outbox: 0, batches: 0 };
     const runner = this.dataSource.createQueryRunner('master');
     try {
-      const pending: { sql: string; deleted(n: number): void }[] = [
+      const pending: { sql: string; params?: unknown[]; deleted(n: number): void }[] = [
         {
           sql: this.purgeBatchSql,
           deleted: (n) => {
@@ -204,8 +214,18 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
           },
         });
       }
+      if (await this.tableExists(runner, this.options.outbox.table.sql)) {
+        pending.push({
+          sql: this.purgeOutboxBatchSql,
+          params: [this.options.outbox.retentionMs],
+          deleted: (n) => {
+            counts.outbox += n;
+            this.outboxMetrics.purged.inc(n);
+          },
+        });
+      }
       for (let table = pending.shift(); table !== undefined; table = pending.shift()) {
-        const { affected = 0 } = await runner.query(table.sql, [batchSize], true);
+        const { affected = 0 } = await runner.query(table.sql, [batchSize, ...(table.params ?? [])], true);
         counts.batches += 1;
         table.deleted(affected);
         if (affected >= batchSize) pending.push(table);
@@ -220,7 +240,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
   /** Whether the messages table exists; warns once per process when it does not (see the header). */
   private async messagesTableExists(runner: QueryRunner): Promise<boolean> {
     const { table } = this.options.messages;
-    const [{ exists }] = (await runner.query('SELECT to_regclass($1) IS NOT NULL AS exists', [table.sql])) as { exists: boolean }[];
+    const exists = await this.tableExists(runner, table.sql);
     if (!exists && !this.warnedNoMessagesTable) {
       this.warnedNoMessagesTable = true;
       this.logger.warn(
@@ -228,6 +248,11 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
           '(createIdempotencyMigrations includes CreateIdempotencyMessages1796142644217) to the data source',
       );
     }
+    return exists;
+  }
+
+  private async tableExists(runner: QueryRunner, table: string): Promise<boolean> {
+    const [{ exists }] = (await runner.query('SELECT to_regclass($1) IS NOT NULL AS exists', [table])) as { exists: boolean }[];
     return exists;
   }
 }

@@ -15,6 +15,9 @@ import { IdempotentConsumer } from './idempotent-consumer';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_REGISTRY, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions, resolveIdempotencyOptions } from './idempotency.options';
 import { IdempotencyModuleOptions } from './module-options';
 import { IdempotencyMigrator } from './idempotency-migrator';
+import { Outbox } from './outbox/outbox';
+import { OutboxMetrics } from './outbox/outbox-metrics';
+import { OutboxRelay } from './outbox/outbox-relay';
 import { KeyTransactionWrites } from './key-transaction-writes';
 import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
 import { RedisIdempotencyStore } from './redis/redis-idempotency.store';
@@ -45,7 +48,8 @@ export const {
  *   ClsModule.forRoot(...) reaches the same transaction through either
  *   TransactionHost. Without nestjs-cls's middleware (or any context the app
  *   opens), the interceptor opens the request's context itself;
- * - its jobs (purge, recovery) on timers of its own: no scheduler to register;
+ * - its jobs (purge, recovery, the outbox's relay) on timers of its own: no
+ *   scheduler to register;
  * - its tables, migrated at startup (IdempotencyMigrator).
  */
 @Global()
@@ -82,6 +86,9 @@ export const {
     ResumersCheck,
     IdempotentConsumer,
     IdempotencyKeys,
+    OutboxMetrics,
+    Outbox,
+    OutboxRelay,
   ],
   // The interceptor is instantiated in each module that declares @Idempotent() routes: what it injects is exported.
   exports: [
@@ -98,6 +105,8 @@ export const {
     IdempotencyRecovery,
     IdempotentConsumer,
     IdempotencyKeys,
+    Outbox,
+    OutboxRelay,
   ],
 })
 export class IdempotencyModule extends ConfigurableModuleClass {

@@ -4,6 +4,8 @@ import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from './idempotency-messag
 import { IdempotencyTable, idempotencyTable } from './idempotency-table';
 import { IDEMPOTENCY_COMMIT_MODES, IDEMPOTENCY_STORE_KINDS, IdempotencyCommitMode, IdempotencyModuleOptions, IdempotencyRequest, IdempotencyStoreKind } from './module-options';
 import type { IdempotencyRedisClient } from './redis/redis-options';
+import type { OutboxPublisher } from './outbox/outbox-message';
+import { DEFAULT_OUTBOX_TABLE_NAME } from './outbox/outbox-statements';
 
 /**
  * The module's options as it runs with them: every default applied and every
@@ -35,6 +37,8 @@ export interface ResolvedIdempotencyOptions {
   encryption: EncryptionKey[];
   recovery: { enabled: boolean; intervalMs: number; batchSize: number };
   messages: { table: IdempotencyTable; retentionMs: number };
+  /** The outbox; `channel` is where adds are announced (NOTIFY). */
+  outbox: { table: IdempotencyTable; channel: string; publish?: OutboxPublisher; enabled: boolean; leaseMs: number; horizonMs: number; retentionMs: number };
 }
 
 /**
@@ -53,6 +57,7 @@ export const IDEMPOTENCY_DEFAULTS = {
   replayCache: { enabled: true, maxBytes: 16 * 1024 * 1024 },
   recovery: { enabled: true, interval: '1m', batchSize: 100 },
   messages: { tableName: DEFAULT_MESSAGES_TABLE_NAME, retention: '7d' },
+  outbox: { enabled: true, lease: '1m', horizon: '3d', retention: '7d' },
   migrations: true,
 } as const;
 
@@ -112,6 +117,7 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
       batchSize: o.recovery?.batchSize ?? d.recovery.batchSize,
     },
     messages: resolveMessages(o.messages),
+    outbox: resolveOutbox(o.outbox),
   };
 }
 
@@ -148,6 +154,25 @@ function resolveMessages(given: IdempotencyModuleOptions['messages']): ResolvedI
   const retentionMs = parseDuration(given?.retention ?? d.retention);
   if (retentionMs <= 0) throw new RangeError('IdempotencyModule: messages.retention must be longer than 0');
   return { table: messagesTable(given?.tableName ?? d.tableName), retentionMs };
+}
+
+function resolveOutbox(given: IdempotencyModuleOptions['outbox']): ResolvedIdempotencyOptions['outbox'] {
+  const d = IDEMPOTENCY_DEFAULTS.outbox;
+  if (given?.publish !== undefined && typeof given.publish !== 'function') throw new TypeError('IdempotencyModule: outbox.publish must be a function');
+  const ms = (name: 'lease' | 'horizon' | 'retention') => {
+    const value = parseDuration(given?.[name] ?? d[name]);
+    if (value <= 0) throw new RangeError(`IdempotencyModule: outbox.${name} must be longer than 0`);
+    return value;
+  };
+  return {
+    table: idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME),
+    channel: DEFAULT_OUTBOX_TABLE_NAME,
+    publish: given?.publish,
+    enabled: given?.enabled ?? d.enabled,
+    leaseMs: ms('lease'),
+    horizonMs: ms('horizon'),
+    retentionMs: ms('retention'),
+  };
 }
 
 function keyRing(entries: string[] | undefined): EncryptionKey[] {

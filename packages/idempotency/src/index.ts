@@ -30,6 +30,9 @@ export { IdempotencyKeys } from './idempotency-keys.service';
 export { IdempotencyRecovery } from './idempotency-recovery.service';
 export { IdempotentConsumer, InvalidMessageIdError } from './idempotent-consumer';
 export { IdempotencyPurgeService } from './idempotency-purge.service';
+export { Outbox, OutboxOutsideTransactionError } from './outbox/outbox';
+export type { OutboxEntry } from './outbox/outbox';
+export type { DeadLetter, OutboxMessage, OutboxPublisher } from './outbox/outbox-message';
 // What an app catches or tells its clients.
 export { IdempotencyErrorCode, IdempotencyProblem, LeaseLostError } from './idempotency.errors';
 export { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, REPLAYED_OUTCOME_CODE } from './contexts/context-errors';

@@ -1,5 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { Duration } from './duration';
+import type { OutboxPublisher } from './outbox/outbox-message';
 import type { IdempotencyRedisOptions } from './redis/redis-options';
 
 /**
@@ -158,6 +159,22 @@ export interface IdempotencyModuleOptions {
      * the purge job deletes it (a redelivery after that is processed again). At
      * least as long as the senders redeliver. Default `7d`.
      */
+    retention?: Duration;
+  };
+  /**
+   * The transactional outbox (see Outbox, OutboxRelay): messages added in a
+   * key's transaction, delivered by a relay on every instance.
+   */
+  outbox?: {
+    /** Delivers one message (its `id` is the downstream idempotency key). Without it no relay runs here; `Outbox.add` still works. */
+    publish?: OutboxPublisher;
+    /** Run the relay in this process (when there is a publisher). Default true. */
+    enabled?: boolean;
+    /** How long a relay holds a message it is delivering before another relay may take it. Default `1m`. */
+    lease?: Duration;
+    /** How long after it is added (or replayed) a failing message is retried before it becomes a dead letter (the relay's setting). Default `3d`. */
+    horizon?: Duration;
+    /** How long a delivered message is kept before the purge job deletes it. Default `7d`. */
     retention?: Duration;
   };
   /** The recovery job of phased operations (see IdempotencyRecovery). */

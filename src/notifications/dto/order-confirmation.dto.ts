@@ -32,7 +32,7 @@ export class SendOrderConfirmationDto {
 }
 
 export class OrderConfirmationResponse {
-  @ApiProperty({ format: 'uuid', description: 'The notification sent' })
+  @ApiProperty({ format: 'uuid', description: 'The queued confirmation: sent after the commit, under this id as its idempotency key' })
   id!: string;
 
   @ApiProperty({ format: 'uuid' })
@@ -43,7 +43,4 @@ export class OrderConfirmationResponse {
 
   @ApiProperty()
   recipient!: string;
-
-  @ApiProperty({ format: 'date-time' })
-  sent_at!: string;
 }

@@ -6,6 +6,8 @@ import { idempotencyKeysRecovery } from './1764460800004-IdempotencyKeysRecovery
 import { idempotencyKeysAnyScope } from './1764460800005-IdempotencyKeysAnyScope';
 import { idempotencyKeysHashed } from './1796081151558-IdempotencyKeysHashed';
 import { createIdempotencyMessages } from './1796142644217-CreateIdempotencyMessages';
+import { createIdempotencyOutbox } from './1796500000000-CreateIdempotencyOutbox';
+import { DEFAULT_OUTBOX_TABLE_NAME } from '../outbox/outbox-statements';
 
 export type IdempotencyMigration = new () => MigrationInterface;
 
@@ -17,7 +19,8 @@ export type IdempotencyMigration = new () => MigrationInterface;
  * so a database that has run one never runs it again. For a database managed
  * without TypeORM migrations, sql/idempotency-keys.sql is the keys table's
  * schema; the messages table is the one CREATE TABLE and index of
- * CreateIdempotencyMessages.
+ * CreateIdempotencyMessages; the outbox's table, `idempotency_outbox`, the
+ * CREATE TABLE and indexes of CreateIdempotencyOutbox.
  */
 export function createIdempotencyMigrations(
   tableName: string = DEFAULT_TABLE_NAME,
@@ -30,8 +33,9 @@ export function createIdempotencyMigrations(
     idempotencyKeysAnyScope(table),
     idempotencyKeysHashed(table),
     createIdempotencyMessages(messagesTable(messagesTableName)),
+    createIdempotencyOutbox(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
   ];
 }
 
-/** The module's migrations for the default tables, `idempotency_keys` and `idempotency_messages`. */
+/** The module's migrations for the default tables, `idempotency_keys` and `idempotency_messages`, and the outbox. */
 export const idempotencyMigrations: IdempotencyMigration[] = createIdempotencyMigrations();

@@ -1,4 +1,4 @@
-import { Pool } from 'pg';
+import { ClientConfig, Pool } from 'pg';
 import { DataSource } from 'typeorm';
 
 interface Credentials {
@@ -42,4 +42,12 @@ export function createClaimPool(dataSource: DataSource, max: number, transaction
     application_name: 'safe-retries-claims',
     ...(transactionPooler ? {} : { options: '-c synchronous_commit=off' }),
   });
+}
+
+/** Where a session of the module's own connects: the data source's primary, as the claim pool does. */
+export function primaryClientConfig(dataSource: DataSource): ClientConfig {
+  const options = dataSource.options as Credentials & { replication?: { master: Credentials } };
+  const o: Credentials = options.replication?.master ?? options;
+  const password = typeof o.password === 'string' ? o.password : undefined;
+  return { connectionString: o.url, host: o.host, port: o.port, user: o.username, password, database: o.database, ssl: o.ssl as never };
 }

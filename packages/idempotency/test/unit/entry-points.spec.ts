@@ -76,6 +76,8 @@ describe('entry points', () => {
         'InvalidMessageIdError',
         'LeaseLostError',
         'Operation',
+        'Outbox',
+        'OutboxOutsideTransactionError',
         'REPLAYED_OUTCOME_CODE',
         'PhasedOperation',
         'Resumes',

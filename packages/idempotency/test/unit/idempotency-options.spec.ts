@@ -72,4 +72,13 @@ describe('idempotency options', () => {
     expect(() => declare({ lease: '0ms' })).toThrow('@Idempotent(): the lease must be longer than 0');
     expect(() => declare({ lease: '2m' })).not.toThrow();
   });
+
+  it('resolves the outbox: no relay without a publisher, its durations checked', () => {
+    const publish = () => Promise.resolve();
+    expect(resolveIdempotencyOptions({}).outbox).toMatchObject({ publish: undefined, enabled: true, leaseMs: 60_000, horizonMs: 3 * 86_400_000, retentionMs: 7 * 86_400_000 });
+    expect(resolveIdempotencyOptions({ outbox: { publish, horizon: '1h' } }).outbox).toMatchObject({ publish, horizonMs: 3_600_000 });
+    expect(() => resolveIdempotencyOptions({ outbox: { lease: 0 } })).toThrow('IdempotencyModule: outbox.lease must be longer than 0');
+    expect(() => resolveIdempotencyOptions({ outbox: { publish: 'https://hooks.example.com' as never } })).toThrow('outbox.publish must be a function');
+  });
 });
+

@@ -1,0 +1,33 @@
+/** A message as the publisher receives it. */
+export interface OutboxMessage {
+  /** The message's identity: the same on every delivery. Send it as the downstream idempotency key (`webhook-id`, `Nats-Msg-Id`, `Idempotency-Key`). */
+  id: string;
+  topic: string;
+  /** The JSON value given to `Outbox.add`. */
+  payload: unknown;
+  /** The stream it was added to, or null. */
+  stream: string | null;
+  /** 1 on the first delivery, then counting (from 1 again after a replay). */
+  attempt: number;
+}
+
+/**
+ * Hands a message to the world (a broker, a webhook, a mail API). Resolving
+ * means delivered; throwing (or rejecting) means try again later. `signal`
+ * aborts when the relay's lease on the message ends: another relay may then
+ * deliver it too, so stop (pass it to `fetch`) rather than go on.
+ */
+export type OutboxPublisher = (message: OutboxMessage, signal: AbortSignal) => Promise<unknown>;
+
+/** A message parked past its horizon (`Outbox.deadLetters`). */
+export interface DeadLetter {
+  id: string;
+  topic: string;
+  payload: unknown;
+  stream: string | null;
+  attempts: number;
+  lastError: string | null;
+  /** ISO 8601, UTC, to the microsecond, as the database holds it. */
+  createdAt: string;
+  deadAt: string;
+}

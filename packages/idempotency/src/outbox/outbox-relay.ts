@@ -1,0 +1,161 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { SpanStatusCode, trace } from '@opentelemetry/api';
+import { DataSource } from 'typeorm';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../idempotency.options';
+import { primaryClientConfig } from '../postgres/claim-pool';
+import { backoffMs } from './backoff';
+import { OutboxMetrics } from './outbox-metrics';
+import { OutboxMessage, OutboxPublisher } from './outbox-message';
+import { OutboxStatements, outboxStatements } from './outbox-statements';
+import { OutboxWakeups, sleep } from './outbox-wakeups';
+
+/** Messages claimed per round. */
+export const RELAY_BATCH_SIZE = 20;
+/** How often an idle relay looks for due messages: with a listener (a safety net), and without one. */
+export const RELAY_POLL_MS = { listening: 5_000, polling: 1_000 } as const;
+
+const tracer = trace.getTracer('safe-retries');
+
+/**
+ * The outbox's relay: delivers committed messages through the registered
+ * publisher, at least once. Every instance runs one; they share the work.
+ *
+ * - Claim. One autocommit statement takes up to RELAY_BATCH_SIZE due
+ *   messages with FOR UPDATE SKIP LOCKED (relays never wait on each other)
+ *   and pushes each one's next_attempt_at to the end of a lease (`outbox.lease`,
+ *   on the database clock): while it runs, no other relay takes the message.
+ *   No transaction stays open while the publisher works, and nothing relies
+ *   on a session, so it runs through a transaction pooler.
+ * - Deliver. The publisher gets the message (its id is the downstream
+ *   idempotency key) and an AbortSignal that fires at the lease's end. Its
+ *   success marks the message delivered; its failure schedules the next
+ *   attempt (backoff.ts) or, past the horizon, parks it as a dead letter. Both
+ *   marks are fenced on the claim (its attempt count), so a relay that
+ *   outlived its lease cannot reschedule a message another relay holds.
+ * - At least once. A relay killed after the publisher's send and before the
+ *   mark leaves the message claimed: when the lease ends another relay sends
+ *   it again, under the same id, and the receiver deduplicates.
+ * - Streams. A message with a stream is due only when every older message of
+ *   its stream is delivered: one in flight per stream, in order, and a dead
+ *   letter holds its stream until it is replayed.
+ * - Wake-ups. NOTIFY at the commit of an added message wakes the relay
+ *   (OutboxWakeups); it also looks every few seconds, which is all it does
+ *   behind a transaction pooler without `listenUrl`.
+ */
+@Injectable()
+export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('IdempotencyOutbox');
+  private readonly sql: OutboxStatements;
+  private readonly publish?: OutboxPublisher;
+  private wakeups?: OutboxWakeups;
+  private loop?: Promise<void>;
+  /** Aborted at shutdown: ends the loop's wait at once. */
+  private readonly stopping = new AbortController();
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly metrics: OutboxMetrics,
+  ) {
+    this.sql = outboxStatements(options.outbox.table.sql);
+    this.publish = options.outbox.publish;
+  }
+
+  onApplicationBootstrap(): void {
+    if (!this.publish || !this.options.outbox.enabled) return;
+    const { listen } = this.options;
+    if (listen) this.wakeups = new OutboxWakeups(this.options.outbox.channel, listen.url ? { connectionString: listen.url } : primaryClientConfig(this.dataSource));
+    this.loop = this.run();
+    this.logger.log(`outbox relay started (${listen ? 'woken by LISTEN/NOTIFY' : 'polling'})`);
+  }
+
+  /** Stops claiming, and lets the deliveries in flight end before the data source closes. */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping.abort();
+    await this.loop;
+    await this.wakeups?.stop();
+    this.loop = undefined;
+  }
+
+  /**
+   * One round: claims the due messages (at most RELAY_BATCH_SIZE) and
+   * delivers them, all at once; answers how many it claimed.
+   */
+  async relayOnce(): Promise<number> {
+    const publish = this.publish;
+    if (!publish) throw new Error('OutboxRelay: no publisher (IdempotencyModule.forRoot({ outbox: { publish } }))');
+    const claimed = (await this.query(this.sql.claim, [RELAY_BATCH_SIZE, this.options.outbox.leaseMs])) as OutboxMessageRow[];
+    await Promise.all(claimed.map((row) => this.deliver(publish, row)));
+    return claimed.length;
+  }
+
+  /** One autocommit statement on the primary; its rows (structured: TypeORM answers an UPDATE's with its row count otherwise). */
+  private async query(sql: string, params: unknown[]): Promise<unknown[]> {
+    const runner = this.dataSource.createQueryRunner('master');
+    try {
+      return ((await runner.query(sql, params, true)) as { records: unknown[] }).records;
+    } finally {
+      await runner.release();
+    }
+  }
+
+  private async run(): Promise<void> {
+    const pollMs = this.wakeups ? RELAY_POLL_MS.listening : RELAY_POLL_MS.polling;
+    const { signal } = this.stopping;
+    while (!signal.aborted) {
+      let claimed = 0;
+      try {
+        claimed = await this.relayOnce();
+      } catch (error) {
+        this.logger.error(`outbox relay round failed: ${(error as Error).message}`);
+      }
+      if (claimed < RELAY_BATCH_SIZE) await (this.wakeups ? this.wakeups.sleep(pollMs, signal) : sleep(pollMs, signal));
+    }
+  }
+
+  private deliver(publish: OutboxPublisher, row: OutboxMessageRow): Promise<void> {
+    const message: OutboxMessage = { id: row.id, topic: row.topic, payload: row.payload, stream: row.stream, attempt: row.attempts };
+    const attributes = { 'outbox.message_id': row.id, 'outbox.topic': row.topic, 'outbox.attempt': row.attempts };
+    return tracer.startActiveSpan('idempotency.outbox.publish', { attributes }, async (span) => {
+      const lease = new AbortController();
+      const timer = setTimeout(() => lease.abort(new Error('the relay lease on this message ended')), this.options.outbox.leaseMs);
+      const started = performance.now();
+      try {
+        await publish(message, lease.signal);
+        this.metrics.publishDuration.observe((performance.now() - started) / 1000);
+        await this.query(this.sql.delivered, [row.id, row.attempts]);
+        this.metrics.deliveries.inc({ result: 'delivered' });
+      } catch (error) {
+        this.metrics.publishDuration.observe((performance.now() - started) / 1000);
+        span.recordException(error as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        await this.failed(row, error);
+      } finally {
+        clearTimeout(timer);
+        span.end();
+      }
+    });
+  }
+
+  private async failed(row: OutboxMessageRow, error: unknown): Promise<void> {
+    const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
+    try {
+      const marked = (await this.query(this.sql.failed, [row.id, row.attempts, backoffMs(row.attempts), reason, this.options.outbox.horizonMs])) as { dead: boolean }[];
+      const dead = marked[0]?.dead === true;
+      this.metrics.deliveries.inc({ result: dead ? 'dead' : 'failed' });
+      if (dead) this.logger.warn(`outbox message ${row.id} (${row.topic}) is a dead letter after ${row.attempts} attempts: ${reason}`);
+    } catch (markError) {
+      // Unmarked, the message is due again when its lease ends.
+      this.logger.error(`outbox message ${row.id}: recording a failed delivery failed: ${(markError as Error).message}`);
+    }
+  }
+}
+
+interface OutboxMessageRow {
+  id: string;
+  topic: string;
+  payload: unknown;
+  stream: string | null;
+  attempts: number;
+}

@@ -1,0 +1,85 @@
+/**
+ * Every statement of the outbox, on its table. All run on the database clock
+ * (now()) with bound parameters; durations travel as milliseconds.
+ */
+export const DEFAULT_OUTBOX_TABLE_NAME = 'idempotency_outbox';
+
+/** Advisory lock class of the adders of one stream (two-key form: never meets the module's one-key locks). */
+export const STREAM_LOCK_CLASS = 0x5afe_0003;
+
+/** `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($4) and `replay` ($2). */
+export function outboxStatements(t: string) {
+  return {
+    /**
+     * Adds a message in the caller's transaction. With a stream, the adders of
+     * that stream take turns (a transaction-level advisory lock, held to their
+     * commit), so `seq` order within a stream is commit order. NOTIFY is
+     * delivered at commit, and never if the transaction rolls back.
+     */
+    add: `
+      WITH turn AS (SELECT CASE WHEN $3::text IS NULL THEN NULL ELSE pg_advisory_xact_lock(${STREAM_LOCK_CLASS}, hashtext($3::text)) END),
+           added AS (
+             INSERT INTO ${t} (topic, payload, stream)
+             SELECT $1, $2::jsonb, $3 FROM turn
+             RETURNING id)
+      SELECT id, pg_notify($4, '') FROM added`,
+    /**
+     * Claims up to $1 due messages for $2 ms (the lease): pushes their
+     * next_attempt_at to the lease's end and counts the attempt. SKIP LOCKED:
+     * relays on other instances take other messages, never wait. A message of
+     * a stream is due only when no older message of its stream is undelivered
+     * (in flight, waiting for a retry, or dead): one in flight per stream.
+     */
+    claim: `
+      WITH due AS (
+        SELECT m.id FROM ${t} m
+         WHERE m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+           AND (m.stream IS NULL OR NOT EXISTS (
+                 SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))
+         ORDER BY m.next_attempt_at, m.seq
+         LIMIT $1
+           FOR UPDATE SKIP LOCKED)
+      UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
+        FROM due
+       WHERE m.id = due.id AND m.delivered_at IS NULL AND m.dead_at IS NULL
+      RETURNING m.id, m.topic, m.payload, m.stream, m.attempts`,
+    /** Marks a delivery, fenced on the claim ($2 = its attempts). */
+    delivered: `UPDATE ${t} SET delivered_at = now(), last_error = NULL WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL`,
+    /**
+     * Records a failed delivery, fenced on the claim: due again after $3 ms,
+     * or dead when that falls past the horizon ($5 ms from retry_from).
+     */
+    failed: `
+      UPDATE ${t}
+         SET last_error = $4,
+             next_attempt_at = now() + $3::int8 * interval '1 millisecond',
+             dead_at = CASE WHEN now() + $3::int8 * interval '1 millisecond' > retry_from + $5::int8 * interval '1 millisecond' THEN now() END
+       WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL AND dead_at IS NULL
+      RETURNING dead_at IS NOT NULL AS dead`,
+    /** Dead letters, oldest first. */
+    deadLetters: `
+      SELECT id, topic, payload, stream, attempts, last_error AS "lastError",
+             to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "createdAt",
+             to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "deadAt"
+        FROM ${t} WHERE dead_at IS NOT NULL ORDER BY seq LIMIT $1`,
+    /** Puts dead letters back: due now, attempts from 0, the horizon counted from now. */
+    replay: `
+      WITH replayed AS (
+        UPDATE ${t} SET dead_at = NULL, attempts = 0, next_attempt_at = now(), retry_from = now()
+         WHERE id = ANY($1::uuid[]) AND dead_at IS NOT NULL
+        RETURNING id)
+      SELECT id, pg_notify($2, '') FROM replayed`,
+    /** The purge's batch: delivered messages past retention ($2 ms). */
+    purge: `
+      DELETE FROM ${t}
+       WHERE ctid = ANY(ARRAY(
+               SELECT ctid FROM ${t}
+                WHERE delivered_at <= now() - $2::int8 * interval '1 millisecond'
+                ORDER BY delivered_at
+                LIMIT $1
+                  FOR UPDATE SKIP LOCKED))
+         AND delivered_at <= now() - $2::int8 * interval '1 millisecond'`,
+  };
+}
+
+export type OutboxStatements = ReturnType<typeof outboxStatements>;

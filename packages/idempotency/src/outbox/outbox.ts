@@ -1,0 +1,82 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../idempotency.options';
+import { DeadLetter } from './outbox-message';
+import { OutboxStatements, outboxStatements } from './outbox-statements';
+
+/** What `Outbox.add` takes. */
+export interface OutboxEntry {
+  /** What the message is about (`order.confirmed`): the publisher routes by it. */
+  topic: string;
+  /** Any JSON value. */
+  payload: unknown;
+  /** Messages of one stream (e.g. one payment's id) are delivered one at a time, in the order they were added. */
+  stream?: string;
+}
+
+/** `Outbox.add` called with no transaction to join. */
+export class OutboxOutsideTransactionError extends Error {
+  constructor() {
+    super(
+      'Outbox.add: no transaction is active, so the message would not commit with the effect it announces. Call it inside ' +
+        'an @Idempotent() route on the PostgreSQL store (any commit mode), a phase of a phased operation, ' +
+        'IdempotentConsumer.process, or a transaction of TransactionHost.',
+    );
+    this.name = 'OutboxOutsideTransactionError';
+  }
+}
+
+/**
+ * The transactional outbox: a message added here is a row written in the
+ * caller's transaction (the one TransactionHost holds, the key's), so it
+ * commits with the key and the business write, or rolls back with them. It
+ * exists exactly when the effect does; OutboxRelay delivers it, at least once.
+ */
+@Injectable()
+export class Outbox {
+  private readonly sql: OutboxStatements;
+  private readonly channel: string;
+
+  constructor(
+    @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
+    @InjectDataSource() private readonly dataSource: DataSource,
+  ) {
+    this.sql = outboxStatements(options.outbox.table.sql);
+    this.channel = options.outbox.channel;
+  }
+
+  /**
+   * Adds a message in the active transaction and answers its id (a UUID, the
+   * downstream idempotency key). Throws OutboxOutsideTransactionError when no
+   * transaction is active: a message must never commit without its effect.
+   */
+  async add(entry: OutboxEntry): Promise<string> {
+    if (typeof entry.topic !== 'string' || entry.topic.length === 0) throw new TypeError('Outbox.add: topic must be a non-empty string');
+    if (entry.stream !== undefined && (typeof entry.stream !== 'string' || entry.stream.length === 0)) {
+      throw new TypeError('Outbox.add: stream must be a non-empty string when given');
+    }
+    if (!this.txHost.isTransactionActive()) throw new OutboxOutsideTransactionError();
+    const payload = JSON.stringify(entry.payload);
+    if (payload === undefined) throw new TypeError('Outbox.add: payload must be a JSON value');
+    const rows = (await this.txHost.tx.query(this.sql.add, [entry.topic, payload, entry.stream ?? null, this.channel])) as { id: string }[];
+    return rows[0].id;
+  }
+
+  /** Messages parked past their horizon, oldest first (at most `limit`). */
+  async deadLetters(limit = 100): Promise<DeadLetter[]> {
+    return (await this.dataSource.query(this.sql.deadLetters, [limit])) as DeadLetter[];
+  }
+
+  /**
+   * Delivers dead letters again: each is due at once, its horizon counted
+   * from now. Answers the ids that were dead (others are ignored).
+   */
+  async replay(ids: string[]): Promise<string[]> {
+    const rows = (await this.dataSource.query(this.sql.replay, [ids, this.channel])) as { id: string }[];
+    return rows.map((r) => r.id);
+  }
+}

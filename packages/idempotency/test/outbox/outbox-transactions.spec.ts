@@ -1,0 +1,235 @@
+import { randomUUID } from 'node:crypto';
+import { Body, Controller, INestApplication, Post, Query } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import request from 'supertest';
+import { DataSource } from 'typeorm';
+import {
+  IdempotencyModule,
+  Idempotent,
+  IdempotentConsumer,
+  Operation,
+  Outbox,
+  OutboxMessage,
+  OutboxOutsideTransactionError,
+  PhasedOperation,
+  createIdempotencyMigrations,
+  transactionalClsModule,
+} from '../../src';
+import { IdempotencyPurgeService } from '../../src';
+import { OutboxRelay } from '../../src/outbox/outbox-relay';
+import { createDatabase } from '../support/test-services';
+
+/**
+ * The outbox in one process against a real PostgreSQL: a message added in a
+ * key's transaction commits with the key and the business write on every mode
+ * (durable, one commit, the phases of a phased operation, IdempotentConsumer)
+ * and rolls back with them; the relay (driven round by round here) hands each
+ * to the publisher under its id, keeps a stream in order, parks a message past
+ * its horizon and delivers it again when replayed.
+ */
+
+@Controller()
+class WritesController {
+  constructor(
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    private readonly outbox: Outbox,
+  ) {}
+
+  private async write(tag: string, fail: boolean): Promise<{ message: string }> {
+    await this.txHost.tx.query('INSERT INTO effects (tag) VALUES ($1)', [tag]);
+    const message = await this.outbox.add({ topic: 'effect.written', payload: { tag } });
+    if (fail) throw new Error('the handler failed after adding its message');
+    return { message };
+  }
+
+  @Post('durable')
+  @Idempotent()
+  durable(@Body() body: { tag: string }, @Query('fail') fail?: string) {
+    return this.write(body.tag, fail === '1');
+  }
+
+  @Post('one')
+  @Idempotent({ commit: 'one' })
+  one(@Body() body: { tag: string }, @Query('fail') fail?: string) {
+    return this.write(body.tag, fail === '1');
+  }
+
+  @Post('phased')
+  @Idempotent({ phased: 'outbox.phased' })
+  async phased(@Body() body: { tag: string }, @Operation() op: PhasedOperation<{ tag: string }>, @Query('fail') fail?: string) {
+    await op.checkpoint('started', () => this.write(`${body.tag}:started`, false), () => ({ tag: body.tag }));
+    return op.finish(() => this.write(`${body.tag}:finished`, fail === '1'));
+  }
+}
+
+describe('Outbox (PostgreSQL, in one process)', () => {
+  let app: INestApplication;
+  let db: { url: string; drop(): Promise<void> };
+  let dataSource: DataSource;
+  const published: OutboxMessage[] = [];
+  let fails: (m: OutboxMessage) => boolean = () => false;
+
+  beforeAll(async () => {
+    db = await createDatabase();
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(), migrationsRun: true }),
+        transactionalClsModule(),
+        IdempotencyModule.forRoot({
+          scope: () => 'tenant',
+          purge: { enabled: false },
+          recovery: { enabled: false },
+          replayCache: { enabled: false },
+          outbox: {
+            enabled: false, // driven by relayOnce()
+            horizon: '3s',
+            publish: async (message) => {
+              published.push(message);
+              if (fails(message)) throw new Error(`refused ${message.id}`);
+            },
+          },
+        }),
+      ],
+      controllers: [WritesController],
+    }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.init();
+    dataSource = app.get(DataSource);
+    await dataSource.query('CREATE TABLE effects (tag text NOT NULL)');
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  const rows = async (sql: string, params: unknown[] = []) => (await dataSource.query(sql, params)) as Record<string, unknown>[];
+  const messagesOf = (tag: string) => rows(`SELECT id::text, topic, payload FROM idempotency_outbox WHERE payload->>'tag' LIKE $1 ORDER BY seq`, [`${tag}%`]);
+  const effectsOf = (tag: string) => rows('SELECT tag FROM effects WHERE tag LIKE $1', [`${tag}%`]);
+  const drain = async () => {
+    while ((await app.get(OutboxRelay).relayOnce()) > 0);
+  };
+
+  it.each(['durable', 'one', 'phased'])('commits the message with the key and the write on the %s route, and rolls it back with them', async (route) => {
+    const tag = `${route}-${randomUUID()}`;
+    const key = randomUUID();
+    const first = await request(app.getHttpServer()).post(`/${route}`).set('Idempotency-Key', key).send({ tag }).expect(201);
+    const retry = await request(app.getHttpServer()).post(`/${route}`).set('Idempotency-Key', key).send({ tag }).expect(201);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    const committed = await messagesOf(tag);
+    expect(committed.length).toBe(route === 'phased' ? 2 : 1); // a phased route: one per phase
+    expect(committed.at(-1)!.id).toBe((first.body as { message: string }).message);
+    expect((await effectsOf(tag)).length).toBe(committed.length);
+
+    const failed = `${route}-failed-${randomUUID()}`;
+    await request(app.getHttpServer()).post(`/${route}?fail=1`).set('Idempotency-Key', randomUUID()).send({ tag: failed }).expect(500);
+    // The last unit rolled back: its write and its message together (a phased route keeps its committed first phase).
+    expect((await messagesOf(failed)).length).toBe((await effectsOf(failed)).length);
+    expect((await messagesOf(failed)).length).toBe(route === 'phased' ? 1 : 0);
+  });
+
+  it('commits the message with a consumed message, and rolls it back with it', async () => {
+    const consumer = app.get(IdempotentConsumer);
+    const outbox = app.get(Outbox);
+    const tag = `consumer-${randomUUID()}`;
+    await consumer.process('test', tag, () => outbox.add({ topic: 'consumed', payload: { tag } }));
+    await expect(consumer.process('test', `${tag}-failed`, async () => {
+      await outbox.add({ topic: 'consumed', payload: { tag: `${tag}-failed` } });
+      throw new Error('the effect failed');
+    })).rejects.toThrow('the effect failed');
+    expect((await messagesOf(tag)).map((m) => m.payload)).toEqual([{ tag }]);
+  });
+
+  it('refuses a message outside a transaction', async () => {
+    await expect(app.get(Outbox).add({ topic: 'lost', payload: {} })).rejects.toBeInstanceOf(OutboxOutsideTransactionError);
+  });
+
+  it('hands each committed message to the publisher once, under its id, and marks it delivered', async () => {
+    await drain();
+    published.length = 0;
+    const tag = `relay-${randomUUID()}`;
+    await request(app.getHttpServer()).post('/durable').set('Idempotency-Key', randomUUID()).send({ tag }).expect(201);
+    const [added] = await messagesOf(tag);
+    await drain();
+    expect(published).toEqual([{ id: added.id, topic: 'effect.written', payload: { tag }, stream: null, attempt: 1 }]);
+    const [row] = await rows('SELECT delivered_at IS NOT NULL AS delivered, attempts FROM idempotency_outbox WHERE id = $1', [added.id]);
+    expect(row).toEqual({ delivered: true, attempts: 1 });
+  });
+
+  async function addInTransactions(entries: { stream?: string; tag: string }[]): Promise<string[]> {
+    const txHost = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+    const ids: string[] = [];
+    for (const e of entries) ids.push(await txHost.withTransaction(() => app.get(Outbox).add({ topic: 'ordered', payload: { tag: e.tag }, stream: e.stream })));
+    return ids;
+  }
+
+  /** Delivers five messages where the second fails once; the order in which they were first delivered. */
+  async function deliveryOrder(stream: string | undefined): Promise<number[]> {
+    await drain();
+    const tag = randomUUID();
+    const ids = await addInTransactions([0, 1, 2, 3, 4].map((i) => ({ stream, tag: `${tag}-${i}` })));
+    let failedOnce = false;
+    fails = (m) => m.id === ids[1] && !failedOnce && (failedOnce = true);
+    published.length = 0;
+    try {
+      while ((await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [ids])).length > 0) {
+        await drain();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      fails = () => false;
+    }
+    const delivered: number[] = [];
+    for (const m of published) if (!delivered.includes(ids.indexOf(m.id)) && !(m.id === ids[1] && m.attempt === 1)) delivered.push(ids.indexOf(m.id));
+    return delivered;
+  }
+
+  it('keeps the messages of a stream in order across a failed delivery', async () => {
+    expect(await deliveryOrder(`stream-${randomUUID()}`)).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('delivers messages without a stream past a failed one (the control: order is not kept unless asked)', async () => {
+    const order = await deliveryOrder(undefined);
+    expect(order.indexOf(1)).toBeGreaterThan(order.indexOf(2));
+  });
+
+  it('parks a message that fails past the horizon as a dead letter; a replay delivers it', async () => {
+    await drain();
+    const [id] = await addInTransactions([{ tag: `dead-${randomUUID()}` }]);
+    fails = (m) => m.id === id;
+    try {
+      while ((await app.get(Outbox).deadLetters()).every((d) => d.id !== id)) {
+        await drain();
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      fails = () => false;
+    }
+    const [dead] = (await app.get(Outbox).deadLetters()).filter((d) => d.id === id);
+    expect(dead).toMatchObject({ id, topic: 'ordered', lastError: `refused ${id}` });
+    expect(dead.attempts).toBeGreaterThanOrEqual(1);
+    published.length = 0;
+    await drain();
+    expect(published).toEqual([]); // dead: not retried
+    expect(await app.get(Outbox).replay([id])).toEqual([id]);
+    await drain();
+    expect(published.map((m) => [m.id, m.attempt])).toEqual([[id, 1]]);
+    expect(await app.get(Outbox).deadLetters()).toEqual([]);
+  });
+
+  it('purges delivered messages past their retention, counted from delivery; waiting ones and dead letters stay', async () => {
+    await drain();
+    const [old, recent, waiting, dead] = await addInTransactions([0, 1, 2, 3].map((i) => ({ tag: `purge-${i}` })));
+    await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '8 days' WHERE id = $1`, [old]);
+    await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '6 days' WHERE id = $1`, [recent]);
+    await dataSource.query(`UPDATE idempotency_outbox SET dead_at = now() - interval '30 days', created_at = now() - interval '40 days' WHERE id = $1`, [dead]);
+    const result = await app.get(IdempotencyPurgeService).purgeOnce();
+    expect(result).toMatchObject({ outbox: 1, skipped: false });
+    const left = (await rows('SELECT id::text FROM idempotency_outbox WHERE id = ANY($1::uuid[]) ORDER BY seq', [[old, recent, waiting, dead]])).map((r) => r.id);
+    expect(left).toEqual([recent, waiting, dead]);
+    await app.get(Outbox).replay([dead]);
+    await drain();
+  });
+});
