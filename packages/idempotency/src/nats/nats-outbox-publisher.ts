@@ -51,39 +51,37 @@ export function natsOutboxPublisher(options: NatsOutboxPublisherOptions): Outbox
   const { servers, connection } = options;
   if ((servers === undefined) === (connection === undefined)) throw new TypeError('natsOutboxPublisher: give servers or connection (one of them)');
   const subject = options.subject ?? ((message: OutboxMessage) => message.topic);
-  const own = connection === undefined;
-  let opened: Promise<OwnedConnection> | undefined;
-  let js: NatsOutboxJetStream | undefined;
+  let appJetStream: NatsOutboxJetStream | undefined;
+  let opened: Promise<{ nc: OwnedConnection; js: NatsOutboxJetStream }> | undefined;
   let closing = false;
 
   const jetstream = async (signal: AbortSignal): Promise<NatsOutboxJetStream> => {
-    if (!own) return (js ??= connection.jetstream());
+    if (connection) return (appJetStream ??= connection.jetstream());
     if (closing) throw new Error('natsOutboxPublisher: closed');
     if (!opened) {
-      const attempt = connect(servers!);
+      const attempt = connect(servers!).then((nc) => ({ nc, js: nc.jetstream() }));
       opened = attempt;
-      js = undefined;
       // A failed connection, or one closed for good (say, refused credentials), is opened again at the next message.
       const forget = () => {
         if (opened === attempt) opened = undefined;
       };
-      attempt.then((nc) => nc.closed().then(forget), forget);
+      attempt.then(({ nc }) => nc.closed().then(forget), forget);
     }
-    const nc = await untilAborted(opened, signal);
-    return (js ??= nc.jetstream());
+    return (await untilAborted(opened, signal)).js;
   };
 
   const publish = async (message: OutboxMessage, signal: AbortSignal): Promise<void> => {
     signal.throwIfAborted();
     const data = encoder.encode(JSON.stringify(message.payload));
-    await untilAborted((await jetstream(signal)).publish(subject(message), data, { msgID: message.id }), signal);
+    const js = await jetstream(signal);
+    await untilAborted(js.publish(subject(message), data, { msgID: message.id }), signal);
   };
 
   return Object.assign(publish, {
     async close(): Promise<void> {
       closing = true;
-      const nc = await opened?.catch(() => undefined);
-      await nc?.close();
+      const owned = await opened?.catch(() => undefined);
+      await owned?.nc.close();
     },
   });
 }
@@ -103,9 +101,10 @@ async function connect(servers: string | string[]): Promise<OwnedConnection> {
 /** `work`, or the signal's reason as soon as it aborts (the work itself goes on, unobserved). */
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason as Error);
     const abort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', abort, { once: true });
+    if (signal.aborted) abort();
+    else signal.addEventListener('abort', abort, { once: true });
+    // Always observed, so that its late failure is no unhandled rejection.
     work.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
   });
 }

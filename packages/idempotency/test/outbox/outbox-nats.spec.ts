@@ -177,7 +177,18 @@ natsSuites()('Outbox to NATS JetStream (a real nats-server)', () => {
     } finally {
       await publisher.close!();
       await nats.start();
+      await until('the reader is connected again', () => nc.flush().then(() => true, () => false));
     }
+  });
+
+  it("publishes through the app's own connection, on the subject asked for, and leaves it open", async () => {
+    const publisher = natsOutboxPublisher({ connection: nc, subject: (m) => `outbox-test.own.${m.topic}` });
+    const id = randomUUID();
+    await publisher({ id, topic: 'shipped', payload: { n: 1 }, stream: null, attempt: 1 }, new AbortController().signal);
+    await publisher.close!();
+    expect(nc.isClosed()).toBe(false);
+    expect(await storedOf([id])).toEqual([{ id, subject: 'outbox-test.own.shipped', payload: { n: 1 } }]);
+    expect(() => natsOutboxPublisher({})).toThrow('give servers or connection');
   });
 
   it('closes the connection it opened at the app shutdown', async () => {
