@@ -164,7 +164,7 @@ describe('client webhooks: endpoints and events (e2e)', () => {
       cursor = page.next_cursor;
     } while (cursor);
     expect(pages).toEqual(all.data.map((e) => e.id));
-    const seqs = await t.dataSource.query<{ id: string }[]>(`SELECT id FROM events e JOIN clients c ON c.id = e.client_id WHERE c.name = 'client-a' ORDER BY seq DESC`);
+    const seqs = await t.dataSource.query<{ id: string }[]>(`SELECT e.id FROM events e JOIN clients c ON c.id = e.client_id WHERE c.name = 'client-a' ORDER BY seq DESC`);
     expect(pages).toEqual(seqs.map((r) => r.id));
 
     const theirs = await eventsOf(t, '', CLIENT_B);
