@@ -1,5 +1,5 @@
 import { TransactionHost } from '@nestjs-cls/transactional';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
@@ -7,7 +7,7 @@ import request from 'supertest';
 import { EventsService } from '../../src/events/events.service';
 import { OrdersService } from '../../src/orders/orders.service';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
-import { createOrder } from '../support/fixtures';
+import { createOrder, createPayment, paymentBody } from '../support/fixtures';
 
 jest.setTimeout(60_000);
 
@@ -175,6 +175,29 @@ describe('client webhooks: endpoints and events (e2e)', () => {
     expect((await request(server).get(`/events/${pages[0]}`).set(t.auth(CLIENT_B)).expect(404)).body.code).toBe('not_found');
     await request(server).post(`/events/${pages[0]}/redeliver`).set(t.auth(CLIENT_B)).send({}).expect(404);
     expect((await request(server).get(`/events?starting_after=${theirs.data[0].id}`).set(t.auth()).expect(400)).body.code).toBe('invalid_cursor');
+  });
+
+  it('records the events of payments, refunds and orders with their changes', async () => {
+    const typesAbout = async (id: string) =>
+      (await t.dataSource.query<{ type: string }[]>(`SELECT type FROM events WHERE data->>'id' = $1 ORDER BY seq`, [id])).map((r) => r.type);
+    const order = await createOrder(t);
+    const payment = await createPayment(t, paymentBody({ amount: order.amount_total, currency: order.currency, order_id: order.id }));
+    expect(await typesAbout(order.id)).toEqual(['order.created', 'order.paid']);
+    expect(await typesAbout(payment.id)).toEqual(['payment.succeeded']);
+    const [paid] = await t.dataSource.query<{ data: { status: string; amount: number } }[]>(`SELECT data FROM events WHERE type = 'payment.succeeded' AND data->>'id' = $1`, [payment.id]);
+    expect(paid.data).toMatchObject({ status: 'succeeded', amount: order.amount_total });
+
+    const refund = await request(t.app.getHttpServer()).post(`/payments/${payment.id}/refunds`).set(t.auth()).set('Idempotency-Key', randomUUID()).send({ amount: 100 }).expect(201);
+    expect(await typesAbout(refund.body.id)).toEqual([`refund.${refund.body.status}`]);
+
+    const declined = await request(t.app.getHttpServer()).post('/payments').set(t.auth()).set('Idempotency-Key', randomUUID()).send(paymentBody({ source: 'tok_chargeDeclined' })).expect(402);
+    const [failed] = await t.dataSource.query<{ id: string }[]>(`SELECT id FROM payments WHERE idempotency_key IS NOT NULL AND status = 'failed' ORDER BY created_at DESC LIMIT 1`);
+    expect(declined.body.code).toBe('card_declined');
+    expect(await typesAbout(failed.id)).toEqual(['payment.failed']);
+
+    const canceled = await createOrder(t);
+    await request(t.app.getHttpServer()).post(`/orders/${canceled.id}/cancel`).set(t.auth()).set('Idempotency-Key', randomUUID()).expect(200);
+    expect(await typesAbout(canceled.id)).toEqual(['order.created', 'order.canceled']);
   });
 
   it('delivers each event signed per Standard Webhooks, once per endpoint, and again after a 500', async () => {
