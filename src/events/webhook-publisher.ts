@@ -59,7 +59,7 @@ export class WebhookPublisher implements OnModuleInit {
     } catch (error) {
       const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
       await this.deliveries.record({ ...attempt, status: null, excerpt: null, error: reason });
-      throw new Error(`webhook to endpoint ${endpointId} failed: ${reason}`);
+      throw new Error(`webhook to endpoint ${endpointId} failed: ${reason}`, { cause: error });
     }
     const ok = answer.status >= 200 && answer.status < 300;
     await this.deliveries.record({ ...attempt, status: answer.status, excerpt: answer.excerpt, error: ok ? null : `answered ${answer.status}` });
