@@ -98,6 +98,8 @@ describe('client webhooks: endpoints and events (e2e)', () => {
     const mine = listed.body.data.find((e: { id: string }) => e.id === created.body.id);
     expect(mine).toEqual({ id: created.body.id, url: 'https://hooks.example.com/a', event_types: ['payment.succeeded'], created_at: created.body.created_at });
     expect(JSON.stringify(listed.body)).not.toContain('whsec_');
+    // Removed, so that the later cases send nothing to it.
+    await request(t.app.getHttpServer()).delete(`/webhook-endpoints/${created.body.id}`).set(t.auth()).expect(204);
   });
 
   it('rotates the secret (a new one, shown once) and deletes; another client gets 404 for both', async () => {
@@ -136,7 +138,7 @@ describe('client webhooks: endpoints and events (e2e)', () => {
     const clientId = (await t.dataSource.query<{ id: string }[]>(`SELECT id FROM clients WHERE name = 'client-a'`))[0].id;
     const events = () => countRows(t.dataSource, 'events');
     const messages = () => countRows(t.dataSource, 'idempotency_outbox');
-    await register(t, { url: 'https://hooks.example.com/c', event_types: ['*'] }).expect(201);
+    const subscribed = (await register(t, { url: 'https://hooks.example.com/c', event_types: ['*'] }).expect(201)).body;
     const [beforeEvents, beforeMessages] = [await events(), await messages()];
     const txHost = t.app.get(TransactionHost);
     const orders = t.app.get(OrdersService, { strict: false });
@@ -149,6 +151,7 @@ describe('client webhooks: endpoints and events (e2e)', () => {
     expect([await events(), await messages()]).toEqual([beforeEvents, beforeMessages]);
     // Outside a transaction an event is refused: it would not commit with a change.
     await expect(t.app.get(EventsService, { strict: false }).record(clientId, 'order.created', { id: 'x' })).rejects.toThrow(/no transaction/);
+    await request(t.app.getHttpServer()).delete(`/webhook-endpoints/${subscribed.id}`).set(t.auth()).expect(204);
   });
 
   it('lists events newest first with a cursor, and only the client its own (404 for another client\'s)', async () => {
@@ -174,6 +177,8 @@ describe('client webhooks: endpoints and events (e2e)', () => {
     await request(server).get(`/events/${pages[0]}`).set(t.auth()).expect(200);
     expect((await request(server).get(`/events/${pages[0]}`).set(t.auth(CLIENT_B)).expect(404)).body.code).toBe('not_found');
     await request(server).post(`/events/${pages[0]}/redeliver`).set(t.auth(CLIENT_B)).send({}).expect(404);
+    // No endpoint of client A is subscribed now: nothing to queue (and no body needed).
+    expect((await request(server).post(`/events/${pages[0]}/redeliver`).set(t.auth()).expect(202)).body).toEqual({ endpoint_ids: [] });
     expect((await request(server).get(`/events?starting_after=${theirs.data[0].id}`).set(t.auth()).expect(400)).body.code).toBe('invalid_cursor');
   });
 
