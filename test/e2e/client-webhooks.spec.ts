@@ -235,6 +235,22 @@ describe('client webhooks: endpoints and events (e2e)', () => {
     expect(attempts[0].response_excerpt).toMatch(/^down for now/);
     expect(attempts[1].response_excerpt).toBe('thanks');
   });
+
+  it('drops the deliveries still queued for an endpoint once it is deleted: nothing more is sent or tried', async () => {
+    const probe = await new Receiver().start();
+    const port = probe.port;
+    await probe.close();
+    const endpoint = (await register(t, { url: `http://127.0.0.1:${port}/hooks`, event_types: ['order.created'] }).expect(201)).body;
+    const order = await createOrder(t);
+    const event = (await eventsOf(t)).data.find((e) => e.data.id === order.id)!;
+    const attempts = () => countRows(t.dataSource, 'webhook_deliveries', 'event_id = $1', [event.id]);
+    await eventually(async () => (await attempts()) > 0);
+    await request(t.app.getHttpServer()).delete(`/webhook-endpoints/${endpoint.id}`).set(t.auth()).expect(204);
+    const tried = await attempts();
+    const settled = () => countRows(t.dataSource, 'idempotency_outbox', `delivered_at IS NOT NULL AND payload->>'eventId' = $1`, [event.id]);
+    await eventually(async () => (await settled()) === 1);
+    expect(await attempts()).toBe(tried);
+  });
 });
 
 describe('client webhooks: dead letters and redelivery (e2e)', () => {
