@@ -16,6 +16,7 @@ import { PurgeBenchResult, purgeBench } from './purge';
 import { PathCost, storeCost } from './store-cost';
 import { StorageResult, storage } from './storage';
 import { SlowNetworkResult, slowNetwork, slowNetworkReport } from './slownet';
+import { OutboxBenchResult, outboxBench, outboxReport } from './outbox';
 import { latencyChart } from './svg';
 
 /**
@@ -29,6 +30,7 @@ import { latencyChart } from './svg';
  *   §8 behind PgBouncer (transaction mode): new keys and payments, direct vs through it
  *   §9 a fleet of four behind one PgBouncer, instances killed and restarted under load, reconciled
  *   §10 payments under a slow network: 300 ms calls, 100 clients, a pool of 5; statements and commits per payment
+ *   §12 events out: the outbox's relay, messages relayed per second and commit-to-delivery latency
  *
  * Prints the tables, writes bench/results.json (every figure) and bench/latency.svg.
  * Every comparison is a ratio of two figures from this same run.
@@ -67,6 +69,9 @@ const SETTINGS = {
   fleetSeconds: env('BENCH_FLEET_SECONDS', 60),
   fleetClients: env('BENCH_FLEET_CLIENTS', 40),
   fleetKillEvery: env('BENCH_FLEET_KILL_EVERY', 6),
+  outboxBurst: env('BENCH_OUTBOX_BURST', 5_000),
+  outboxRate: env('BENCH_OUTBOX_RATE', 100),
+  outboxSeconds: env('BENCH_OUTBOX_SECONDS', 10),
 };
 const TARGETS = {
   statementsPerLookup: 1,
@@ -197,6 +202,10 @@ async function main(): Promise<void> {
     const { lost, doubled, wrongId, unanswered } = fleet.reconciled;
     log(`§9 fleet soak: ${fleet.operations} payments at ${fleet.paymentsPerSecond}/s, ${fleet.kills} kills; lost ${lost}, doubled ${doubled}, wrong id ${wrongId}, unanswered ${unanswered}`);
 
+    const outbox: OutboxBenchResult = await timed('§12 events out', () =>
+      outboxBench(db!.url, { burst: SETTINGS.outboxBurst, rate: SETTINGS.outboxRate, seconds: SETTINGS.outboxSeconds, log }),
+    );
+
     const stored: StorageResult = await timed('§4 storage', () => storage(harness, SETTINGS.storageKeys, SETTINGS.storageConcurrency));
     const storedPayments: StorageResult = await timed('§4 storage, payment responses', () =>
       storage(harness, SETTINGS.storagePaymentKeys, SETTINGS.storageConcurrency, 'payment'),
@@ -261,6 +270,7 @@ async function main(): Promise<void> {
       slowNetwork: slownet,
       pooler,
       fleet,
+      outbox,
       ratios,
       targetsMet: targets,
     };
@@ -343,6 +353,7 @@ function report(
     chargeBoundary: BoundaryResult;
     slowNetwork: SlowNetworkResult;
     pooler: PoolerResult;
+    outbox: OutboxBenchResult;
     ratios: Record<string, number>;
   },
   targets: Target[],
@@ -500,6 +511,7 @@ function report(
   );
 
   out.push(...slowNetworkReport(r.slowNetwork), '');
+  out.push(...outboxReport(r.outbox), '');
 
   const q = r.pooler;
   out.push(

@@ -42,6 +42,8 @@ const PLAN: Record<string, Placement> = {
   // Authentication reads these before any client_id is known (by key hash).
   clients: { kind: 'reference' },
   client_keys: { kind: 'reference' },
+  // The outbox: the relay's claim reads every due message (SKIP LOCKED, each stream in order), a queue on the coordinator.
+  idempotency_outbox: { kind: 'local' },
   // TypeORM's list of applied migrations: the coordinator's bookkeeping.
   migrations: { kind: 'local' },
 };

@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, realpathSync, rmSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { TestDatabase, createTestDatabase } from '../support/database';
-import { REPO_ROOT, assertDistIsCurrent } from '../support/dist';
+import { REPO_ROOT } from '../support/dist';
+import { expectSuccess, installExample, jestSummary, run } from '../support/example-app';
 
 /**
  * Proof the library installs: pack the library's workspace (packages/idempotency, `safe-retries`),
@@ -14,54 +13,14 @@ import { REPO_ROOT, assertDistIsCurrent } from '../support/dist';
  */
 jest.setTimeout(10 * 60_000);
 
-interface Run {
-  code: number | null;
-  output: string;
-}
-
-/** Runs a command with the environment of a fresh shell: no npm_* or jest variables of the outer run. */
-function run(command: string, args: string[], cwd: string, extraEnv: Record<string, string> = {}): Promise<Run> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (!/^(npm_|JEST_|NODE_OPTIONS$|INIT_CWD$)/i.test(k)) env[k] = v;
-  }
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, env: { ...env, CI: 'true', FORCE_COLOR: '0', ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, output }));
-  });
-}
-
-function expectSuccess(what: string, r: Run): void {
-  if (r.code !== 0) throw new Error(`${what} exited ${r.code}:\n${r.output}`);
-}
-
 describe('the example app against the packed package (examples/fastify-ledger)', () => {
   let work: string;
   let app: string;
-  let tgz: string;
+  let packDir: string;
   let db: TestDatabase | undefined;
 
   beforeAll(async () => {
-    assertDistIsCurrent();
-    work = mkdtempSync(join(tmpdir(), 'safe-retries-example-'));
-    const packDir = join(work, 'pack');
-    mkdirSync(packDir);
-    expectSuccess('npm pack -w safe-retries', await run('npm', ['pack', '-w', 'safe-retries', '--ignore-scripts', '--pack-destination', packDir], REPO_ROOT));
-    const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'packages', 'idempotency', 'package.json'), 'utf8')) as { version: string };
-    tgz = join(packDir, `safe-retries-${version}.tgz`);
-    expect(tgz).toMatch(/safe-retries-\d+\.\d+\.\d+.*\.tgz$/);
-
-    app = join(work, 'fastify-ledger');
-    cpSync(join(REPO_ROOT, 'examples', 'fastify-ledger'), app, {
-      recursive: true,
-      filter: (src) => !/[\\/](node_modules|dist)([\\/]|$)/.test(src.slice(REPO_ROOT.length)),
-    });
-    expectSuccess('npm ci', await run('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], app));
-    expectSuccess('install-library', await run('npm', ['run', 'install:library', '--', tgz], app));
+    ({ work, app, packDir } = await installExample('fastify-ledger', ['safe-retries']));
   });
 
   afterAll(async () => {
@@ -70,6 +29,7 @@ describe('the example app against the packed package (examples/fastify-ledger)',
   });
 
   it('installs safe-retries from the tarball into the example, not from the repository', async () => {
+    expect(readdirSync(packDir)).toEqual([expect.stringMatching(/^safe-retries-\d+\.\d+\.\d+.*\.tgz$/)]);
     const r = await run(process.execPath, ['-p', "require('fs').realpathSync(require.resolve('safe-retries'))"], app);
     expectSuccess('require.resolve', r);
     const resolved = r.output.trim();
@@ -83,10 +43,9 @@ describe('the example app against the packed package (examples/fastify-ledger)',
     db = await createTestDatabase();
     const r = await run('npm', ['test'], app, { DATABASE_URL: db.url });
     expectSuccess("the example's npm test", r);
-    const tests = /Tests:\s+(?:(\d+) failed, )?(?:\d+ skipped, )?(\d+) passed, (\d+) total/.exec(r.output);
-    if (!tests) throw new Error(`no jest summary in the example's output:\n${r.output}`);
-    expect({ failed: Number(tests[1] ?? 0), passed: Number(tests[2]) }).toEqual({ failed: 0, passed: Number(tests[3]) });
-    expect(Number(tests[2])).toBeGreaterThanOrEqual(8);
+    const tests = jestSummary(r.output);
+    expect({ failed: tests.failed, passed: tests.passed }).toEqual({ failed: 0, passed: tests.total });
+    expect(tests.passed).toBeGreaterThanOrEqual(8);
     expect(r.output).toMatch(/✓ writes one row for 50 identical requests at once/);
   });
 });

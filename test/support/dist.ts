@@ -13,8 +13,8 @@ import { dirname, join, relative, resolve } from 'node:path';
  */
 export const REPO_ROOT = resolve(__dirname, '../..');
 const DIST = join(REPO_ROOT, 'dist');
-/** What `npm run build` writes, and from what: the workspaces (the library, the development PostgreSQL and the card network simulator the app loads in development), then the app. */
-const WORKSPACES = ['idempotency', 'dev-postgres', 'card-network-simulator'].map((name) => ({
+/** What `npm run build` writes, and from what: the workspaces (the library, the development PostgreSQL and the card network simulator the app loads in development, the client SDK the examples install), then the app. */
+const WORKSPACES = ['idempotency', 'dev-postgres', 'card-network-simulator', 'client'].map((name) => ({
   info: `packages/${name}/dist/tsconfig.build.tsbuildinfo`,
   sources: [`packages/${name}/src`],
 }));

@@ -32,3 +32,5 @@ export { backoffCap, backoffDelay, DEFAULT_RETRY_STATUSES, isRetryableStatus, pa
 export { INVALID_RESPONSE_CODE, NetworkError, ProblemError, UNKNOWN_PROBLEM_CODE } from './errors';
 export type { NetworkFailure, ProblemDetails } from './errors';
 export { keyFor, MAX_IDEMPOTENCY_KEY_LENGTH, newIdempotencyKey } from './keys';
+export { verifyWebhook, WebhookVerificationError } from './webhooks';
+export type { VerifyWebhookOptions, WebhookEvent, WebhookFailure, WebhookHeaders } from './webhooks';

@@ -17,7 +17,11 @@ export interface OutboxMessage {
  * aborts when the relay's lease on the message ends: another relay may then
  * deliver it too, so stop (pass it to `fetch`) rather than go on.
  */
-export type OutboxPublisher = (message: OutboxMessage, signal: AbortSignal) => Promise<unknown>;
+export interface OutboxPublisher {
+  (message: OutboxMessage, signal: AbortSignal): Promise<unknown>;
+  /** Called once at shutdown, after the last delivery ended: closes what the publisher opened (a connection). */
+  close?(): Promise<void>;
+}
 
 /** A message parked past its horizon (`Outbox.deadLetters`). */
 export interface DeadLetter {

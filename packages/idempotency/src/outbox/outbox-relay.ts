@@ -70,12 +70,13 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     this.logger.log(`outbox relay started (${listen ? 'woken by LISTEN/NOTIFY' : 'polling'})`);
   }
 
-  /** Stops claiming, and lets the deliveries in flight end before the data source closes. */
+  /** Stops claiming, lets the deliveries in flight end before the data source closes, then closes the publisher. */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping.abort();
     await this.loop;
     await this.wakeups?.stop();
     this.loop = undefined;
+    await this.publish?.close?.().catch((error: unknown) => this.logger.warn(`closing the outbox publisher failed: ${(error as Error).message}`));
   }
 
   /**

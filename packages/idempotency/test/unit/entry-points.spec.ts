@@ -1,13 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import * as root from '../../src';
+import * as nats from '../../src/nats';
 import * as redis from '../../src/redis';
 import * as swagger from '../../src/swagger';
 import * as testing from '../../src/testing';
 
 /**
  * The package's entry points: the root is what an app writes against, and
- * loads none of @nestjs/swagger, ioredis, @nestjs/graphql, graphql and
+ * loads none of @nestjs/swagger, ioredis, nats, @nestjs/graphql, graphql and
  * @nestjs/microservices (optional peers, or the app's): every module it
  * reaches is read here and none imports them. The subpaths are where they are.
  */
@@ -93,11 +94,11 @@ describe('entry points', () => {
     );
   });
 
-  it('the root never loads @nestjs/swagger, ioredis, GraphQL nor @nestjs/microservices', () => {
+  it('the root never loads @nestjs/swagger, ioredis, nats, GraphQL nor @nestjs/microservices', () => {
     const { files, packages, lazily } = reach(join(SRC, 'index.ts'));
     expect(files.size).toBeGreaterThan(20);
     expect(packages).toContain('@nestjs/common');
-    const optional = (p: string) => /^(@nestjs\/(swagger|graphql|mercurius|apollo|microservices)|graphql|mercurius|ioredis)(\/|$)/.test(p);
+    const optional = (p: string) => /^(@nestjs\/(swagger|graphql|mercurius|apollo|microservices)|graphql|mercurius|ioredis|nats)(\/|$)/.test(p);
     expect([...packages].filter(optional)).toEqual([]);
     // The Redis store, built only from the module's `redis` option, loads ioredis when it connects.
     expect([...lazily]).toEqual(['ioredis']);
@@ -108,6 +109,13 @@ describe('entry points', () => {
     expect(Object.keys(swagger).sort()).toEqual(['IDEMPOTENCY_OPTIONS', 'applyIdempotencyPolicy', 'describeIdempotentRoutes', 'policyMarkdown']);
     expect(Object.keys(redis)).toEqual(['RedisIdempotencyStore']);
     expect(reach(join(SRC, 'redis/index.ts')).lazily).toEqual(new Set(['ioredis']));
+  });
+
+  it('the nats subpath is the JetStream publisher, which loads nats when it connects', () => {
+    expect(Object.keys(nats)).toEqual(['natsOutboxPublisher']);
+    const { packages, lazily } = reach(join(SRC, 'nats/index.ts'));
+    expect([...packages]).toEqual([]);
+    expect(lazily).toEqual(new Set(['nats']));
   });
 
   it('the testing subpath is the store contract kit, and loads nothing of jest', () => {
