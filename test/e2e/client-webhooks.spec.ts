@@ -1,4 +1,5 @@
 import { TransactionHost } from '@nestjs-cls/transactional';
+import { verifyWebhook } from '@safe-retries/client';
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { AddressInfo } from 'node:net';
@@ -220,6 +221,8 @@ describe('client webhooks: endpoints and events (e2e)', () => {
     expect(toFlaky.map((r) => r.status)).toEqual([500, 200]);
     expect(flaky.accepted(all.secret).filter((e) => e.id === event.id)).toEqual([expect.objectContaining({ type: 'order.created', data: expect.objectContaining({ id: order.id }) })]);
     expect(steady.requests.filter((r) => r.headers['webhook-id'] === event.id)).toHaveLength(1);
+    // The callers' SDK verifies it too, and reads the same event.
+    expect(await verifyWebhook(toFlaky[1].body, toFlaky[1].headers, all.secret)).toMatchObject({ id: event.id, type: 'order.created', data: { id: order.id } });
     // A signature made with another endpoint's secret does not verify.
     expect(() => new Webhook(created.secret).verify(toFlaky[1].body, toFlaky[1].headers as Record<string, string>)).toThrow();
 
