@@ -6,6 +6,7 @@ import { ClientKeys1796076397978 } from './1796076397978-ClientKeys';
 import { PaymentOperationKeys1796200000000 } from './1796200000000-PaymentOperationKeys';
 import { RefundStates1796300000000 } from './1796300000000-RefundStates';
 import { OperationAttention1796400000000 } from './1796400000000-OperationAttention';
+import { ClientWebhooks1796600000000 } from './1796600000000-ClientWebhooks';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
   idempotencyMigrations;
@@ -31,4 +32,5 @@ export const migrations = [
   RefundStates1796300000000,
   OperationAttention1796400000000,
   createIdempotencyOutbox,
+  ClientWebhooks1796600000000,
 ];

@@ -9,9 +9,11 @@ import { AppConfig } from './config/config';
 import { AppConfigModule } from './config/config.module';
 import { databaseMode } from './database/database-mode';
 import { DatabaseModule } from './database/database.module';
+import { EventsModule } from './events/events.module';
+import { WEBHOOK_DELIVERY_TOPIC, WebhookDeliveryPort, WebhookDeliveryPortModule } from './events/webhook-delivery.port';
 import { GraphqlApiModule } from './graphql/graphql-api.module';
 import { HealthModule } from './health/health.module';
-import { IdempotencyModule } from 'safe-retries';
+import { IdempotencyModule, IdempotencyModuleOptions, OutboxPublisher } from 'safe-retries';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
@@ -23,6 +25,7 @@ import { IdempotencyKeysModule } from './idempotency-keys/idempotency-keys.modul
 import { OrdersModule } from './orders/orders.module';
 import { CardNetworkModule } from './payments/card-network/card-network.module';
 import { PaymentsModule } from './payments/payments.module';
+import { WebhookEndpointsModule } from './webhook-endpoints/webhook-endpoints.module';
 
 export interface AppModuleOptions {
   config: AppConfig;
@@ -54,6 +57,11 @@ function forCommandLine(config: AppConfig): AppConfig {
   };
 }
 
+/** The outbox's one publisher: webhook deliveries to theirs, everything else to the confirmations'. */
+function outboxPublisher(confirmations: OutboxPublisher, webhooks: OutboxPublisher): OutboxPublisher {
+  return (message, signal) => (message.topic === WEBHOOK_DELIVERY_TOPIC ? webhooks(message, signal) : confirmations(message, signal));
+}
+
 @Module({})
 export class AppModule {
   static register(options: AppModuleOptions): DynamicModule {
@@ -78,9 +86,9 @@ export class AppModule {
         // The scheduler of the app's own jobs (refund settlement); the idempotency module runs its own.
         ScheduleModule.forRoot(),
         IdempotencyModule.forRootAsync({
-          imports: [NotifierModule],
-          inject: [MetricsService, Notifier],
-          useFactory: (metrics: MetricsService, notifier: Notifier) => ({
+          imports: [NotifierModule, WebhookDeliveryPortModule],
+          inject: [MetricsService, Notifier, WebhookDeliveryPort],
+          useFactory: (metrics: MetricsService, notifier: Notifier, webhooks: WebhookDeliveryPort) => ({
             // Its migrations run among the app's own (migrations/index.ts), by DatabaseModule.
             migrations: false,
             // Lease, retention, pools, jobs, replay cache and keys: the configuration's, as they are.
@@ -92,8 +100,13 @@ export class AppModule {
             // The Redis store, for routes that name it (`@Idempotent({ store: 'redis' })`).
             ...(config.redis.url ? { redis: { url: config.redis.url } } : {}),
             registry: metrics.registry,
-            // Order confirmations go out through the outbox's relay (not in a command-line run).
-            outbox: { publish: confirmationPublisher(notifier), enabled: !cli },
+            // Order confirmations and the clients' webhooks go out through the outbox's relay (not in a command-line run).
+            outbox: {
+              // The module's defaults (lease, horizon, retention), unless a test's configuration shortens them.
+              ...(config.idempotency as IdempotencyModuleOptions).outbox,
+              publish: outboxPublisher(confirmationPublisher(notifier), webhooks.publish),
+              enabled: !cli,
+            },
           }),
         }),
         AuthModule,
@@ -101,6 +114,8 @@ export class AppModule {
         OrdersModule,
         PaymentsModule,
         IdempotencyKeysModule,
+        WebhookEndpointsModule,
+        EventsModule,
         // Its caps are counted in Redis: mounted only with REDIS_URL.
         ...(config.redis.url ? [NotificationsModule] : []),
         ...(cli ? [CardNetworkModule.closed()] : [GraphqlApiModule]),

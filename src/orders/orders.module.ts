@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { EventsModule } from '../events/events.module';
 import { OrderEntity } from './order.entity';
 import { OrdersController } from './orders.controller';
 import { OrdersRepository } from './orders.repository';
@@ -7,7 +8,7 @@ import { OrdersResolver } from './orders.resolver';
 import { OrdersService } from './orders.service';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([OrderEntity])],
+  imports: [TypeOrmModule.forFeature([OrderEntity]), EventsModule],
   controllers: [OrdersController],
   providers: [OrdersService, OrdersRepository, OrdersResolver],
   exports: [OrdersService],

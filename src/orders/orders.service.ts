@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Page, PageQueryDto, keysetPage } from '../common/pagination';
 import { problems } from '../common/problem';
+import { EventsService } from '../events/events.service';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrderResponse } from './dto/order.response';
 import { OrderNotCancelableException } from './orders.errors';
@@ -17,15 +18,24 @@ export function toOrderResponse(row: OrderRow): OrderResponse {
   };
 }
 
-/** The rules of orders. Payments use `lockPayable` and `markPaid` inside their transaction. */
+/**
+ * The rules of orders. Payments use `lockPayable` and `markPaid` inside their
+ * transaction. Each change records its event (order.created, order.canceled,
+ * order.paid) in the same transaction.
+ */
 @Injectable()
 export class OrdersService {
-  constructor(private readonly orders: OrdersRepository) {}
+  constructor(
+    private readonly orders: OrdersRepository,
+    private readonly events: EventsService,
+  ) {}
 
   async create(clientId: string, dto: CreateOrderDto): Promise<OrderResponse> {
     const items = dto.items.map((i) => ({ sku: i.sku, quantity: i.quantity, unit_amount: i.unit_amount }));
     const total = items.reduce((sum, i) => sum + i.quantity * i.unit_amount, 0);
-    return toOrderResponse(await this.orders.insert(clientId, dto.currency.toLowerCase(), total, items));
+    const order = toOrderResponse(await this.orders.insert(clientId, dto.currency.toLowerCase(), total, items));
+    await this.events.record(clientId, 'order.created', order);
+    return order;
   }
 
   async get(clientId: string, id: string): Promise<OrderResponse> {
@@ -57,7 +67,9 @@ export class OrdersService {
     if (await this.orders.hasPaymentInProgress(clientId, id)) throw new OrderNotCancelableException(id, 'being paid');
     const canceled = await this.orders.transition(clientId, id, 'canceled');
     if (!canceled) throw new Error(`order ${id} changed under its row lock`);
-    return toOrderResponse(canceled);
+    const order = toOrderResponse(canceled);
+    await this.events.record(clientId, 'order.canceled', order);
+    return order;
   }
 
   /** The caller's order, locked until the transaction ends, or undefined. */
@@ -72,8 +84,8 @@ export class OrdersService {
   }
 
   async markPaid(clientId: string, id: string): Promise<void> {
-    if (!(await this.orders.transition(clientId, id, 'paid'))) {
-      throw new Error(`order ${id} was not pending when marked paid`);
-    }
+    const paid = await this.orders.transition(clientId, id, 'paid');
+    if (!paid) throw new Error(`order ${id} was not pending when marked paid`);
+    await this.events.record(clientId, 'order.paid', toOrderResponse(paid));
   }
 }

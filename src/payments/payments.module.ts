@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { EventsModule } from '../events/events.module';
 import { OrdersModule } from '../orders/orders.module';
 import { CardNetworkModule } from './card-network/card-network.module';
 import { ChargeAdmission } from './charge-admission';
@@ -19,7 +20,7 @@ import { CardNetworkWebhooks } from './webhooks/card-network-webhooks.service';
 import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule],
+  imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule, EventsModule],
   controllers: [PaymentsController, CardNetworkWebhooksController],
   // ChargeAdmission's hook is installed by configureApp (a Fastify hook, app-wide, acting on @ChargeRoute() routes).
   providers: [

@@ -5,6 +5,7 @@ import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { cardNetworkIsSimulator } from '../config/production';
 import { Resumes } from 'safe-retries';
+import { EventsService } from '../events/events.service';
 import { OrdersService } from '../orders/orders.service';
 import { CardNetwork, CardNetworkRefusedError, IntentState, InvalidParameterError } from './card-network/card-network';
 import { CreatePaymentDto, isSimulatorFaultSource } from './dto/create-payment.dto';
@@ -58,6 +59,9 @@ import { toRefundResponse } from './refunds.service';
  * own any more: before INTENT it is released the same way; from INTENT on it
  * is handed to a person (OperationAttention, `requires_attention`, its order
  * still reserved) until an operator's decision or the network's event.
+ *
+ * Each state a payment reaches and keeps (succeeded, failed,
+ * requires_attention) records its event in the phase that writes it.
  */
 @Injectable()
 export class PaymentsService {
@@ -71,6 +75,7 @@ export class PaymentsService {
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
     private readonly attention: OperationAttention,
+    private readonly events: EventsService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.acceptsFaultSources = cardNetworkIsSimulator(config);
@@ -106,9 +111,11 @@ export class PaymentsService {
       if (op.outcome || !isUnknownOutcome(error) || !(await this.attention.pastBound('payment', op.scope, payment.id))) throw error;
       const evidence = `still unknown ${STUCK_BOUND_MS / 3_600_000} h after it started: ${(error as Error).message}`;
       if (op.recoveryPoint !== INTENT) return this.releaseUncharged(op, payment, 'stuck', evidence);
-      return this.attention.handOver(op, { operation: 'payment', recordId: payment.id, reason: 'stuck', evidence }, () =>
-        this.payments.movePayment(op.scope, payment.id, 'processing', 'requires_attention'),
-      );
+      return this.attention.handOver(op, { operation: 'payment', recordId: payment.id, reason: 'stuck', evidence }, async () => {
+        if (!(await this.payments.movePayment(op.scope, payment.id, 'processing', 'requires_attention'))) return false;
+        await this.events.record(op.scope, 'payment.requires_attention', toPaymentResponse((await this.payments.find(op.scope, payment.id))!));
+        return true;
+      });
     }
   }
 
@@ -135,7 +142,9 @@ export class PaymentsService {
     const state = await op.call(() => this.cardNetwork.retrieveIntent(intentId), 'card_network.retrieve_intent').catch(() => ((asked = false), null));
     if (state && state.status !== 'requires_confirmation') return this.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), state);
     return op.finish(async () => {
-      if (!(await this.payments.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR))) throw settledByAnother();
+      const failed = await this.payments.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR);
+      if (!failed) throw settledByAnother();
+      await this.events.record(op.scope, 'payment.failed', toPaymentResponse(failed));
       // The operator's word alone when the network could not be asked: said so in the audit.
       const resolution = asked ? 'failed' : 'failed_unasked';
       await this.attention.resolve(op.scope, row, resolution);
@@ -248,6 +257,7 @@ export class PaymentsService {
         const failure = state.status === 'failed' ? state.failure : null;
         const settled = await this.payments.settle(op.scope, payment.id, { status: state.status, failureCode: failure });
         if (!settled) throw settledByAnother();
+        await this.events.record(op.scope, settled.status === 'succeeded' ? 'payment.succeeded' : 'payment.failed', toPaymentResponse(settled));
         if (failure && failure !== 'processing_error') throw new PaymentDeclinedException(failure, settled.id);
         if (settled.order_id) await this.orders.markPaid(op.scope, settled.order_id);
         return toPaymentResponse(settled);

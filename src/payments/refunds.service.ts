@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { problems } from '../common/problem';
+import { EventsService } from '../events/events.service';
 import { Resumes } from 'safe-retries';
 import { CardNetwork, CardNetworkRefusedError, RefundState, UnknownNetworkObjectError } from './card-network/card-network';
 import { CreateRefundDto } from './dto/create-payment.dto';
@@ -61,6 +62,7 @@ export class RefundsService {
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
     private readonly attention: OperationAttention,
+    private readonly events: EventsService,
   ) {}
 
   async refund(clientId: string, paymentId: string, dto: CreateRefundDto, op: RefundOperation): Promise<RefundResponse> {
@@ -125,7 +127,9 @@ export class RefundsService {
       return this.conclude(op, { ...refund, status: 'processing' }, found);
     }
     return op.finish(async () => {
-      if (!(await this.payments.failRefundByOperator(op.scope, refund.id, FAILED_BY_OPERATOR))) throw settledByAnother();
+      const failed = await this.payments.failRefundByOperator(op.scope, refund.id, FAILED_BY_OPERATOR);
+      if (!failed) throw settledByAnother();
+      await this.events.record(op.scope, 'refund.failed', toRefundResponse(failed));
       // The operator's word alone when the network could not be asked: said so in the audit.
       const resolution = asked ? 'failed' : 'failed_unasked';
       await this.attention.resolve(op.scope, row, resolution);
@@ -148,9 +152,11 @@ export class RefundsService {
   }
 
   private handOver(op: RefundOperation, refund: RefundRow, reason: 'refused' | 'stuck', evidence: string): Promise<never> {
-    return this.attention.handOver(op, { operation: 'refund', recordId: refund.id, reason, evidence }, () =>
-      this.payments.moveRefundAttention(op.scope, refund.id, 'processing', 'requires_attention'),
-    );
+    return this.attention.handOver(op, { operation: 'refund', recordId: refund.id, reason, evidence }, async () => {
+      if (!(await this.payments.moveRefundAttention(op.scope, refund.id, 'processing', 'requires_attention'))) return false;
+      await this.events.record(op.scope, 'refund.requires_attention', toRefundResponse((await this.payments.findRefund(op.scope, refund.id))!));
+      return true;
+    });
   }
 
   /**
@@ -215,7 +221,9 @@ export class RefundsService {
       async () => {
         const settled = await this.payments.settleRefund(op.scope, refund.id, state.refundId, status);
         if (!settled) throw settledByAnother();
-        return toRefundResponse(settled);
+        const response = toRefundResponse(settled);
+        await this.events.record(op.scope, settled.status === 'succeeded' ? 'refund.succeeded' : 'refund.pending', response);
+        return response;
       },
       { location: (r) => `/payments/${r.payment_id}` },
     );
@@ -239,7 +247,10 @@ export class RefundsService {
   /** A refund the network answered for moves on (pending -> succeeded; pending or succeeded -> failed, amount given back). */
   async settle(clientId: string, refundId: string, networkRefundId: string, to: RefundSettlement): Promise<boolean> {
     const moved = await this.payments.moveRefund(clientId, refundId, networkRefundId, to);
-    if (moved) this.logger.log(`refund ${refundId} (${networkRefundId}) ${moved.status}`);
+    if (moved) {
+      this.logger.log(`refund ${refundId} (${networkRefundId}) ${moved.status}`);
+      await this.events.record(clientId, moved.status === 'succeeded' ? 'refund.succeeded' : 'refund.failed', toRefundResponse(moved));
+    }
     return moved !== undefined;
   }
 

@@ -266,6 +266,9 @@ describe('stuck operations end or go to a person (e2e)', () => {
     expect((await http().get(`/payments/${paymentId}`).set(t.auth()).expect(200)).body).toMatchObject({ status: 'failed', failure_code: 'failed_by_operator' });
     expect(await attention().find(handed.body.attention_id as string)).toMatchObject({ resolution: 'failed' });
     expect(await ledger.charges({ key: 'payment_id', value: paymentId })).toEqual([]);
+    // Each state it kept has its event, written with it: the request's hand-over, the recovery job's failure.
+    const events = await t.dataSource.query<{ type: string }[]>(`SELECT type FROM events WHERE data->>'id' = $1 ORDER BY seq`, [paymentId]);
+    expect(events.map((e) => e.type)).toEqual(['payment.requires_attention', 'payment.failed']);
     expect((await pay(randomUUID(), body).expect(201)).body.status).toBe('succeeded');
   });
 

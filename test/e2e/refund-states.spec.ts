@@ -39,6 +39,11 @@ const WEBHOOK_PATH = '/webhooks/card-network';
 const PROCESSING_DELAY_MS = 300;
 const signer = new Stripe('sk_test_signer_only');
 
+/** The types of the events recorded about a resource, oldest first. */
+async function eventTypes(t: TestApp, id: string): Promise<string[]> {
+  return (await t.dataSource.query<{ type: string }[]>(`SELECT type FROM events WHERE data->>'id' = $1 ORDER BY seq`, [id])).map((r) => r.type);
+}
+
 function sign(payload: string): string {
   return signer.webhooks.generateTestHeaderString({ payload, secret: DEFAULT_WEBHOOK_SECRET });
 }
@@ -167,6 +172,8 @@ describe('refunds in the card network states (e2e)', () => {
     await networkRefundIn(networkId!, 'succeeded');
     const updated = await eventAbout('refund.updated', networkId!);
     expect(await deliver(updated)).toEqual({ received: true, effect: 'settled' });
+    // Its events, each written with its change: the request's, then the webhook's.
+    expect(await eventTypes(t, made.body.id as string)).toEqual(['refund.pending', 'refund.succeeded']);
     got = await getPayment(payment.id);
     expect(got.refunds).toEqual([{ ...made.body, status: 'succeeded' }]);
     expect(got.amount_refunded).toBe(300);
@@ -177,6 +184,7 @@ describe('refunds in the card network states (e2e)', () => {
     expect(await deliver(updated)).toEqual({ received: true, effect: 'nothing_to_do' });
     expect((await refundRecord(made.body.id as string)).status).toBe('succeeded');
     expect(await processedEvents(updated.id)).toBe(1);
+    expect(await eventTypes(t, made.body.id as string)).toEqual(['refund.pending', 'refund.succeeded']);
     await reconcile(payment.id);
   });
 
@@ -193,6 +201,8 @@ describe('refunds in the card network states (e2e)', () => {
     const job = t.app.get(RefundSettlementJob);
     // The job also asks about the succeeded refunds of the other cases (they may still fail): only this one moves.
     expect(await job.runOnce()).toMatchObject({ settled: 1, failed: 0 });
+    // The settlement job writes the refund's event with its change.
+    expect(await eventTypes(t, made.body.id as string)).toEqual(['refund.pending', 'refund.failed']);
     let got = await getPayment(payment.id);
     expect(got.refunds).toEqual([{ ...made.body, status: 'failed', failure_reason: 'declined' }]);
     expect(got.amount_refunded).toBe(before);

@@ -31,6 +31,10 @@ const PLAN: Record<string, Placement> = {
   refunds: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
   // Operations handed to a person: each row is one client's payment or refund.
   operation_attention: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
+  // The clients' webhooks: their endpoints, their events, each delivery attempt.
+  webhook_endpoints: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
+  events: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
+  webhook_deliveries: { kind: 'distributed', column: 'client_id', colocation: 'tenant' },
   // id = hash of (scope, key): already uniform, and every statement of a key filters by it.
   idempotency_keys: { kind: 'distributed', column: 'id', colocation: 'idempotency_keys' },
   // One row per processed webhook event, looked up by (source, message_id).

@@ -91,6 +91,9 @@ describe('card network webhooks (e2e)', () => {
     expect(late.headers.location).toBe(`/payments/${row.id}`);
     const charges = await ledger.chargesDescribed(body.description);
     expect(charges.map((c) => c.metadata.payment_id)).toEqual([row.id]);
+    // Its event, written once, by the webhook that settled it.
+    const events = await t.dataSource.query<{ type: string }[]>(`SELECT type FROM events WHERE data->>'id' = $1`, [row.id]);
+    expect(events.map((e) => e.type)).toEqual(['payment.succeeded']);
   });
 
   it('a refund whose answer is lost is settled by its refund.created event', async () => {

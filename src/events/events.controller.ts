@@ -1,0 +1,39 @@
+import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { AuthenticatedClient } from '../auth/authenticated-client';
+import { CurrentClient } from '../auth/current-client.decorator';
+import { ApiProblems } from '../common/openapi';
+import { EventPage, EventQueryDto, EventResponse, RedeliverDto, RedeliverResponse } from './dto/event.response';
+import { EventsService } from './events.service';
+
+@ApiTags('events')
+@ApiProblems(401)
+@Controller('events')
+export class EventsController {
+  constructor(private readonly events: EventsService) {}
+
+  @Get()
+  @ApiOperation({ summary: 'List events, newest first (cursor pagination: limit, starting_after)' })
+  @ApiOkResponse({ type: EventPage })
+  @ApiProblems(400)
+  list(@CurrentClient() client: AuthenticatedClient, @Query() query: EventQueryDto): Promise<EventPage> {
+    return this.events.list(client.id, query);
+  }
+
+  @Get(':id')
+  @ApiOperation({ summary: 'Get an event' })
+  @ApiOkResponse({ type: EventResponse })
+  @ApiProblems(404)
+  get(@CurrentClient() client: AuthenticatedClient, @Param('id') id: string): Promise<EventResponse> {
+    return this.events.get(client.id, id);
+  }
+
+  @Post(':id/redeliver')
+  @HttpCode(202)
+  @ApiOperation({ summary: 'Deliver an event again (to one endpoint, or to every endpoint subscribed to its type)' })
+  @ApiAcceptedResponse({ type: RedeliverResponse })
+  @ApiProblems(400, 404)
+  async redeliver(@CurrentClient() client: AuthenticatedClient, @Param('id') id: string, @Body() dto: RedeliverDto): Promise<RedeliverResponse> {
+    return { endpoint_ids: await this.events.redeliver(client.id, id, dto.endpoint_id) };
+  }
+}

@@ -1,0 +1,83 @@
+import { Injectable } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { randomBytes } from 'node:crypto';
+import { Outbox } from 'safe-retries';
+import { invalidCursor } from '../common/pagination';
+import { problems } from '../common/problem';
+import { WebhookEndpointsService } from '../webhook-endpoints/webhook-endpoints.service';
+import { DEFAULT_EVENTS_PAGE, EVENT_ID, EventPage, EventQueryDto, EventResponse } from './dto/event.response';
+import type { EventType } from './event-types';
+import { EventRow, EventsRepository } from './events.repository';
+import { WEBHOOK_DELIVERY_TOPIC, WebhookDeliveryPayload } from './webhook-delivery.port';
+
+export function toEventResponse(row: EventRow): EventResponse {
+  return { id: row.id, object: 'event', type: row.type, data: row.data, created_at: row.created_at.toISOString() };
+}
+
+/**
+ * A client's events. `record` is called at each state change of a payment,
+ * refund or order, inside the change's transaction: the event, and one
+ * outbox message per endpoint subscribed to its type, commit with the change
+ * or roll back with it. The outbox's relay then delivers each (WebhookPublisher).
+ */
+@Injectable()
+export class EventsService {
+  constructor(
+    private readonly events: EventsRepository,
+    private readonly endpoints: WebhookEndpointsService,
+    private readonly outbox: Outbox,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+  ) {}
+
+  /** Records `type` about `data` (the resource's public representation); throws outside a transaction. */
+  async record(clientId: string, type: EventType, data: object): Promise<void> {
+    if (!this.txHost.isTransactionActive()) throw new Error(`EventsService.record(${type}): no transaction, so the event would not commit with its change`);
+    const id = `evt_${randomBytes(16).toString('hex')}`;
+    await this.events.insert(clientId, id, type, data);
+    for (const endpointId of await this.endpoints.subscribed(clientId, type)) await this.enqueue({ clientId, eventId: id, endpointId });
+  }
+
+  async list(clientId: string, query: EventQueryDto): Promise<EventPage> {
+    const limit = query.limit ?? DEFAULT_EVENTS_PAGE;
+    const rows = await this.events.listPage(clientId, limit, query.starting_after);
+    if (query.starting_after && rows.length === 0 && !(await this.events.find(clientId, query.starting_after))) throw invalidCursor(query.starting_after);
+    const items = rows.slice(0, limit);
+    const has_more = rows.length > limit;
+    return { object: 'list', data: items.map(toEventResponse), has_more, next_cursor: has_more ? items[items.length - 1].id : null };
+  }
+
+  async get(clientId: string, id: string): Promise<EventResponse> {
+    return toEventResponse(await this.found(clientId, id));
+  }
+
+  /**
+   * Queues the event again, for one endpoint of the client's or for every
+   * endpoint subscribed to its type (a dead letter's event, a receiver that
+   * lost it). It goes under the same webhook-id: a receiver that has it ignores it.
+   */
+  async redeliver(clientId: string, id: string, endpointId?: string): Promise<string[]> {
+    const event = await this.found(clientId, id);
+    let targets: string[];
+    if (endpointId) {
+      if (!(await this.endpoints.exists(clientId, endpointId))) throw problems.notFound(`No webhook endpoint ${endpointId}.`);
+      targets = [endpointId];
+    } else {
+      targets = await this.endpoints.subscribed(clientId, event.type);
+    }
+    await this.txHost.withTransaction(async () => {
+      for (const target of targets) await this.enqueue({ clientId, eventId: id, endpointId: target });
+    });
+    return targets;
+  }
+
+  private async found(clientId: string, id: string): Promise<EventRow> {
+    const row = EVENT_ID.test(id) ? await this.events.find(clientId, id) : undefined;
+    if (!row) throw problems.notFound(`No event ${id}.`);
+    return row;
+  }
+
+  private async enqueue(payload: WebhookDeliveryPayload): Promise<void> {
+    await this.outbox.add({ topic: WEBHOOK_DELIVERY_TOPIC, payload });
+  }
+}

@@ -1,0 +1,64 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { parseKeyRing } from 'safe-retries';
+import type { AppConfig } from '../config/config';
+import { APP_CONFIG } from '../config/config.module';
+
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+const SEALED = 'sealed:v1:';
+
+/**
+ * Endpoints' signing secrets at rest. A secret signs (HMAC), so it cannot be
+ * hashed like an API key: with IDEMPOTENCY_ENCRYPTION_KEYS set, it is sealed
+ * as stored responses are, AES-256-GCM under the ring's newest key
+ * (`sealed:v1:<key id>:<base64 of iv ‖ tag ‖ ciphertext>`), the endpoint's id
+ * and the key id bound as authenticated data, so a sealed secret cannot be
+ * moved to another endpoint. Older keys of the ring still open theirs. With no
+ * ring, secrets are stored in clear, as responses are; with a ring, a secret
+ * in clear is refused (it was written before the ring, or edited).
+ */
+@Injectable()
+export class EndpointSecrets {
+  private readonly ring: ReturnType<typeof parseKeyRing>;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.ring = parseKeyRing(config.idempotency.encryptionKeys);
+  }
+
+  /** A new signing secret in the Standard Webhooks format: `whsec_` and base64 of 32 random bytes. */
+  static generate(): string {
+    return `whsec_${randomBytes(32).toString('base64')}`;
+  }
+
+  seal(endpointId: string, secret: string): string {
+    const newest = this.ring[0];
+    if (!newest) return secret;
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', newest.key, iv);
+    cipher.setAAD(aad(endpointId, newest.id));
+    const sealed = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()]);
+    return `${SEALED}${newest.id}:${Buffer.concat([iv, cipher.getAuthTag(), sealed]).toString('base64')}`;
+  }
+
+  open(endpointId: string, stored: string): string {
+    if (!stored.startsWith(SEALED)) {
+      if (this.ring.length) throw new Error(`the secret of webhook endpoint ${endpointId} is stored in clear, and secrets are sealed: refused`);
+      return stored;
+    }
+    const rest = stored.slice(SEALED.length);
+    const at = rest.indexOf(':');
+    const keyId = rest.slice(0, at);
+    const key = this.ring.find((k) => k.id === keyId);
+    if (!key) throw new Error(`the secret of webhook endpoint ${endpointId} is sealed with encryption key "${keyId}", which is not in the key ring`);
+    const bytes = Buffer.from(rest.slice(at + 1), 'base64');
+    const decipher = createDecipheriv('aes-256-gcm', key.key, bytes.subarray(0, IV_BYTES));
+    decipher.setAAD(aad(endpointId, keyId));
+    decipher.setAuthTag(bytes.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
+    return Buffer.concat([decipher.update(bytes.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
+  }
+}
+
+function aad(endpointId: string, keyId: string): Buffer {
+  return Buffer.from(`webhook-endpoint-secret\0${endpointId}\0${keyId}`);
+}

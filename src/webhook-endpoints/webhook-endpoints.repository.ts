@@ -1,0 +1,50 @@
+import { Injectable } from '@nestjs/common';
+import { SqlRepository } from '../database/sql-repository';
+
+export interface WebhookEndpointRow {
+  id: string;
+  url: string;
+  event_types: string[];
+  secret: string;
+  created_at: Date;
+}
+
+const COLUMNS = 'id, url, event_types, secret, created_at';
+
+/** All SQL of webhook endpoints; every statement filters by client_id. */
+@Injectable()
+export class WebhookEndpointsRepository extends SqlRepository {
+  async insert(clientId: string, id: string, url: string, eventTypes: string[], sealedSecret: string): Promise<WebhookEndpointRow> {
+    const [row] = await this.rows<WebhookEndpointRow>(
+      `INSERT INTO webhook_endpoints (client_id, id, url, event_types, secret) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
+      [clientId, id, url, eventTypes, sealedSecret],
+    );
+    return row;
+  }
+
+  list(clientId: string): Promise<WebhookEndpointRow[]> {
+    return this.rows<WebhookEndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE client_id = $1 ORDER BY created_at DESC, id DESC`, [clientId]);
+  }
+
+  async find(clientId: string, id: string): Promise<WebhookEndpointRow | undefined> {
+    const [row] = await this.rows<WebhookEndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE client_id = $1 AND id = $2`, [clientId, id]);
+    return row;
+  }
+
+  /** The endpoints that want events of `type` (listed, or all with `*`). */
+  subscribed(clientId: string, type: string): Promise<{ id: string }[]> {
+    return this.rows<{ id: string }>(`SELECT id FROM webhook_endpoints WHERE client_id = $1 AND event_types && ARRAY[$2, '*']::text[]`, [clientId, type]);
+  }
+
+  async delete(clientId: string, id: string): Promise<boolean> {
+    return (await this.rows(`DELETE FROM webhook_endpoints WHERE client_id = $1 AND id = $2 RETURNING id`, [clientId, id])).length > 0;
+  }
+
+  async replaceSecret(clientId: string, id: string, sealedSecret: string): Promise<WebhookEndpointRow | undefined> {
+    const [row] = await this.rows<WebhookEndpointRow>(
+      `UPDATE webhook_endpoints SET secret = $3 WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+      [clientId, id, sealedSecret],
+    );
+    return row;
+  }
+}

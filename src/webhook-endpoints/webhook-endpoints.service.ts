@@ -1,0 +1,106 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { isIP } from 'node:net';
+import { problems } from '../common/problem';
+import type { AppConfig } from '../config/config';
+import { APP_CONFIG } from '../config/config.module';
+import { ALL_EVENTS } from '../events/event-types';
+import { isPublicAddress } from '../events/public-address';
+import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
+import { WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
+import { EndpointSecrets } from './endpoint-secrets';
+import { WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoints.repository';
+
+function toResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
+  return { id: row.id, url: row.url, event_types: row.event_types, created_at: row.created_at.toISOString() };
+}
+
+/** Where an endpoint's deliveries go, with its secret opened (for the delivery publisher only). */
+export interface DeliveryTarget {
+  url: string;
+  secret: string;
+}
+
+/**
+ * A client's webhook endpoints. The secret is generated here, answered once
+ * (on create and on rotate) and stored sealed (EndpointSecrets); it is never
+ * listed and never logged. A URL must be https in production (http is allowed
+ * outside it, for a local receiver), carry no credentials, and not be an IP
+ * literal of a private, loopback or link-local address; a host name is
+ * checked after DNS at each delivery (WebhookPublisher).
+ */
+@Injectable()
+export class WebhookEndpointsService {
+  private readonly production: boolean;
+
+  constructor(
+    private readonly endpoints: WebhookEndpointsRepository,
+    private readonly secrets: EndpointSecrets,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.production = config.production;
+  }
+
+  async create(clientId: string, dto: CreateWebhookEndpointDto): Promise<WebhookEndpointWithSecretResponse> {
+    const url = this.validUrl(dto.url);
+    const types = dto.event_types.includes(ALL_EVENTS) ? [ALL_EVENTS] : dto.event_types;
+    const id = randomUUID();
+    const secret = EndpointSecrets.generate();
+    const row = await this.endpoints.insert(clientId, id, url, types, this.secrets.seal(id, secret));
+    return { ...toResponse(row), secret };
+  }
+
+  async list(clientId: string): Promise<{ object: 'list'; data: WebhookEndpointResponse[] }> {
+    return { object: 'list', data: (await this.endpoints.list(clientId)).map(toResponse) };
+  }
+
+  async delete(clientId: string, id: string): Promise<void> {
+    if (!(await this.endpoints.delete(clientId, id))) throw notFound(id);
+  }
+
+  /** A new secret, at once: deliveries from now on are signed with it. */
+  async rotate(clientId: string, id: string): Promise<WebhookEndpointWithSecretResponse> {
+    const secret = EndpointSecrets.generate();
+    const row = await this.endpoints.replaceSecret(clientId, id, this.secrets.seal(id, secret));
+    if (!row) throw notFound(id);
+    return { ...toResponse(row), secret };
+  }
+
+  async exists(clientId: string, id: string): Promise<boolean> {
+    return (await this.endpoints.find(clientId, id)) !== undefined;
+  }
+
+  /** The ids of the endpoints that want an event of `type`. */
+  async subscribed(clientId: string, type: string): Promise<string[]> {
+    return (await this.endpoints.subscribed(clientId, type)).map((e) => e.id);
+  }
+
+  /** The endpoint's URL and secret, or undefined when it was deleted. */
+  async target(clientId: string, id: string): Promise<DeliveryTarget | undefined> {
+    const row = await this.endpoints.find(clientId, id);
+    return row && { url: row.url, secret: this.secrets.open(id, row.secret) };
+  }
+
+  private validUrl(given: string): string {
+    let url: URL;
+    try {
+      url = new URL(given);
+    } catch {
+      throw invalidUrl('url must be an absolute URL');
+    }
+    const schemes = this.production ? ['https:'] : ['https:', 'http:'];
+    if (!schemes.includes(url.protocol)) throw invalidUrl(this.production ? 'url must use https' : 'url must use https or http');
+    if (url.username || url.password) throw invalidUrl('url must not carry credentials');
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    if (this.production && isIP(host) && !isPublicAddress(host)) throw invalidUrl('url must not point at a private, loopback or link-local address');
+    return url.toString();
+  }
+}
+
+function invalidUrl(message: string) {
+  return problems.validationFailed([{ field: 'url', messages: [message] }]);
+}
+
+function notFound(id: string) {
+  return problems.notFound(`No webhook endpoint ${id}.`);
+}
