@@ -58,7 +58,7 @@ describe('the outbox with real processes', () => {
   });
 
   it('several relays at once deliver every message at least once, and share the work', async () => {
-    await Promise.all([relay(), relay(), relay()]);
+    await Promise.all([relay(), relay(), relay(), relay()]);
     const ids: string[] = [];
     for (let i = 0; i < 150; i += 10) ids.push(...(await Promise.all(Array.from({ length: 10 }, () => add()))));
     await until(async () => (await undelivered(ids)) === 0);
@@ -85,7 +85,7 @@ describe('the outbox with real processes', () => {
   });
 
   it('keeps each stream in order across relays and failed deliveries', async () => {
-    await Promise.all([relay(), relay(), relay()]);
+    await Promise.all([relay(), relay(), relay(), relay()]);
     // The first attempt of every second message fails: without ordering, its successor would overtake it.
     receiver.answer = (d) => (d.attempt === 1 && order.get(d.id)! % 2 === 1 ? 'fail' : 'ok');
     const order = new Map<string, number>();
