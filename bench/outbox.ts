@@ -8,6 +8,9 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsService } from 'nestjs-cls';
 import { IdempotencyModule, Outbox, OutboxMessage, createIdempotencyMigrations, transactionalClsModule } from 'safe-retries';
+import { Client } from 'pg';
+import { cannon, startServer } from './http';
+import { BENCH_CLIENT } from './lib/app';
 import { openBenchDatabase } from './lib/database';
 import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
 
@@ -23,10 +26,17 @@ import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
  *   commit-to-delivery latency (the receiver's arrival less the moment the
  *   adding transaction's COMMIT returned), p50/p99.
  * Every message must arrive (at least once); duplicates are counted.
+ * - Payments with events on and off: the app's POST /payments (fresh keys,
+ *   autocannon, 20 connections, card network without delay) in interleaved
+ *   slices, with a webhook endpoint of the bench client subscribed to every
+ *   event (each payment's event then goes out through the outbox, signed, to
+ *   the receiver) and without one (the event is recorded, nothing is
+ *   delivered). Each slice starts once the outbox has nothing left to deliver.
  */
 export interface OutboxBenchResult {
   burst: { messages: number; relayedPerSecond: number; addedPerSecond: number; duplicates: number };
   steady: { rate: number; seconds: number; messages: number; latencyMs: Percentiles; duplicates: number };
+  payments: { seconds: number; off: number[]; on: number[]; offPerSecond: number; onPerSecond: number; onOverOff: number; delivered: number };
 }
 
 const ADDERS = 20;
@@ -41,7 +51,8 @@ class Receiver {
 
   async start(): Promise<void> {
     this.server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      const id = String(req.headers['idempotency-key']);
+      // The outbox's own publisher sends Idempotency-Key; the app's webhooks, webhook-id.
+      const id = String(req.headers['idempotency-key'] ?? req.headers['webhook-id']);
       req.resume();
       req.on('end', () => {
         if (this.arrivals.has(id)) this.duplicates++;
@@ -89,9 +100,17 @@ function outboxApp(databaseUrl: string, receiver: Receiver): Promise<INestApplic
   return NestFactory.createApplicationContext(OutboxBenchModule, { logger: ['error', 'warn'] });
 }
 
-export async function outboxBench(databaseUrl: string, options: { burst: number; rate: number; seconds: number; log(m: string): void }): Promise<OutboxBenchResult> {
+export async function outboxBench(
+  databaseUrl: string,
+  options: { burst: number; rate: number; seconds: number; paymentSeconds: number; slices: number; log(m: string): void },
+): Promise<OutboxBenchResult> {
   const receiver = new Receiver();
   await receiver.start();
+  // The app first: its migrations make the whole schema, the library's included.
+  const payments = await paymentsWithEvents(databaseUrl, receiver, options).catch(async (error: unknown) => {
+    await receiver.stop();
+    throw error;
+  });
   const app = await outboxApp(databaseUrl, receiver);
   await app.init();
   const outbox = app.get(Outbox);
@@ -109,6 +128,7 @@ export async function outboxBench(databaseUrl: string, options: { burst: number;
     await receiver.waitFor(warm.map((m) => m.id));
 
     const ids: string[] = [];
+    const duplicatesBeforeBurst = receiver.duplicates;
     const addStart = performance.now();
     let next = 0;
     await Promise.all(
@@ -124,7 +144,7 @@ export async function outboxBench(databaseUrl: string, options: { burst: number;
       messages: ids.length,
       relayedPerSecond: round(ids.length / (spanMs / 1000), 1),
       addedPerSecond: round(ids.length / (addMs / 1000), 1),
-      duplicates: receiver.duplicates,
+      duplicates: receiver.duplicates - duplicatesBeforeBurst,
     };
     options.log(`§12 burst: ${burst.messages} messages, relayed ${burst.relayedPerSecond}/s (added ${burst.addedPerSecond}/s)`);
 
@@ -149,11 +169,75 @@ export async function outboxBench(databaseUrl: string, options: { burst: number;
       duplicates: receiver.duplicates - duplicatesBefore,
     };
     options.log(`§12 steady: ${steady.messages} messages at ${steady.rate}/s, commit to delivery p50 ${fmt(steady.latencyMs.p50, 1)} ms, p99 ${fmt(steady.latencyMs.p99, 1)} ms`);
-    return { burst, steady };
+    return { burst, steady, payments };
   } finally {
     await app.close();
     await receiver.stop();
   }
+}
+
+const API = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_CLIENT.key}` };
+
+async function paymentsWithEvents(
+  databaseUrl: string,
+  receiver: Receiver,
+  options: { paymentSeconds: number; slices: number; log(m: string): void },
+): Promise<OutboxBenchResult['payments']> {
+  const server = await startServer(databaseUrl);
+  const db = new Client({ connectionString: databaseUrl });
+  await db.connect();
+  const base = `http://127.0.0.1:${server.port}`;
+  const drained = async () => {
+    const deadline = Date.now() + DELIVERY_TIMEOUT_MS;
+    for (;;) {
+      const [{ n }] = (await db.query('SELECT count(*)::int AS n FROM idempotency_outbox WHERE delivered_at IS NULL AND dead_at IS NULL')).rows as { n: number }[];
+      if (n === 0) return;
+      if (Date.now() > deadline) throw new Error(`§12: ${n} outbox messages undelivered after ${DELIVERY_TIMEOUT_MS} ms`);
+      await sleep(100);
+    }
+  };
+  const result = { off: [] as number[], on: [] as number[] };
+  const deliveredBefore = receiver.arrivals.size;
+  try {
+    await cannon(server.port, 'fresh', 2, 20, ''); // warm
+    for (let slice = 0; slice < options.slices; slice++) {
+      for (const mode of slice % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
+        await drained();
+        let endpoint: string | undefined;
+        if (mode === 'on') {
+          const res = await fetch(`${base}/webhook-endpoints`, {
+            method: 'POST',
+            headers: API,
+            body: JSON.stringify({ url: `http://127.0.0.1:${receiver.port}/hooks`, event_types: ['*'] }),
+          });
+          if (res.status !== 201) throw new Error(`§12: POST /webhook-endpoints answered ${res.status}: ${await res.text()}`);
+          endpoint = ((await res.json()) as { id: string }).id;
+        }
+        const run = await cannon(server.port, 'fresh', options.paymentSeconds, 20, '');
+        const perSecond = round((run.statusCodes['201'] ?? 0) / run.seconds, 1);
+        result[mode].push(perSecond);
+        options.log(`§12 payments, events ${mode}: ${perSecond}/s`);
+        if (endpoint) {
+          await drained();
+          await fetch(`${base}/webhook-endpoints/${endpoint}`, { method: 'DELETE', headers: API });
+        }
+      }
+    }
+  } finally {
+    await db.end();
+    await server.stop();
+  }
+  const total = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const offPerSecond = round(total(result.off), 1);
+  const onPerSecond = round(total(result.on), 1);
+  return {
+    seconds: options.paymentSeconds,
+    ...result,
+    offPerSecond,
+    onPerSecond,
+    onOverOff: round(onPerSecond / offPerSecond, 2),
+    delivered: receiver.arrivals.size - deliveredBefore,
+  };
 }
 
 export function outboxReport(r: OutboxBenchResult): string[] {
@@ -166,6 +250,8 @@ export function outboxReport(r: OutboxBenchResult): string[] {
         [`steady (${r.steady.rate}/s for ${r.steady.seconds} s)`, r.steady.messages, '–', `${fmt(r.steady.latencyMs.p50, 1)} / ${fmt(r.steady.latencyMs.p99, 1)}`, r.steady.duplicates],
       ],
     ),
+    `POST /payments (fresh keys, 20 connections, ${r.payments.seconds} s slices): events off ${r.payments.off.map((x) => fmt(x, 0)).join(' · ')} (mean ${fmt(r.payments.offPerSecond, 0)}/s); ` +
+      `on ${r.payments.on.map((x) => fmt(x, 0)).join(' · ')} (mean ${fmt(r.payments.onPerSecond, 0)}/s, ${r.payments.delivered} events delivered): on / off ${fmt(r.payments.onOverOff)}`,
   ];
 }
 
@@ -179,6 +265,8 @@ if (require.main === module) {
         burst: Number(process.env.BENCH_OUTBOX_BURST ?? 5_000),
         rate: Number(process.env.BENCH_OUTBOX_RATE ?? 100),
         seconds: Number(process.env.BENCH_OUTBOX_SECONDS ?? 10),
+        paymentSeconds: Number(process.env.BENCH_OUTBOX_PAYMENT_SECONDS ?? 8),
+        slices: Number(process.env.BENCH_OUTBOX_SLICES ?? 4),
         log,
       });
       process.stderr.write(`${outboxReport(result).join('\n')}\n`);

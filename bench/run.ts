@@ -72,6 +72,8 @@ const SETTINGS = {
   outboxBurst: env('BENCH_OUTBOX_BURST', 5_000),
   outboxRate: env('BENCH_OUTBOX_RATE', 100),
   outboxSeconds: env('BENCH_OUTBOX_SECONDS', 10),
+  outboxPaymentSeconds: env('BENCH_OUTBOX_PAYMENT_SECONDS', 8),
+  outboxSlices: env('BENCH_OUTBOX_SLICES', 4),
 };
 const TARGETS = {
   statementsPerLookup: 1,
@@ -203,7 +205,14 @@ async function main(): Promise<void> {
     log(`§9 fleet soak: ${fleet.operations} payments at ${fleet.paymentsPerSecond}/s, ${fleet.kills} kills; lost ${lost}, doubled ${doubled}, wrong id ${wrongId}, unanswered ${unanswered}`);
 
     const outbox: OutboxBenchResult = await timed('§12 events out', () =>
-      outboxBench(db!.url, { burst: SETTINGS.outboxBurst, rate: SETTINGS.outboxRate, seconds: SETTINGS.outboxSeconds, log }),
+      outboxBench(db!.url, {
+        burst: SETTINGS.outboxBurst,
+        rate: SETTINGS.outboxRate,
+        seconds: SETTINGS.outboxSeconds,
+        paymentSeconds: SETTINGS.outboxPaymentSeconds,
+        slices: SETTINGS.outboxSlices,
+        log,
+      }),
     );
 
     const stored: StorageResult = await timed('§4 storage', () => storage(harness, SETTINGS.storageKeys, SETTINGS.storageConcurrency));
