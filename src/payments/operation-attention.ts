@@ -2,7 +2,8 @@ import { Injectable, Logger } from '@nestjs/common';
 import { Counter, Gauge } from 'prom-client';
 import { PhasedOperation } from 'safe-retries';
 import { MetricsService } from '../metrics/metrics.service';
-import { AttentionDecision, AttentionOperation, AttentionRepository, AttentionRow } from './attention.repository';
+import { CardNetworkRefusedError, CardNetworkUnavailableError, UnknownNetworkObjectError } from './card-network/card-network';
+import { AttentionDecision, AttentionOperation, AttentionReason, AttentionRepository, AttentionRow } from './attention.repository';
 import { settledByAnother } from './payment-operations';
 import { RequiresAttentionException } from './payments.errors';
 
@@ -32,7 +33,7 @@ export const STUCK_BOUND_MS = 24 * 60 * 60_000;
 export const FAILED_BY_OPERATOR = 'failed_by_operator';
 
 /** Why an operation was handed over: the network refuses every resume, or it stayed unknown past STUCK_BOUND_MS. */
-export type AttentionReason = 'refused' | 'stuck';
+export type HandOverReason = Exclude<AttentionReason, 'contradicted'>;
 
 /** What a phased operation saves at ATTENTION, beside its own state. */
 export interface AttentionState {
@@ -52,6 +53,7 @@ export class OperationAttention {
   private readonly handedOver: Counter<'operation' | 'reason'>;
   private readonly released: Counter<'operation' | 'reason'>;
   private readonly resolved: Counter<'operation' | 'resolution'>;
+  private readonly contradictions: Counter<'operation'>;
 
   constructor(
     private readonly repository: AttentionRepository,
@@ -72,8 +74,14 @@ export class OperationAttention {
     });
     this.resolved = new Counter({
       name: 'operations_attention_resolved_total',
-      help: 'Hand-overs ended, by resolution (failed, reasked, found_at_network, network_event)',
+      help: 'Hand-overs ended, by resolution (failed, reasked, found_at_network, network_event, acknowledged)',
       labelNames: ['operation', 'resolution'],
+      registers,
+    });
+    this.contradictions = new Counter({
+      name: 'card_network_contradictions_total',
+      help: "Events of the card network that contradict a final record (a charge for a payment held failed, a refund made for one held failed): each opens a hand-over (contradicted) for a person",
+      labelNames: ['operation'],
       registers,
     });
     new Gauge({
@@ -99,7 +107,7 @@ export class OperationAttention {
    */
   async handOver<S extends AttentionState>(
     op: PhasedOperation<S>,
-    what: { operation: AttentionOperation; recordId: string; reason: AttentionReason; evidence: string },
+    what: { operation: AttentionOperation; recordId: string; reason: HandOverReason; evidence: string },
     mark: () => Promise<boolean>,
   ): Promise<never> {
     const row = await op.checkpoint(
@@ -126,6 +134,38 @@ export class OperationAttention {
     return null;
   }
 
+  /**
+   * An operator's decision that cannot be applied yet: the card network, which
+   * alone can say what became of the operation's object, could not be asked
+   * (`error`: refused, unreachable, or it does not know the object). Nothing
+   * moves; the hand-over says why it waits, the lease is held again, and the
+   * next look (the recovery job, a retry) tries again. Any other error is not
+   * the network's and is thrown.
+   */
+  async waitForNetwork(op: PhasedOperation<AttentionState>, row: AttentionRow, error: unknown): Promise<undefined> {
+    if (!(error instanceof CardNetworkRefusedError || error instanceof CardNetworkUnavailableError || error instanceof UnknownNetworkObjectError)) throw error;
+    const why = `${row.decision} waits for the card network, which could not be asked about ${row.operation} ${row.record_id}: ${error.message}`;
+    await this.repository.wait(op.scope, row.id, why);
+    this.logger.warn(`${why} (attention id ${row.id}; tried again within ${ATTENTION_HOLD_MS / 1000} s)`);
+    await op.holdOff(ATTENTION_HOLD_MS);
+    return undefined;
+  }
+
+  /**
+   * The network's event contradicts a final record: surfaced for a person
+   * (a hand-over `contradicted`, an error log line, a metric), never dropped.
+   * Counted and logged for every such event; the hand-over is opened once per
+   * record. Runs in the event's transaction.
+   */
+  async contradicted(clientId: string, what: { operation: AttentionOperation; recordId: string; key: string | null; evidence: string }): Promise<void> {
+    const row = await this.repository.openContradiction(clientId, what);
+    this.contradictions.inc({ operation: what.operation });
+    this.logger.error(
+      `${what.operation} ${what.recordId} (client ${clientId}) is contradicted by the card network: ${what.evidence}; ` +
+        (row ? `attention id ${row.id}` : 'a hand-over for it is already open'),
+    );
+  }
+
   /** Ends the hand-over in the current phase's transaction; counted once it commits (see `counted`). */
   async resolve(clientId: string, row: Pick<AttentionRow, 'id'>, resolution: string): Promise<void> {
     if (!(await this.repository.resolve(clientId, row.id, resolution))) throw settledByAnother();
@@ -136,7 +176,7 @@ export class OperationAttention {
   }
 
   /** A payment released because nothing can have been charged. */
-  releasedPayment(paymentId: string, clientId: string, reason: AttentionReason, evidence: string): void {
+  releasedPayment(paymentId: string, clientId: string, reason: HandOverReason, evidence: string): void {
     this.released.inc({ operation: 'payment', reason });
     this.logger.warn(`payment ${paymentId} (client ${clientId}) released, no intent was ever recorded (${reason}): ${evidence}`);
   }

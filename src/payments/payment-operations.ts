@@ -39,6 +39,7 @@ export const INTENT = 'intent';
 export const networkKeys = {
   createIntent: (paymentId: string) => `payment_${paymentId}`,
   confirmIntent: (paymentId: string) => `payment_${paymentId}_confirm`,
+  cancelIntent: (paymentId: string) => `payment_${paymentId}_cancel`,
   refund: (refundId: string) => `refund_${refundId}`,
 };
 

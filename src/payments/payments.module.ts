@@ -8,9 +8,11 @@ import { PaymentEntity } from './payment.entity';
 import { PaymentsController } from './payments.controller';
 import { PaymentsRepository } from './payments.repository';
 import { NetworkCalls } from './payment-operations';
+import { NetworkContradictions } from './network-contradictions';
 import { AttentionRepository } from './attention.repository';
 import { OperationAttention } from './operation-attention';
 import { PaymentsService } from './payments.service';
+import { PaymentCharge } from './payment-charge';
 import { PaymentStart } from './payment-start';
 import { RefundSettlementJob } from './refund-settlement.job';
 import { RefundsService } from './refunds.service';
@@ -26,6 +28,7 @@ import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
   providers: [
     PaymentsService,
     PaymentStart,
+    PaymentCharge,
     RefundsService,
     NetworkCalls,
     OperationAttention,
@@ -34,6 +37,7 @@ import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
     PaymentsRepository,
     ChargeAdmission,
     CardNetworkWebhooks,
+    NetworkContradictions,
     WebhookSignatureLimiter,
   ],
   exports: [PaymentsService, ChargeAdmission, OperationAttention],

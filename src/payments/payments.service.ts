@@ -6,34 +6,16 @@ import { APP_CONFIG } from '../config/config.module';
 import { cardNetworkIsSimulator } from '../config/production';
 import { Resumes } from 'safe-retries';
 import { EventsService } from '../events/events.service';
-import { OrdersService } from '../orders/orders.service';
-import { CardNetwork, CardNetworkRefusedError, IntentState, InvalidParameterError } from './card-network/card-network';
+import { CardNetwork, IntentState } from './card-network/card-network';
 import { CreatePaymentDto, isSimulatorFaultSource } from './dto/create-payment.dto';
 import { PaymentResponse } from './dto/payment.response';
 import { ATTENTION, ATTENTION_HOLD_MS, FAILED_BY_OPERATOR, OperationAttention, STUCK_BOUND_MS } from './operation-attention';
-import {
-  INTENT,
-  NetworkCalls,
-  PAYMENT_OPERATION,
-  PaymentOperation,
-  STARTED,
-  intentObject,
-  isUnknownOutcome,
-  networkKeys,
-  settledByAnother,
-  unknownOutcome,
-} from './payment-operations';
-import {
-  CardNetworkFailedException,
-  FailedByOperatorException,
-  RequiresAttentionException,
-  PaymentDeclinedException,
-  PaymentProcessingException,
-} from './payments.errors';
+import { INTENT, PAYMENT_OPERATION, PaymentOperation, STARTED, isUnknownOutcome, networkKeys, settledByAnother } from './payment-operations';
+import { FailedByOperatorException, RequiresAttentionException } from './payments.errors';
 import { PaymentRow, PaymentsRepository } from './payments.repository';
+import { PaymentCharge } from './payment-charge';
 import { PaymentStart } from './payment-start';
-import { toPaymentResponse } from './payment-response';
-import { toRefundResponse } from './refunds.service';
+import { toPaymentResponse, toRefundResponse } from './payment-response';
 
 /**
  * The rules of payments. A payment reaches the card network, so it runs in
@@ -71,9 +53,8 @@ export class PaymentsService {
   constructor(
     private readonly payments: PaymentsRepository,
     private readonly starter: PaymentStart,
-    private readonly orders: OrdersService,
+    private readonly charge: PaymentCharge,
     private readonly cardNetwork: CardNetwork,
-    private readonly network: NetworkCalls,
     private readonly attention: OperationAttention,
     private readonly events: EventsService,
     @Inject(APP_CONFIG) config: AppConfig,
@@ -93,7 +74,7 @@ export class PaymentsService {
       throw problems.validationFailed([{ field: 'source', messages: ['source is a test method of the card network simulator, which is not the card network here'] }]);
     }
     const payment = await op.checkpoint(STARTED, () => this.starter.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
-    return this.createAndConfirm(op, payment);
+    return this.charge.createAndConfirm(op, payment);
   }
 
 
@@ -106,11 +87,11 @@ export class PaymentsService {
     const payment = await this.resumablePayment(op);
     if (op.recoveryPoint === ATTENTION) return this.attended(op, payment);
     try {
-      return await this.resumeFromIntent(op, payment);
+      return await this.charge.resumeFromIntent(op, payment);
     } catch (error) {
       if (op.outcome || !isUnknownOutcome(error) || !(await this.attention.pastBound('payment', op.scope, payment.id))) throw error;
       const evidence = `still unknown ${STUCK_BOUND_MS / 3_600_000} h after it started: ${(error as Error).message}`;
-      if (op.recoveryPoint !== INTENT) return this.releaseUncharged(op, payment, 'stuck', evidence);
+      if (op.recoveryPoint !== INTENT) return this.charge.releaseUncharged(op, payment, 'stuck', evidence);
       return this.attention.handOver(op, { operation: 'payment', recordId: payment.id, reason: 'stuck', evidence }, async () => {
         if (!(await this.payments.movePayment(op.scope, payment.id, 'processing', 'requires_attention'))) return false;
         await this.events.record(op.scope, 'payment.requires_attention', toPaymentResponse((await this.payments.find(op.scope, payment.id))!));
@@ -119,36 +100,33 @@ export class PaymentsService {
     }
   }
 
-  private async resumeFromIntent(op: PaymentOperation, payment: PaymentRow): Promise<PaymentResponse> {
-    const intentId = op.recoveryPoint === INTENT ? op.state?.intent_id : undefined;
-    if (!intentId) return this.createAndConfirm(op, payment);
-    // The network's own word about the one intent this payment may have charged.
-    const state = await this.network.ask(op, intentObject(payment.id, intentId), 'card_network.retrieve_intent', () =>
-      this.cardNetwork.retrieveIntent(intentId),
-    );
-    if (state.status === 'requires_confirmation') return this.confirm(op, payment, intentId);
-    return this.conclude(op, payment, state);
-  }
-
-  /** A payment with a person: their decision, applied under the operation's lease; none yet, held again. */
+  /**
+   * A payment with a person: their decision, applied under the operation's
+   * lease; none yet, held again. `fail` moves money only on the network's word
+   * about this payment's intent: the intent is canceled first, so nothing can
+   * charge it later; if it can no longer be canceled, its state wins (a charge
+   * is recorded as succeeded). While the network cannot be asked, the decision
+   * waits and the payment keeps its order reserved.
+   */
   private async attended(op: PaymentOperation, payment: PaymentRow): Promise<PaymentResponse | undefined> {
     const decided = await this.attention.decisionFor(op);
     if (!decided) return undefined;
     const { row, decision } = decided;
     const intentId = op.state!.intent_id!;
-    if (decision === 'reask') return this.resumeFromIntent(op, await this.reopen(op, payment, intentId, row.id, 'reasked'));
-    // Marked failed: unless the network's word on the intent says what became of it.
-    let asked = true;
-    const state = await op.call(() => this.cardNetwork.retrieveIntent(intentId), 'card_network.retrieve_intent').catch(() => ((asked = false), null));
-    if (state && state.status !== 'requires_confirmation') return this.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), state);
+    if (decision === 'reask') return this.charge.resumeFromIntent(op, await this.reopen(op, payment, intentId, row.id, 'reasked'));
+    let state: IntentState;
+    try {
+      state = await op.call(() => this.cardNetwork.cancelIntent(intentId, networkKeys.cancelIntent(payment.id)), 'card_network.cancel_intent');
+    } catch (error) {
+      return this.attention.waitForNetwork(op, row, error);
+    }
+    if (state.status !== 'failed') return this.charge.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), intentId, state);
     return op.finish(async () => {
       const failed = await this.payments.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR);
       if (!failed) throw settledByAnother();
       await this.events.record(op.scope, 'payment.failed', toPaymentResponse(failed));
-      // The operator's word alone when the network could not be asked: said so in the audit.
-      const resolution = asked ? 'failed' : 'failed_unasked';
-      await this.attention.resolve(op.scope, row, resolution);
-      this.attention.counted('payment', resolution);
+      await this.attention.resolve(op.scope, row, 'failed');
+      this.attention.counted('payment', 'failed');
       throw new FailedByOperatorException('payment', payment.id);
     });
   }
@@ -167,13 +145,6 @@ export class PaymentsService {
     return { ...payment, status: 'processing' };
   }
 
-  /** Before INTENT nothing was ever confirmed: the payment goes, its order is payable again and the key is free (502). */
-  private async releaseUncharged(op: PaymentOperation, payment: PaymentRow, reason: 'refused' | 'stuck', evidence: string): Promise<never> {
-    await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
-    this.attention.releasedPayment(payment.id, op.scope, reason, evidence);
-    throw new CardNetworkFailedException('charge');
-  }
-
   private async resumablePayment(op: PaymentOperation): Promise<PaymentRow> {
     const payment = op.state && (await this.payments.find(op.scope, op.state.payment_id));
     const expected = op.recoveryPoint === ATTENTION ? 'requires_attention' : 'processing';
@@ -184,89 +155,6 @@ export class PaymentsService {
   }
 
   /**
-   * No intent of this payment was ever confirmed (none is recorded): create one
-   * (the same one, within the network's key window), record it, then confirm it.
-   */
-  private async createAndConfirm(op: PaymentOperation, payment: PaymentRow): Promise<PaymentResponse> {
-    let intentId: string;
-    try {
-      intentId = await op.call(() =>
-        this.cardNetwork.createIntent({
-          amount: Number(payment.amount),
-          currency: payment.currency,
-          source: payment.payment_method ?? '',
-          description: payment.description,
-          idempotencyKey: networkKeys.createIntent(payment.id),
-          metadata: {
-            payment_id: payment.id,
-            client_id: op.scope,
-            ...(payment.order_id ? { order_id: payment.order_id } : {}),
-          },
-        }),
-        'card_network.create_intent',
-      );
-    } catch (error) {
-      if (error instanceof InvalidParameterError) {
-        // The network's word on this payment's parameters, before any intent was confirmed:
-        // nothing was charged, so the payment goes, the order is payable again and the key is free.
-        await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
-        throw problems.validationFailed([{ field: error.param, messages: [`refused by the card network: ${error.message}`] }]);
-      }
-      if (error instanceof CardNetworkRefusedError && error.definitive) return this.releaseUncharged(op, payment, 'refused', error.message);
-      throw unknownOutcome(error);
-    }
-    await op.checkpoint(
-      INTENT,
-      async () => {
-        if (!(await this.payments.attachIntent(op.scope, payment.id, intentId))) throw settledByAnother();
-      },
-      () => ({ payment_id: payment.id, intent_id: intentId }),
-    );
-    return this.confirm(op, payment, intentId);
-  }
-
-  private async confirm(op: PaymentOperation, payment: PaymentRow, intentId: string): Promise<PaymentResponse> {
-    const state = await this.network.ask(op, intentObject(payment.id, intentId), 'card_network.confirm_intent', () =>
-      this.cardNetwork.confirmIntent(intentId, networkKeys.confirmIntent(payment.id)),
-    );
-    return this.conclude(op, payment, state);
-  }
-
-  /** What the network said about the payment's intent, recorded. */
-  private async conclude(op: PaymentOperation, payment: PaymentRow, state: IntentState): Promise<PaymentResponse> {
-    switch (state.status) {
-      case 'requires_confirmation':
-      case 'processing':
-        // Not settled yet: the key and the recovery point stay; a webhook or a retry settles it.
-        throw new PaymentProcessingException(payment.id);
-      case 'failed':
-        if (state.failure === 'processing_error') {
-          // The network's word about this intent: not charged. Nothing is kept; a retry pays anew.
-          await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
-          throw new CardNetworkFailedException('charge');
-        }
-        return this.finishPayment(op, payment, state);
-      case 'succeeded':
-        return this.finishPayment(op, payment, state);
-    }
-  }
-
-  private finishPayment(op: PaymentOperation, payment: PaymentRow, state: IntentState & { status: 'succeeded' | 'failed' }): Promise<PaymentResponse> {
-    return op.finish(
-      async () => {
-        const failure = state.status === 'failed' ? state.failure : null;
-        const settled = await this.payments.settle(op.scope, payment.id, { status: state.status, failureCode: failure });
-        if (!settled) throw settledByAnother();
-        await this.events.record(op.scope, settled.status === 'succeeded' ? 'payment.succeeded' : 'payment.failed', toPaymentResponse(settled));
-        if (failure && failure !== 'processing_error') throw new PaymentDeclinedException(failure, settled.id);
-        if (settled.order_id) await this.orders.markPaid(op.scope, settled.order_id);
-        return toPaymentResponse(settled);
-      },
-      { location: (p) => `/payments/${p.id}` },
-    );
-  }
-
-  /**
    * A card network webhook about a payment (the network's word, signed): if the
    * payment is still processing, it is settled as a resume would settle it, in
    * the operation `op` taken over from its key. Never moves a settled payment.
@@ -274,10 +162,12 @@ export class PaymentsService {
   async settleFromNetwork(op: PaymentOperation, paymentId: string, intentId: string, state: IntentState): Promise<void> {
     let payment = await this.payments.find(op.scope, paymentId);
     if (!payment || (payment.status !== 'processing' && payment.status !== 'requires_attention') || payment.network_charge_id !== intentId) return;
-    if (state.status !== 'succeeded' && state.status !== 'failed') return;
+    // A processing error releases the payment after its intent is canceled: that call is a resume's,
+    // made with no transaction open, not this event's (the recovery job or a retry makes it).
+    if (state.status === 'requires_confirmation' || state.status === 'processing' || (state.status === 'failed' && state.failure === 'processing_error')) return;
     try {
       if (op.recoveryPoint === ATTENTION && op.state?.attention_id) payment = await this.reopen(op, payment, intentId, op.state.attention_id, 'network_event');
-      await this.conclude(op, payment, state);
+      await this.charge.conclude(op, payment, intentId, state);
     } catch (error) {
       // A stored business outcome (a decline) or a release is how this ends, not a failure of the webhook.
       if (!op.outcome) throw error;

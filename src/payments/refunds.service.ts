@@ -15,17 +15,7 @@ import {
   RequiresAttentionException,
 } from './payments.errors';
 import { PaymentsRepository, RefundRow } from './payments.repository';
-
-export function toRefundResponse(row: RefundRow): RefundResponse {
-  return {
-    id: row.id,
-    payment_id: row.payment_id,
-    amount: Number(row.amount),
-    status: row.status,
-    failure_reason: row.failure_reason,
-    created_at: row.created_at.toISOString(),
-  };
-}
+import { toRefundResponse } from './payment-response';
 
 /** A refund the network has already answered for (pending or succeeded), and what it says now. */
 export type RefundSettlement = { status: 'succeeded' } | { status: 'failed'; failureReason: string | null };
@@ -116,12 +106,14 @@ export class RefundsService {
       await this.reopen(op, refund, row, 'reasked');
       return this.make(op, { ...refund, status: 'processing' }, { firstContact: false });
     }
-    // Marked failed: unless the network's list of the payment's refunds has ours after all.
+    // Marked failed only on the network's word: its list of the payment's refunds, asked now, has none of ours.
     const intentId = await this.intentOf(op.scope, refund);
-    let asked = true;
-    const found = await op
-      .call(() => this.cardNetwork.findRefund(intentId, { key: 'refund_id', value: refund.id }), 'card_network.find_refund')
-      .catch(() => ((asked = false), null));
+    let found: RefundState | null;
+    try {
+      found = await op.call(() => this.cardNetwork.findRefund(intentId, { key: 'refund_id', value: refund.id }), 'card_network.find_refund');
+    } catch (error) {
+      return this.attention.waitForNetwork(op, row, error);
+    }
     if (found) {
       await this.reopen(op, refund, row, 'found_at_network');
       return this.conclude(op, { ...refund, status: 'processing' }, found);
@@ -130,10 +122,8 @@ export class RefundsService {
       const failed = await this.payments.failRefundByOperator(op.scope, refund.id, FAILED_BY_OPERATOR);
       if (!failed) throw settledByAnother();
       await this.events.record(op.scope, 'refund.failed', toRefundResponse(failed));
-      // The operator's word alone when the network could not be asked: said so in the audit.
-      const resolution = asked ? 'failed' : 'failed_unasked';
-      await this.attention.resolve(op.scope, row, resolution);
-      this.attention.counted('refund', resolution);
+      await this.attention.resolve(op.scope, row, 'failed');
+      this.attention.counted('refund', 'failed');
       throw new FailedByOperatorException('refund', refund.id);
     });
   }
@@ -273,7 +263,8 @@ export class RefundsService {
     const payment = await this.payments.find(clientId, refund.payment_id);
     if (!payment?.network_charge_id || payment.network_charge_id !== event.intentId) return null;
     if (refund.network_refund_id !== null && refund.network_refund_id !== event.refundId) return null;
-    const ask = event.status === 'failed' || refund.network_refund_id === null;
+    // The event alone would decide a failure, which network refund ours is, or contradict a failed record.
+    const ask = event.status === 'failed' || refund.network_refund_id === null || refund.status === 'failed';
     const state = ask ? await this.cardNetwork.retrieveRefund(event.refundId).catch(unknownRefund) : event;
     if (!state) return null;
     if (

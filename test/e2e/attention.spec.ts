@@ -240,7 +240,7 @@ describe('stuck operations end or go to a person (e2e)', () => {
     expect(open).toEqual([expect.objectContaining({ reason: 'stuck', evidence: expect.stringMatching(/still unknown 24 h/) })]);
   });
 
-  it('a payment with an intent stuck past the bound goes to a person; marked failed (the network asked: never confirmed), its order is payable again', async () => {
+  it('a payment with an intent stuck past the bound goes to a person; marked failed (its intent canceled at the network), its order is payable again', async () => {
     const order = await createOrder(t);
     const body = paymentBody({ order_id: order.id, amount: order.amount_total, currency: order.currency });
     const key = randomUUID();
@@ -267,6 +267,8 @@ describe('stuck operations end or go to a person (e2e)', () => {
     expect((await http().get(`/payments/${paymentId}`).set(t.auth()).expect(200)).body).toMatchObject({ status: 'failed', failure_code: 'failed_by_operator' });
     expect(await attention().find(handed.body.attention_id as string)).toMatchObject({ resolution: 'failed' });
     expect(await ledger.charges({ key: 'payment_id', value: paymentId })).toEqual([]);
+    // The network's word first: the intent is canceled, so nobody can confirm it later.
+    expect((await ledger.intents()).filter((i) => i.metadata.payment_id === paymentId).map((i) => i.status)).toEqual(['canceled']);
     // Each state it kept has its event, written with it: the request's hand-over, the recovery job's failure.
     const events = await t.dataSource.query<{ type: string }[]>(`SELECT type FROM events WHERE data->>'id' = $1 ORDER BY seq`, [paymentId]);
     expect(events.map((e) => e.type)).toEqual(['payment.requires_attention', 'payment.failed']);

@@ -473,7 +473,7 @@ export interface components {
              *       "refund.succeeded"
              *     ]
              */
-            event_types: ("order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "*")[];
+            event_types: ("order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted" | "*")[];
         };
         WebhookEndpointWithSecretResponse: {
             /** Format: uuid */
@@ -522,7 +522,7 @@ export interface components {
              * @example payment.succeeded
              * @enum {string}
              */
-            type: "order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention";
+            type: "order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted";
             /** @description The resource (payment, refund or order) as the API answers it, at the change */
             data: {
                 [key: string]: unknown;

@@ -12,6 +12,10 @@
  *   confirmIntent -> the charge, on the intent whose id the service recorded.
  *   retrieveIntent-> what the network says about that intent now: a resume of
  *                    any age asks this instead of sending anything again.
+ *   cancelIntent  -> an intent that must never charge (a payment failed by an
+ *                    operator, or released) is canceled, so that nobody can
+ *                    confirm it later; an intent that is no longer cancelable
+ *                    is answered with its state, the network's word on it.
  * A refund is one call; `findRefund` looks it up among the payment's refunds by
  * our metadata, which is the proof that a refund was, or was not, made.
  *
@@ -83,6 +87,13 @@ export abstract class CardNetwork {
   abstract createIntent(request: IntentRequest): Promise<string>;
   abstract confirmIntent(intentId: string, idempotencyKey: string): Promise<IntentState>;
   abstract retrieveIntent(intentId: string): Promise<IntentState>;
+  /**
+   * Cancels the intent: `failed` (`canceled`) once it is canceled, now or
+   * before. An intent that can no longer be canceled (it succeeded, or is
+   * processing) is not an error: its state is answered, as the network's refusal
+   * reports it. A 404 is UnknownNetworkObjectError, like a retrieve.
+   */
+  abstract cancelIntent(intentId: string, idempotencyKey: string): Promise<IntentState>;
   abstract createRefund(request: RefundRequest): Promise<RefundState>;
   abstract retrieveRefund(refundId: string): Promise<RefundState>;
   /** Our refund among the intent's refunds (matched on `metadata[key] = value`), or null when the network has none. */

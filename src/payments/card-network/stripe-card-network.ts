@@ -3,7 +3,6 @@ import {
   CardNetwork,
   CardNetworkRefusedError,
   CardNetworkUnavailableError,
-  ChargeFailure,
   IntentRequest,
   IntentState,
   InvalidParameterError,
@@ -14,6 +13,7 @@ import {
   RefundState,
   UnknownNetworkObjectError,
 } from './card-network';
+import { failureOf, intentState, paymentParam, refundState } from './stripe-objects';
 import { CARD_TOKEN } from './stripe-rules';
 
 export interface StripeSettings {
@@ -117,6 +117,18 @@ export class StripeCardNetwork extends CardNetwork {
     }
   }
 
+  async cancelIntent(intentId: string, idempotencyKey: string): Promise<IntentState> {
+    try {
+      return intentState(await this.stripe.paymentIntents.cancel(intentId, { cancellation_reason: 'abandoned' }, { idempotencyKey }));
+    } catch (error) {
+      // No longer cancelable: Stripe's refusal carries the intent as the network holds it now.
+      if (error instanceof Stripe.errors.StripeInvalidRequestError && error.code === 'payment_intent_unexpected_state' && error.payment_intent) {
+        return intentState(error.payment_intent);
+      }
+      throw classifyRetrieve(error, `payment intent ${intentId}`);
+    }
+  }
+
   async createRefund(request: RefundRequest): Promise<RefundState> {
     const key = request.idempotencyKey;
     // Another send of this key in flight here already: no refusal can then speak for the first send.
@@ -209,57 +221,6 @@ export function paymentSource(source: string): { payment_method: string } | { pa
     return { payment_method_data: { type: 'card', card: { token: source } } as unknown as Stripe.PaymentIntentCreateParams.PaymentMethodData };
   }
   return { payment_method: source.startsWith('tok_') ? `pm_card_${source.slice(4)}` : source };
-}
-
-/** A refused parameter of a payment, in our terms; undefined for anything else. */
-function paymentParam(param: string | undefined): InvalidParameterError['param'] | undefined {
-  if (param === 'amount' || param === 'currency') return param;
-  if (param === 'payment_method' || param?.startsWith('payment_method_data')) return 'source';
-  return undefined;
-}
-
-function failureOf(code: string | null | undefined, declineCode: string | null | undefined): ChargeFailure {
-  if (code === 'authentication_required' || declineCode === 'authentication_required') return 'authentication_required';
-  if (code === 'processing_error') return 'processing_error';
-  return declineCode === 'insufficient_funds' ? 'insufficient_funds' : 'card_declined';
-}
-
-function intentState(intent: Stripe.PaymentIntent): IntentState {
-  switch (intent.status) {
-    case 'succeeded':
-      return { status: 'succeeded' };
-    // Manual capture is never asked for; an intent waiting for it is not ours to settle.
-    case 'processing':
-    case 'requires_capture':
-      return { status: 'processing' };
-    case 'requires_confirmation':
-      return { status: 'requires_confirmation' };
-    case 'requires_payment_method': {
-      const error = intent.last_payment_error;
-      return error ? { status: 'failed', failure: failureOf(error.code, error.decline_code) } : { status: 'requires_confirmation' };
-    }
-    // Confirmed with error_on_requires_action: the holder is not there to authenticate.
-    case 'requires_action':
-      return { status: 'failed', failure: 'authentication_required' };
-    case 'canceled':
-      return { status: 'failed', failure: 'canceled' };
-    default:
-      // A status this code does not know settles nothing.
-      return { status: 'processing' };
-  }
-}
-
-function refundState(refund: Stripe.Refund): RefundState {
-  const status = refund.status === 'succeeded' ? 'succeeded' : refund.status === 'failed' || refund.status === 'canceled' ? 'failed' : 'pending';
-  const intentId = typeof refund.payment_intent === 'string' ? refund.payment_intent : (refund.payment_intent?.id ?? '');
-  return {
-    status,
-    refundId: refund.id,
-    intentId,
-    amount: refund.amount,
-    metadata: refund.metadata ?? {},
-    ...(refund.failure_reason ? { failureReason: refund.failure_reason } : {}),
-  };
 }
 
 /** A retrieve: the network not knowing the object (404) is its own answer, never "unknown outcome". */

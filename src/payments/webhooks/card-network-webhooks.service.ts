@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { ProblemException } from '../../common/problem';
 import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation, PhasedOperationName } from 'safe-retries';
 import { NetworkEvent } from '../card-network/card-network';
+import { Contradiction, NetworkContradictions } from '../network-contradictions';
 import { PAYMENT_OPERATION, REFUND_OPERATION, unknownOutcome } from '../payment-operations';
 import { PaymentsService } from '../payments.service';
 import { RefundSettlement, RefundsService } from '../refunds.service';
@@ -17,7 +18,7 @@ export const CARD_NETWORK_EVENTS = 'card-network';
  */
 const SETTLING_INTENT_EVENTS: readonly string[] = ['payment_intent.succeeded', 'payment_intent.payment_failed', 'payment_intent.canceled'];
 
-export type WebhookReceipt = { received: true; effect: 'settled' | 'duplicate' | 'nothing_to_do' };
+export type WebhookReceipt = { received: true; effect: 'settled' | 'contradicted' | 'duplicate' | 'nothing_to_do' };
 
 type Event<K extends NetworkEvent['object']> = NetworkEvent & { object: K };
 
@@ -38,8 +39,10 @@ type Event<K extends NetworkEvent['object']> = NetworkEvent & { object: K };
  * `processing` is concluded in its operation like a payment; one the network
  * has already answered for (pending, succeeded) moves on to succeeded or
  * failed, a failure giving its amount back. A settled record is never moved
- * backwards. While the client's own request still holds the key, the event is
- * answered 409 and the network delivers it again later.
+ * backwards; an event that contradicts a final record (the network asked
+ * first) is surfaced for a person, never dropped (NetworkContradictions).
+ * While the client's own request still holds the key, the event is answered
+ * 409 and the network delivers it again later.
  */
 @Injectable()
 export class CardNetworkWebhooks {
@@ -50,12 +53,13 @@ export class CardNetworkWebhooks {
     private readonly refunds: RefundsService,
     private readonly recovery: IdempotencyRecovery,
     private readonly consumer: IdempotentConsumer,
+    private readonly contradictions: NetworkContradictions,
   ) {}
 
   /** Acts on a verified event. */
   async receive(event: NetworkEvent): Promise<WebhookReceipt> {
     const effect = event.object === 'payment_intent' ? await this.onIntent(event) : event.object === 'refund' ? await this.onRefund(event) : 'nothing_to_do';
-    if (effect === 'settled') this.logger.log(`${event.type} ${event.id}: settled`);
+    if (effect === 'settled' || effect === 'contradicted') this.logger.log(`${event.type} ${event.id}: ${effect}`);
     return { received: true, effect };
   }
 
@@ -63,7 +67,9 @@ export class CardNetworkWebhooks {
     const scope = event.metadata.client_id;
     const paymentId = event.metadata.payment_id;
     if (!scope || !paymentId || !SETTLING_INTENT_EVENTS.includes(event.type)) return 'nothing_to_do';
-    const key = (await this.payments.pendingPayment(scope, paymentId))?.idempotency_key;
+    const pending = await this.payments.pendingPayment(scope, paymentId);
+    if (!pending) return this.surface(event, await this.contradictions.ofPayment(scope, paymentId, event).catch(asUnknown));
+    const key = pending.idempotency_key;
     if (!key) return 'nothing_to_do';
     return this.once(event, () =>
       this.inOperation(PAYMENT_OPERATION, scope, key, (op) => this.payments.settleFromNetwork(op, paymentId, event.intentId, event.state)),
@@ -74,11 +80,10 @@ export class CardNetworkWebhooks {
     const scope = event.metadata.client_id;
     const refundId = event.metadata.refund_id;
     if (!scope || !refundId) return 'nothing_to_do';
-    const verified = await this.refunds.verifiedEvent(scope, refundId, event.state).catch((error: unknown) => {
-      throw unknownOutcome(error);
-    });
+    const verified = await this.refunds.verifiedEvent(scope, refundId, event.state).catch(asUnknown);
     if (!verified) return 'nothing_to_do';
     const { refund, state } = verified;
+    if (refund.status === 'failed') return this.surface(event, this.contradictions.ofRefund(refund, state));
     if (refund.status === 'processing' || refund.status === 'requires_attention') {
       const key = refund.idempotency_key;
       if (!key) return 'nothing_to_do';
@@ -90,9 +95,15 @@ export class CardNetworkWebhooks {
   }
 
   /** The effect, once per event id, in the same transaction as the id's record. */
-  private async once(event: NetworkEvent, effect: () => Promise<unknown>): Promise<WebhookReceipt['effect']> {
+  private async once(event: NetworkEvent, effect: () => Promise<unknown>, named: 'settled' | 'contradicted' = 'settled'): Promise<WebhookReceipt['effect']> {
     const outcome = await this.consumer.process(CARD_NETWORK_EVENTS, event.id, effect);
-    return outcome.processed ? 'settled' : 'duplicate';
+    return outcome.processed ? named : 'duplicate';
+  }
+
+  /** A contradiction of a final record, surfaced once per event id; none: nothing to do. */
+  private surface(event: NetworkEvent, contradiction: Contradiction | null): Promise<WebhookReceipt['effect']> | 'nothing_to_do' {
+    if (!contradiction) return 'nothing_to_do';
+    return this.once(event, () => this.contradictions.surface(event.metadata.client_id, contradiction), 'contradicted');
   }
 
   /** Runs `work` in the client's operation at `key`, taken over; 409 while its own request holds it. */
@@ -100,6 +111,11 @@ export class CardNetworkWebhooks {
     const taken = await this.recovery.takeOver(operation, scope, key, work);
     if (!taken.taken) throw inProgress();
   }
+}
+
+/** The network could not be asked: the event is answered 503 and delivered again later. */
+function asUnknown(error: unknown): never {
+  throw unknownOutcome(error);
 }
 
 function inProgress(): ProblemException {
