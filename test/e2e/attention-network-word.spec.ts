@@ -1,6 +1,4 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { promisify } from 'node:util';
 import Stripe from 'stripe';
 import request from 'supertest';
 import { IdempotencyRecovery } from 'safe-retries';
@@ -9,7 +7,6 @@ import { OperationAttention } from '../../src/payments/operation-attention';
 import { TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
 import { CardNetworkProcess, Ledger, NetworkEvent, networkAppEnv, startCardNetworkProcess } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';
-import { REPO_ROOT, builtFile } from '../support/dist';
 import { createOrder, paymentBody } from '../support/fixtures';
 import { keyIs } from '../support/keys';
 
@@ -32,7 +29,6 @@ import { keyIs } from '../support/keys';
  */
 jest.setTimeout(120_000);
 
-const run = promisify(execFile);
 const signer = new Stripe('sk_test_signer_only');
 
 describe("an operator's decision and the network's word (e2e)", () => {
@@ -68,12 +64,6 @@ describe("an operator's decision and the network's word (e2e)", () => {
     (await t.dataSource.query<{ type: string }[]>(`SELECT type FROM events WHERE data->>'id' = $1 ORDER BY seq`, [id])).map((e) => e.type);
   const metric = async (name: string) =>
     (await http().get('/metrics').set(metricsAuth()).expect(200)).text.split('\n').filter((l) => l.startsWith(name));
-  const cli = (args: string[]) =>
-    run(process.execPath, [builtFile('src/cli/attention.js'), ...args], {
-      env: { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: t.db.url },
-      cwd: REPO_ROOT,
-      timeout: 60_000,
-    });
 
   beforeAll(async () => {
     network = await startCardNetworkProcess({ env: { CARD_NETWORK_PROCESSING_DELAY: '300ms' } });
@@ -109,7 +99,6 @@ describe("an operator's decision and the network's word (e2e)", () => {
     expect((await paymentOf(paymentId)).status).toBe('requires_attention');
     const [waiting] = await openFor(paymentId);
     expect(waiting).toMatchObject({ id: attentionId, decision: 'fail', resolved_at: null, waiting: expect.stringMatching(/^fail waits for the card network, which could not be asked/) });
-    expect((await cli(['list'])).stdout).toContain('fail waits for the card network');
     // The order is still reserved: the client cannot pay it again with a new key.
     expect((await pay(randomUUID(), { ...body, source: 'tok_visa' }).expect(409)).body.code).toBe('order_payment_conflict');
 
@@ -206,9 +195,9 @@ describe("an operator's decision and the network's word (e2e)", () => {
     expect(await openFor(made.id)).toHaveLength(1);
     expect((await paymentOf(made.id)).status).toBe('failed');
 
-    await expect(cli(['resolve', open.id, 'fail', '--reason', 'no'])).rejects.toMatchObject({ stderr: expect.stringContaining('takes only acknowledge') });
-    const acknowledged = await cli(['resolve', open.id, 'acknowledge', '--reason', 'refunded the charge at the network', '--by', 'ops-test']);
-    expect(acknowledged.stdout).toMatch(/resolved: acknowledged/);
+    // A contradiction belongs to no operation: only an acknowledgement ends it, at once.
+    expect(await attention().decide(open.id, 'fail', 'ops-test', 'no')).toBeUndefined();
+    expect(await attention().decide(open.id, 'acknowledge', 'ops-test', 'refunded the charge at the network')).toMatchObject({ resolution: 'acknowledged' });
     expect(await openFor(made.id)).toEqual([]);
   });
 

@@ -173,6 +173,9 @@ describe('stuck operations end or go to a person (e2e)', () => {
     expect(listed.stdout).toContain(`${attentionId} refund ${refundId}`);
     expect(listed.stdout).toMatch(/\(refused\): .*lists no refund of ours/);
     await expect(cli(['resolve', attentionId, 'fail'])).rejects.toMatchObject({ stderr: expect.stringContaining('--reason') });
+    await expect(cli(['resolve', attentionId, 'acknowledge', '--reason', 'seen'])).rejects.toMatchObject({
+      stderr: expect.stringContaining('acknowledge is for contradictions; use fail or reask'),
+    });
     const resolved = await cli(['resolve', attentionId, 'reask', '--by', 'ops-test']);
     expect(resolved.stdout).toMatch(/^recorded: reask by ops-test/);
     await expect(cli(['resolve', attentionId, 'fail', '--reason', 'late'])).rejects.toMatchObject({ stderr: expect.stringContaining('already decided (reask by ops-test)') });

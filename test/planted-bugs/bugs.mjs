@@ -104,12 +104,10 @@ RETURNING lease::text AS lease\`;
   {
     id: 'charge-released-on-an-ambiguous-answer',
     what: 'a payment released when the card network answered nothing usable (a timeout, a 5xx): the retry charges a second time',
-    file: 'src/payments/payments.service.ts',
-    find: `        throw problems.validationFailed([{ field: error.param, messages: [\`refused by the card network: \${error.message}\`] }]);
-      }
+    file: 'src/payments/payment-charge.ts',
+    find: `      if (error instanceof CardNetworkRefusedError && error.definitive) return this.releaseUncharged(op, payment, 'refused', error.message);
       throw unknownOutcome(error);`,
-    replace: `        throw problems.validationFailed([{ field: error.param, messages: [\`refused by the card network: \${error.message}\`] }]);
-      }
+    replace: `      if (error instanceof CardNetworkRefusedError && error.definitive) return this.releaseUncharged(op, payment, 'refused', error.message);
       await op.release(() => this.payments.deleteProcessing(op.scope, payment.id));
       throw unknownOutcome(error);`,
     tests: ['test/e2e/provider-truth.spec.ts', 'test/e2e/payments.spec.ts'],
@@ -121,5 +119,17 @@ RETURNING lease::text AS lease\`;
     find: 'if (firstContact && error.firstSend) {',
     replace: 'if (firstContact || error.firstSend || !firstContact) {',
     tests: ['test/e2e/refund-states.spec.ts', 'test/e2e/provider-truth.spec.ts'],
+  },
+  {
+    id: 'operator-fail-without-the-network',
+    what: "an operator's fail applied when the network cannot be asked: a payment it charged is recorded failed, its order paid again",
+    file: 'src/payments/payments.service.ts',
+    find: `      return this.attention.waitForNetwork(op, row, error);
+    }
+    if (state.status !== 'failed')`,
+    replace: `      state = { status: 'failed', failure: 'canceled' };
+    }
+    if (state.status !== 'failed')`,
+    tests: ['test/e2e/attention-network-word.spec.ts'],
   },
 ];
