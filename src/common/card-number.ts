@@ -1,124 +1,81 @@
 import { ValidationOptions, registerDecorator } from 'class-validator';
+import { CARD_BRANDS, CARD_LENGTHS, CardBrand, cardBrandOf, passesGtinCheck, passesLuhn } from './card-brands';
+import { DigitRun, Units, countDigitLike, digitRuns, unitsOf } from './card-digits';
 
 /**
  * Card numbers (PANs) are card data: a value holding one must reach no table,
- * no log, no response and no outside service (PCI DSS scope). A card number
- * here is 13 to 19 digits that pass the Luhn check, found anywhere inside a run
- * of digits:
+ * no log, no response and no outside service (PCI DSS scope). Two rules, each
+ * for its use (how a text is read into runs of digit groups:
+ * src/common/card-digits.ts):
  *
- * - A digit is any Unicode decimal digit (`\p{Nd}`: ASCII, Arabic-Indic,
- *   Devanagari, fullwidth, ... mixed freely) or a character whose compatibility
- *   form is one (`²`, `①`).
- * - A run is digit groups joined by separators: anything that is neither a
- *   letter nor a digit (spaces, dashes, dots, underscores, slashes, their
- *   Unicode variants, invisible characters). A letter ends a run, and a group
- *   glued to a letter is part of a word or an id (`tok_1N3T00LkdIwHu7ix`, hex),
- *   not a number written by a person: it ends a run too.
- * - Every window of 13 to 19 consecutive digits of a run is tested, wherever
- *   the groups split it: `Order 1001: 4242 4242 4242 4242`, a number with more
- *   groups after it, a number inside a longer group. A run of 20 digits or more
- *   is therefore almost always refused (it has 35+ windows, each passing Luhn
- *   one time in ten): card data scanners make the same call.
- *
- * A UUID (8-4-4-4-12 hex digits) is never a card number: it is the recommended
- * Idempotency-Key and request id, and 1 random UUID in about 7,500 would
- * otherwise hold digits between its dashes that pass Luhn.
+ * - **A refusal** (containsCardNumber: `@NoCardNumber()`, the Idempotency-Key
+ *   guard) takes only a number written as one: a run of groups joined by one
+ *   and the same joint (`4242 4242 4242 4242`, `4000-0566-5566-5556`; every
+ *   group at most 6 digits, as cards are printed), or one group
+ *   (`4242424242424242`), that has a card brand's prefix and that brand's
+ *   length (card-brands.ts) and passes Luhn. A window inside a longer run or
+ *   group is not one, nor a number that passes the GS1 check of a GTIN-12/13/14
+ *   (a product's number), nor one of at most 15 digits right after `+` (a
+ *   telephone number, E.164). So `Order 1001: 4242 4242 4242 4242` is refused
+ *   (the joint changes at `: `), and a tracking number, a phone number, a
+ *   timestamp or an EAN-13 SKU are accepted.
+ * - **Redaction** (redactCardNumbers, hasLuhnWindow: logs and echoes) stays
+ *   wide: every window of 12 to 19 consecutive digits of a run that passes Luhn,
+ *   wherever the groups split it, brand or not. Whatever a refusal would find
+ *   is such a window, so nothing refused is ever echoed.
  */
-const CARD_DIGITS = { min: 13, max: 19 };
-const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
-const DECIMAL_DIGIT = /^\p{Nd}$/u;
-const LETTER = /^\p{L}$/u;
-/** What may be a digit: fewer than 13 of these, and there is no card number to look for. */
-const DIGIT_LIKE = /^[\p{Nd}\p{No}]$/u;
 /** What a found card number becomes in a value that is echoed or logged (redactCardNumbers). */
 export const REDACTED_CARD_NUMBER = '[card number]';
+/** Cards are printed in groups of 4, 4-6-5 or 4-6-4: a longer group in a run of several is not part of one. */
+const LONGEST_GROUP = 6;
+/** E.164 numbers have at most 15 digits. */
+const LONGEST_PHONE_NUMBER = 15;
 
-const LETTER_CLASS = -1;
-const SEPARATOR_CLASS = -2;
-
-/** The code points of a text: each one's digit value (0-9), LETTER_CLASS or SEPARATOR_CLASS, and where it starts. */
-interface Units {
-  values: number[];
-  /** starts[i] is where code point i starts in the text; starts[length] is the text's length. */
-  starts: number[];
-}
-
-/**
- * The value of a decimal digit: Unicode encodes every set of decimal digits as
- * 10 contiguous code points from 0 to 9, and sets that touch are whole sets, so
- * the distance from the first code point of its contiguous run, modulo 10.
- */
-function decimalValue(codePoint: number): number {
-  let first = codePoint;
-  while (first > 0 && DECIMAL_DIGIT.test(String.fromCodePoint(first - 1))) first--;
-  return (codePoint - first) % 10;
-}
-
-function classify(codePoint: number): number {
-  if (codePoint < 128) {
-    if (codePoint >= 48 && codePoint <= 57) return codePoint - 48;
-    return (codePoint | 32) >= 97 && (codePoint | 32) <= 122 ? LETTER_CLASS : SEPARATOR_CLASS;
+/** The candidates of a run, as [first, end) ranges of its digits: each group, and each longest chain of groups with one joint. */
+function writtenNumbers(run: DigitRun): [number, number][] {
+  const found = run.groups.map(([first, end]): [number, number] => [first, end]);
+  for (let a = 0; a < run.joints.length; ) {
+    let b = a;
+    while (b + 1 < run.joints.length && run.joints[b + 1] === run.joints[a]) b++;
+    const groups = run.groups.slice(a, b + 2);
+    if (groups.every(([first, end]) => end - first <= LONGEST_GROUP)) found.push([groups[0][0], groups[groups.length - 1][1]]);
+    a = b + 1;
   }
-  const char = String.fromCodePoint(codePoint);
-  if (DECIMAL_DIGIT.test(char)) return decimalValue(codePoint);
-  const compatible = char.normalize('NFKC');
-  if (compatible.length === 1 && compatible >= '0' && compatible <= '9') return compatible.charCodeAt(0) - 48;
-  return LETTER.test(char) ? LETTER_CLASS : SEPARATOR_CLASS;
+  return found;
 }
 
-function unitsOf(text: string): Units {
-  const uuids = [...text.matchAll(UUID)].map((m) => [m.index, m.index + m[0].length]);
-  const values: number[] = [];
-  const starts: number[] = [];
-  let uuid = 0;
-  for (let at = 0; at < text.length; ) {
-    const codePoint = text.codePointAt(at)!;
-    while (uuid < uuids.length && uuids[uuid][1] <= at) uuid++;
-    values.push(uuid < uuids.length && at >= uuids[uuid][0] ? LETTER_CLASS : classify(codePoint));
-    starts.push(at);
-    at += codePoint > 0xffff ? 2 : 1;
-  }
-  starts.push(text.length);
-  return { values, starts };
+/** Whether the code point before the one at `index` is a plus sign (`+`, fullwidth or small). */
+function afterPlus(units: Units, index: number): boolean {
+  return index > 0 && units.text.slice(units.starts[index - 1], units.starts[index]).normalize('NFKC') === '+';
 }
 
-/** The runs of digits (see above): for each, the indexes of its digits' code points in order. */
-function digitRuns({ values }: Units): number[][] {
-  const runs: number[][] = [];
-  let run: number[] = [];
-  const end = () => {
-    if (run.length >= CARD_DIGITS.min) runs.push(run);
-    run = [];
-  };
-  for (let i = 0; i < values.length; ) {
-    if (values[i] === LETTER_CLASS) {
-      end();
-      i++;
-      continue;
-    }
-    if (values[i] === SEPARATOR_CLASS) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < values.length && values[j] >= 0) j++;
-    const glued = values[i - 1] === LETTER_CLASS || values[j] === LETTER_CLASS;
-    if (glued) end();
-    else for (let k = i; k < j; k++) run.push(k);
-    i = j;
-  }
-  end();
-  return runs;
+/** Whether `text` holds a card number by the refusal rule (see above), checked against `brands`. */
+export function containsCardNumberOf(text: string, brands: readonly CardBrand[]): boolean {
+  if (countDigitLike(text, CARD_LENGTHS.min) < CARD_LENGTHS.min) return false;
+  const units = unitsOf(text);
+  return digitRuns(units, CARD_LENGTHS.min).some((run) =>
+    writtenNumbers(run).some(([first, end]) => {
+      const digits = run.digits.slice(first, end).map((i) => units.values[i]);
+      if (digits.length < CARD_LENGTHS.min || !passesLuhn(digits) || cardBrandOf(digits, brands) === undefined) return false;
+      if (passesGtinCheck(digits)) return false;
+      return !(digits.length <= LONGEST_PHONE_NUMBER && afterPlus(units, run.digits[first]));
+    }),
+  );
+}
+
+/** Whether `text` holds a card number: the refusal rule (see above). */
+export function containsCardNumber(text: string): boolean {
+  return containsCardNumberOf(text, CARD_BRANDS);
 }
 
 /**
  * The windows of `digits` that pass Luhn, as [first, last] indexes (only the
  * first found when `firstOnly`). Prefix sums of the digits, doubled on even or
  * on odd indexes, give each window's Luhn sum at once (a window's doubled
- * digits are every second one from its end), so a long run costs 7 additions
+ * digits are every second one from its end), so a long run costs 8 additions
  * per digit.
  */
-function cardWindows(digits: number[], firstOnly: boolean): [number, number][] {
+function luhnWindows(digits: number[], firstOnly: boolean): [number, number][] {
   const doubled = (d: number) => (d * 2 > 9 ? d * 2 - 9 : d * 2);
   const sums = [new Array<number>(digits.length + 1).fill(0), new Array<number>(digits.length + 1).fill(0)];
   digits.forEach((d, i) => {
@@ -126,10 +83,10 @@ function cardWindows(digits: number[], firstOnly: boolean): [number, number][] {
     sums[1][i + 1] = sums[1][i] + (i % 2 === 1 ? doubled(d) : d);
   });
   const found: [number, number][] = [];
-  for (let last = CARD_DIGITS.min - 1; last < digits.length; last++) {
+  for (let last = CARD_LENGTHS.min - 1; last < digits.length; last++) {
     // The digit at `last` is not doubled: those of the other parity are.
     const sum = sums[1 - (last % 2)];
-    for (let length = CARD_DIGITS.min; length <= CARD_DIGITS.max && length <= last + 1; length++) {
+    for (let length = CARD_LENGTHS.min; length <= CARD_LENGTHS.max && length <= last + 1; length++) {
       const first = last - length + 1;
       if ((sum[last + 1] - sum[first]) % 10 === 0) {
         found.push([first, last]);
@@ -140,16 +97,17 @@ function cardWindows(digits: number[], firstOnly: boolean): [number, number][] {
   return found;
 }
 
-/** The [start, end) spans of `text` that hold a card number, in order, overlapping ones merged (only the first found when `firstOnly`). */
-function cardNumberSpans(text: string, firstOnly = false): [number, number][] {
+/** The [start, end) spans of `text` that are Luhn windows, in order, overlapping ones merged (only the first found when `firstOnly`). */
+function luhnWindowSpans(text: string, firstOnly = false): [number, number][] {
+  if (countDigitLike(text, CARD_LENGTHS.min) < CARD_LENGTHS.min) return [];
   const spans: [number, number][] = [];
   const units = unitsOf(text);
-  for (const run of digitRuns(units)) {
-    const windows = cardWindows(
-      run.map((i) => units.values[i]),
+  for (const run of digitRuns(units, CARD_LENGTHS.min)) {
+    const windows = luhnWindows(
+      run.digits.map((i) => units.values[i]),
       firstOnly,
     );
-    for (const [first, last] of windows) spans.push([units.starts[run[first]], units.starts[run[last] + 1]]);
+    for (const [first, last] of windows) spans.push([units.starts[run.digits[first]], units.starts[run.digits[last] + 1]]);
     if (firstOnly && spans.length > 0) return spans;
   }
   spans.sort((a, b) => a[0] - b[0]);
@@ -162,31 +120,18 @@ function cardNumberSpans(text: string, firstOnly = false): [number, number][] {
   return merged;
 }
 
-/** Most values (a UUID among them) hold fewer than 13 digits outside UUIDs: nothing to look for beyond this count. */
-function mayHoldCardNumber(text: string): boolean {
-  if (text.length < CARD_DIGITS.min) return false;
-  const rest = text.replace(UUID, '');
-  let digits = 0;
-  for (let i = 0; i < rest.length && digits < CARD_DIGITS.min; i++) {
-    const code = rest.charCodeAt(i);
-    if (code < 128 ? code >= 48 && code <= 57 : DIGIT_LIKE.test(String.fromCodePoint(rest.codePointAt(i)!))) digits++;
-  }
-  return digits >= CARD_DIGITS.min;
-}
-
-/** Whether `text` holds a card number (see above). */
-export function containsCardNumber(text: string): boolean {
-  return mayHoldCardNumber(text) && cardNumberSpans(text, true).length > 0;
+/** Whether `text` holds a 12-19-digit Luhn window (see above): what redactCardNumbers replaces. */
+export function hasLuhnWindow(text: string): boolean {
+  return luhnWindowSpans(text, true).length > 0;
 }
 
 /**
- * `text` with every card number in it (containsCardNumber) replaced by
+ * `text` with every Luhn window in it (hasLuhnWindow) replaced by
  * REDACTED_CARD_NUMBER, for a value that is echoed or logged: from its first
  * digit to its last, separators between them included.
  */
 export function redactCardNumbers(text: string): string {
-  if (!mayHoldCardNumber(text)) return text;
-  const spans = cardNumberSpans(text);
+  const spans = luhnWindowSpans(text);
   if (spans.length === 0) return text;
   let out = '';
   let at = 0;

@@ -3,7 +3,7 @@ import { IdempotencyProblem } from 'safe-retries';
 import { isDatabaseUnavailable } from '../database/database-errors';
 import { describeForLog } from '../logging/describe-error';
 import { recordRequestError } from '../logging/request-log.hook';
-import { containsCardNumber, redactCardNumbers } from './card-number';
+import { hasLuhnWindow, redactCardNumbers } from './card-number';
 import { GraphQLProblem } from './graphql-problem';
 import { AnyResponse, nodeResponse, sendProblem } from './http';
 import { httpRequestOf } from './http-request';
@@ -113,7 +113,7 @@ export class ProblemDetailsFilter implements ExceptionFilter {
  */
 function withoutCardNumbers(problem: ProblemException): ProblemException {
   const { detail, extensions } = problem.problem;
-  if (!containsCardNumber(JSON.stringify([detail, extensions ?? null]))) return problem;
+  if (!hasLuhnWindow(JSON.stringify([detail, extensions ?? null]))) return problem;
   return new ProblemException({ ...problem.problem, detail: redactCardNumbers(detail), extensions: extensions && redactStrings(extensions) });
 }
 
