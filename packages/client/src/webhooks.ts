@@ -5,7 +5,10 @@
  * with the base64-decoded part of the endpoint's `whsec_…` secret.
  *
  * Web Crypto only (`globalThis.crypto.subtle`), so this runs in Node 20+ and
- * browsers. `subtle.verify` compares the HMACs in constant time.
+ * browsers. The HMAC is computed once per secret, whatever the header holds,
+ * and compared with each entry in constant time; a header of more than
+ * MAX_SIGNATURES entries is refused before any HMAC (a sender signs with one
+ * secret, or two while it rotates).
  */
 
 /** A delivery's event, as the API sends it. `data` is the resource the event is about. */
@@ -43,6 +46,8 @@ export interface VerifyWebhookOptions {
 }
 
 const SECRET_PREFIX = 'whsec_';
+/** The most entries a `webhook-signature` may hold: more is not a sender's, and is refused unread. */
+export const MAX_SIGNATURES = 10;
 
 /**
  * Checks that a delivery was signed with `secret` (or with one of `secrets`, while
@@ -53,7 +58,8 @@ const SECRET_PREFIX = 'whsec_';
  * @param headers - the request's headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`).
  * @param secret - the endpoint's `whsec_…` secret, or several.
  * @throws {WebhookVerificationError} when a header is missing, the timestamp is
- *   more than `toleranceSeconds` away, no signature matches, or the body is not an event.
+ *   more than `toleranceSeconds` away, no signature matches (or the header holds more
+ *   than MAX_SIGNATURES), or the body is not an event, or not the one `webhook-id` names.
  * @throws {TypeError} when a secret is not `whsec_` and base64.
  */
 export async function verifyWebhook<Data = Record<string, unknown>>(
@@ -88,13 +94,16 @@ export async function verifyWebhook<Data = Record<string, unknown>>(
   if (!(await anySignatureMatches(signature, keys, signed))) {
     throw new WebhookVerificationError('invalid_signature', 'no v1 signature in webhook-signature matches the body with the secret');
   }
-  return parseEvent<Data>(bytes);
+  const event = parseEvent<Data>(bytes);
+  // The signature covers the header's id and the body apart: a body whose id is another event's is not this delivery.
+  if (event.id !== id) throw new WebhookVerificationError('invalid_payload', `the body's id (${event.id}) is not the webhook-id (${id})`);
+  return event;
 }
 
 async function importSecret(secret: string): Promise<CryptoKey> {
   const raw = typeof secret === 'string' && secret.startsWith(SECRET_PREFIX) ? fromBase64(secret.slice(SECRET_PREFIX.length)) : undefined;
   if (!raw || raw.length === 0) throw new TypeError('verifyWebhook: a secret must be `whsec_` followed by base64');
-  return globalThis.crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+  return globalThis.crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
 }
 
 function header(headers: WebhookHeaders, name: string): string {
@@ -114,16 +123,29 @@ function header(headers: WebhookHeaders, name: string): string {
 
 /** Entries other than `v1,…` (another scheme, e.g. `v1a`) are skipped, as the specification asks. */
 async function anySignatureMatches(list: string, keys: CryptoKey[], signed: Uint8Array<ArrayBuffer>): Promise<boolean> {
-  for (const entry of list.split(' ')) {
+  const entries = list.split(' ').filter((entry) => entry !== '');
+  if (entries.length > MAX_SIGNATURES) {
+    throw new WebhookVerificationError('invalid_signature', `webhook-signature holds ${entries.length} entries, more than ${MAX_SIGNATURES}`);
+  }
+  const macs = entries.flatMap((entry) => {
     const comma = entry.indexOf(',');
-    if (entry.slice(0, comma) !== 'v1') continue;
-    const mac = fromBase64(entry.slice(comma + 1));
-    if (!mac) continue;
-    for (const key of keys) {
-      if (await globalThis.crypto.subtle.verify('HMAC', key, mac, signed)) return true;
-    }
+    const mac = entry.slice(0, comma) === 'v1' ? fromBase64(entry.slice(comma + 1)) : undefined;
+    return mac ? [mac] : [];
+  });
+  if (macs.length === 0) return false;
+  for (const key of keys) {
+    const expected = new Uint8Array(await globalThis.crypto.subtle.sign('HMAC', key, signed));
+    if (macs.some((mac) => sameBytes(mac, expected))) return true;
   }
   return false;
+}
+
+/** Constant time for inputs of one length: every byte is compared, whatever differs first. */
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let difference = 0;
+  for (let i = 0; i < a.length; i++) difference |= a[i] ^ b[i];
+  return difference === 0;
 }
 
 function parseEvent<Data>(bytes: Uint8Array): WebhookEvent<Data> {

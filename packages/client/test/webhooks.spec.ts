@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { verifyWebhook, WebhookEvent, WebhookFailure, WebhookVerificationError } from '../src';
+import { MAX_SIGNATURES } from '../src/webhooks';
 
 /**
  * Deliveries are signed by the `standardwebhooks` package (the specification's own
@@ -85,6 +86,22 @@ describe('verifyWebhook', () => {
     const list = [...others, headers['webhook-signature'], signed(newSecret())['webhook-signature']].join(' ');
     await expect(verifyWebhook(body, { ...headers, 'webhook-signature': list }, secret)).resolves.toEqual(event);
     await expect(failure(verifyWebhook(body, { ...headers, 'webhook-signature': others.join(' ') }, secret))).resolves.toBe('invalid_signature');
+  });
+
+  it('refuses a header of more than MAX_SIGNATURES entries before any HMAC, even with the valid one among them', async () => {
+    const headers = signed(secret);
+    const filler = (n: number) => Array.from({ length: n }, () => `v1,${randomBytes(32).toString('base64')}`);
+    const most = [...filler(MAX_SIGNATURES - 1), headers['webhook-signature']].join(' ');
+    await expect(verifyWebhook(body, { ...headers, 'webhook-signature': most }, secret)).resolves.toEqual(event);
+    const tooMany = [...filler(500), headers['webhook-signature']].join(' ');
+    const error = await verifyWebhook(body, { ...headers, 'webhook-signature': tooMany }, secret).catch((e: unknown) => e);
+    expect(error).toMatchObject({ reason: 'invalid_signature', message: expect.stringContaining(`501 entries, more than ${MAX_SIGNATURES}`) });
+  });
+
+  it("refuses a signed body whose id is not the webhook-id: another event's body under this delivery's id", async () => {
+    const other = JSON.stringify({ ...event, id: 'evt_other', type: 'payment.failed' });
+    const error = await verifyWebhook(other, signed(secret, other, new Date(), event.id), secret).catch((e: unknown) => e);
+    expect(error).toMatchObject({ reason: 'invalid_payload', message: expect.stringContaining('is not the webhook-id') });
   });
 
   it('accepts either of two secrets while one is rotated, and neither accepts a third', async () => {
