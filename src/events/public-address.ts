@@ -1,51 +1,62 @@
-import { BlockList, isIP } from 'node:net';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /**
- * The addresses a webhook may never reach in production: unspecified,
- * loopback, private, shared (CGNAT), link-local, benchmarking, documentation,
- * multicast and reserved, in IPv4 and IPv6. Node's BlockList matches an
- * IPv4-mapped IPv6 address (::ffff:127.0.0.1) against the IPv4 rules; the
- * NAT64 and 6to4 prefixes, which embed an IPv4 address, are refused whole.
+ * The addresses a webhook may reach in production: public unicast ones only.
+ * The special-purpose ranges (private, loopback, shared, link-local,
+ * benchmarking, documentation, 6to4 and NAT64 prefixes, segment routing,
+ * multicast, reserved, ...) are ipaddr.js's, which follows IANA's
+ * special-purpose address registries and is kept by the proxy-address
+ * packages of fastify and express: a registry that grows (3fff::/20 in 2024)
+ * is a dependency update, not an edit here. An IPv6 address must also be
+ * global unicast (2000::/3), the only part of the IPv6 space IANA allocates:
+ * the rest is reserved (IPv4-compatible `::a.b.c.d` among it). An IPv4-mapped
+ * address (`::ffff:a.b.c.d`) is judged as its IPv4 address.
  */
-const NOT_PUBLIC = new BlockList();
-for (const [net, bits] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.0.2.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['198.51.100.0', 24],
-  ['203.0.113.0', 24],
-  ['224.0.0.0', 4],
-  ['240.0.0.0', 4],
-] as const) {
-  NOT_PUBLIC.addSubnet(net, bits, 'ipv4');
-}
-for (const [net, bits] of [
-  ['::', 128],
-  ['::1', 128],
-  ['64:ff9b::', 96],
-  ['64:ff9b:1::', 48],
-  ['100::', 64],
-  ['2001::', 23],
-  ['2001:db8::', 32],
-  ['2002::', 16],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['fec0::', 10],
-  ['ff00::', 8],
-] as const) {
-  NOT_PUBLIC.addSubnet(net, bits, 'ipv6');
+const GLOBAL_UNICAST = ipaddr.parseCIDR('2000::/3');
+
+/** The endpoint's address is not a public one (production): nothing was sent. */
+export class RefusedAddressError extends Error {
+  override name = 'RefusedAddressError';
 }
 
 /** Whether `address` (an IP literal) is a public unicast address. */
 export function isPublicAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 0) return false;
-  return !NOT_PUBLIC.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  if (isIP(address) === 0) return false;
+  const parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv4') return parsed.range() === 'unicast';
+  const v6 = parsed as ipaddr.IPv6;
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().range() === 'unicast';
+  return v6.range() === 'unicast' && v6.match(GLOBAL_UNICAST);
+}
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+
+/**
+ * Every address `host` (a name or an IP literal) resolves to, in the
+ * resolver's order, each of them public; RefusedAddressError when one is not,
+ * or when there is none. Resolution cannot be cancelled (getaddrinfo), so a
+ * lookup that outlives `signal` is abandoned: the call rejects at once.
+ */
+export async function publicAddresses(host: string, signal?: AbortSignal): Promise<ResolvedAddress[]> {
+  const literal = isIP(host);
+  const addresses = literal ? [{ address: host, family: literal }] : await abandonable(lookup(host, { all: true, verbatim: true }), signal);
+  const refused = addresses.find((a) => !isPublicAddress(a.address));
+  if (refused) throw new RefusedAddressError(`${host} resolves to ${refused.address}, which is not a public address`);
+  if (addresses.length === 0) throw new RefusedAddressError(`${host} resolves to no address`);
+  return addresses;
+}
+
+function abandonable<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return work;
+  signal.throwIfAborted();
+  return new Promise<T>((resolve, reject) => {
+    const abandon = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', abandon, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', abandon));
+  });
 }

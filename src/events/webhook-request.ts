@@ -1,8 +1,7 @@
-import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import https from 'node:https';
-import { LookupFunction, isIP } from 'node:net';
-import { isPublicAddress } from './public-address';
+import { LookupFunction } from 'node:net';
+import { RefusedAddressError, ResolvedAddress, publicAddresses } from './public-address';
 
 /** How long a connection (TCP and TLS) may take. */
 export const CONNECT_TIMEOUT_MS = 5_000;
@@ -11,30 +10,27 @@ export const RESPONSE_TIMEOUT_MS = 10_000;
 /** How much of an answer's body is kept with the attempt. */
 export const EXCERPT_BYTES = 1_024;
 
-/** The endpoint's address is not a public one (production): nothing was sent. */
-export class RefusedAddressError extends Error {
-  override name = 'RefusedAddressError';
-}
-
 export interface WebhookAnswer {
   status: number;
   excerpt: string;
 }
 
 /**
- * POSTs one delivery. In production the host is resolved first and every
- * address it resolves to must be public (isPublicAddress), and the connection
- * goes to the address that was checked (the request's lookup answers it), so
- * a second resolution cannot swap in another (DNS rebinding); the Host header
- * and TLS's SNI still name the host. A fresh connection each time (no agent
+ * POSTs one delivery. In production the host is resolved first (abandoned
+ * when `signal` ends first) and every address it resolves to must be public
+ * (publicAddresses), and the connection goes only to the addresses that were
+ * checked (the request's lookup answers them), so a second resolution cannot
+ * swap in another (DNS rebinding); Node tries them in turn (autoSelectFamily:
+ * an unreachable IPv6 address, then IPv4). The Host header and TLS's SNI
+ * still name the host. A fresh connection each time (no agent
  * pool): nothing checked earlier is reused. Connect and response times are
  * bounded; of the answer, the status and at most EXCERPT_BYTES are kept.
  */
 export async function postWebhook(url: URL, headers: Record<string, string>, body: string, production: boolean, signal: AbortSignal): Promise<WebhookAnswer> {
-  let pinned: { address: string; family: number } | undefined;
+  let pinned: ResolvedAddress[] | undefined;
   if (production) {
     if (url.protocol !== 'https:') throw new RefusedAddressError(`${url.protocol} is refused in production: https only`);
-    pinned = await publicAddress(url.hostname.replace(/^\[(.*)\]$/, '$1'));
+    pinned = await publicAddresses(url.hostname.replace(/^\[(.*)\]$/, '$1'), signal);
   }
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise<WebhookAnswer>((resolve, reject) => {
@@ -43,7 +39,7 @@ export async function postWebhook(url: URL, headers: Record<string, string>, bod
       agent: false,
       signal,
       headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
-      ...(pinned ? { lookup: pinnedLookup(pinned) } : {}),
+      ...(pinned ? { lookup: pinnedLookup(pinned), autoSelectFamily: true } : {}),
     });
     let timer = setTimeout(() => req.destroy(new Error(`no connection within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
     req.on('socket', (socket) => {
@@ -79,18 +75,10 @@ export async function postWebhook(url: URL, headers: Record<string, string>, bod
   });
 }
 
-async function publicAddress(host: string): Promise<{ address: string; family: number }> {
-  const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await lookup(host, { all: true, verbatim: true });
-  const refused = addresses.find((a) => !isPublicAddress(a.address));
-  if (refused) throw new RefusedAddressError(`${host} resolves to ${refused.address}, which is not a public address`);
-  if (addresses.length === 0) throw new RefusedAddressError(`${host} resolves to no address`);
-  return addresses[0];
-}
-
-/** A lookup that answers the checked address, in either form Node asks for. */
-function pinnedLookup(pinned: { address: string; family: number }): LookupFunction {
+/** A lookup that answers the checked addresses, in either form Node asks for. */
+export function pinnedLookup(pinned: readonly ResolvedAddress[]): LookupFunction {
   return (_host, options, callback) => {
-    if ((options as { all?: boolean }).all) (callback as unknown as (error: null, addresses: { address: string; family: number }[]) => void)(null, [pinned]);
-    else callback(null, pinned.address, pinned.family);
+    if ((options as { all?: boolean }).all) (callback as unknown as (error: null, addresses: ResolvedAddress[]) => void)(null, [...pinned]);
+    else callback(null, pinned[0].address, pinned[0].family);
   };
 }

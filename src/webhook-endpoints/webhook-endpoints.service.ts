@@ -5,7 +5,7 @@ import { problems } from '../common/problem';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { ALL_EVENTS } from '../events/event-types';
-import { isPublicAddress } from '../events/public-address';
+import { RefusedAddressError, isPublicAddress, publicAddresses } from '../events/public-address';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
 import { WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
 import { EndpointSecrets } from './endpoint-secrets';
@@ -26,8 +26,9 @@ export interface DeliveryTarget {
  * (on create and on rotate) and stored sealed (EndpointSecrets); it is never
  * listed and never logged. A URL must be https in production (http is allowed
  * outside it, for a local receiver), carry no credentials, and not be an IP
- * literal of a private, loopback or link-local address; a host name is
- * checked after DNS at each delivery (WebhookPublisher).
+ * literal of a private, loopback or link-local address; in production a host
+ * name must resolve to public addresses only, when it is registered and again
+ * at each delivery (WebhookPublisher: what it resolves to may change).
  */
 @Injectable()
 export class WebhookEndpointsService {
@@ -43,6 +44,7 @@ export class WebhookEndpointsService {
 
   async create(clientId: string, dto: CreateWebhookEndpointDto): Promise<WebhookEndpointWithSecretResponse> {
     const url = this.validUrl(dto.url);
+    if (this.production) await resolvesPublic(new URL(url).hostname.replace(/^\[(.*)\]$/, '$1'));
     const types = dto.event_types.includes(ALL_EVENTS) ? [ALL_EVENTS] : dto.event_types;
     const id = randomUUID();
     const secret = EndpointSecrets.generate();
@@ -94,6 +96,24 @@ export class WebhookEndpointsService {
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
     if (this.production && isIP(host) && !isPublicAddress(host)) throw invalidUrl('url must not point at a private, loopback or link-local address');
     return url.toString();
+  }
+}
+
+/** How long registration waits for the host's addresses. */
+const RESOLVE_TIMEOUT_MS = 5_000;
+
+/**
+ * A host that resolves to a private address (or to none) is refused now; one
+ * whose resolution fails otherwise (a resolver timing out) is checked at
+ * each delivery as any host is.
+ */
+async function resolvesPublic(host: string): Promise<void> {
+  try {
+    await publicAddresses(host, AbortSignal.timeout(RESOLVE_TIMEOUT_MS));
+  } catch (error) {
+    if (error instanceof RefusedAddressError) throw invalidUrl(`url must not point at a private, loopback or link-local address: ${error.message}`);
+    const code = (error as { code?: unknown }).code;
+    if (code === 'ENOTFOUND' || code === 'ENODATA') throw invalidUrl(`url's host ${host} does not resolve`);
   }
 }
 

@@ -298,8 +298,12 @@ describe('client webhooks in production (e2e)', () => {
         const refused = await register(t, { url: `https://${host}/hooks`, event_types: ['*'] }).expect(400);
         expect(refused.body.errors).toEqual([{ field: 'url', messages: ['url must not point at a private, loopback or link-local address'] }]);
       }
-      // localhost resolves to a loopback address: accepted as a name, refused at delivery, after DNS.
-      const endpoint = (await register(t, { url: `https://localhost:${receiver.port}/hooks`, event_types: ['*'] }).expect(201)).body;
+      // localhost resolves to a loopback address: refused when registered, after DNS.
+      const named = await register(t, { url: `https://localhost:${receiver.port}/hooks`, event_types: ['*'] }).expect(400);
+      expect(named.body.errors[0].messages[0]).toMatch(/^url must not point at a private, loopback or link-local address: localhost resolves to (127\.0\.0\.1|::1)/);
+      // A name that resolved to a public address when registered resolves to loopback now (DNS rebinding): refused at delivery.
+      const endpoint = (await register(t, { url: `https://8.8.8.8:${receiver.port}/hooks`, event_types: ['*'] }).expect(201)).body;
+      await t.dataSource.query('UPDATE webhook_endpoints SET url = $2 WHERE id = $1', [endpoint.id, `https://localhost:${receiver.port}/hooks`]);
       const order = await createOrder(t);
       const event = (await eventsOf(t)).data.find((e) => e.data.id === order.id)!;
       await eventually(async () => (await countRows(t.dataSource, 'webhook_deliveries', 'event_id = $1', [event.id])) > 0);

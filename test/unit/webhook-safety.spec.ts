@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { AppConfig } from '../../src/config/config';
 import { isPublicAddress } from '../../src/events/public-address';
+import { pinnedLookup } from '../../src/events/webhook-request';
 import { EndpointSecrets } from '../../src/webhook-endpoints/endpoint-secrets';
 
 describe('isPublicAddress', () => {
@@ -28,6 +29,14 @@ describe('isPublicAddress', () => {
     '::ffff:a9fe:a9fe',
     '64:ff9b::7f00:1',
     '2002:7f00:1::',
+    // IPv4-compatible and translated forms, the 6to4 relay anycast, documentation and segment routing prefixes.
+    '::7f00:1',
+    '::ffff:0:7f00:1',
+    '192.88.99.1',
+    '3fff::1',
+    '5f00::1',
+    '2001:db8::1',
+    '2001::1',
     'localhost',
     'not an address',
   ])('refuses %s', (address) => {
@@ -36,6 +45,22 @@ describe('isPublicAddress', () => {
 
   it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '::ffff:808:808'])('accepts %s', (address) => {
     expect(isPublicAddress(address)).toBe(true);
+  });
+});
+
+describe('pinnedLookup', () => {
+  it('answers every checked address when Node asks for all (it tries them in turn), the first otherwise', () => {
+    const checked = [
+      { address: '2606:4700:4700::1111', family: 6 },
+      { address: '1.1.1.1', family: 4 },
+    ];
+    const lookup = pinnedLookup(checked);
+    let all: unknown;
+    lookup('example.com', { all: true }, (_error, addresses) => (all = addresses));
+    expect(all).toEqual(checked);
+    let one: unknown;
+    lookup('example.com', {}, (_error, address, family) => (one = { address, family }));
+    expect(one).toEqual(checked[0]);
   });
 });
 
