@@ -19,6 +19,11 @@ export interface DatabaseModuleOptions {
   preparedStatements: boolean;
   /** A direct (not pooled) URL of the primary, when `url` is a transaction pooler: the migrations run there. */
   directUrl?: string;
+  /**
+   * How long a request may be kept: a statement waits at most this for a connection
+   * of the pool (the claims' pool too) and as long again for its answer.
+   */
+  deadlineMs: number;
 }
 
 /**
@@ -49,7 +54,7 @@ export class DatabaseModule {
       imports: [
         TypeOrmModule.forRootAsync({
           useFactory: () => ({
-            ...dataSourceOptions(options.url, options.poolSize),
+            ...dataSourceOptions(options.url, options.poolSize, options.deadlineMs),
             autoLoadEntities: true,
             // main.ts has already proven the server answers; fail, don't loop.
             retryAttempts: 0,
