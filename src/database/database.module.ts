@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { transactionalClsModule } from 'safe-retries';
 import { MetricsService } from '../metrics/metrics.service';
+import { BackgroundConnections } from './background-connections';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 import { DatabasePing } from './database-ping';
 import { ReadReplicas } from './read-replicas';
@@ -30,9 +31,10 @@ export interface DatabaseModuleOptions {
  * The TypeORM data source, migrations on boot, and the ambient transaction
  * (nestjs-cls + @nestjs-cls/transactional): services reach the current
  * transaction through `TransactionHost`, never through a passed EntityManager.
- * And DatabasePing, the health check's connection of its own, and
+ * And DatabasePing, the health check's connection of its own,
  * ReadReplicas, the replicas' pools (their fallbacks counted in the app's
- * registry when MetricsModule is there).
+ * registry when MetricsModule is there), and BackgroundConnections, the share
+ * of the pool that background work may hold.
  */
 @Module({})
 export class DatabaseModule {
@@ -43,6 +45,7 @@ export class DatabaseModule {
       global: true,
       providers: [
         { provide: PREPARED_STATEMENTS, useValue: options.preparedStatements },
+        BackgroundConnections,
         { provide: DatabasePing, useFactory: () => new DatabasePing(options.url) },
         {
           provide: ReadReplicas,
@@ -50,7 +53,7 @@ export class DatabaseModule {
           useFactory: (metrics?: MetricsService) => new ReadReplicas(options.replicaUrls ?? [], options.poolSize, metrics?.registry),
         },
       ],
-      exports: [PREPARED_STATEMENTS, DatabasePing, ReadReplicas],
+      exports: [PREPARED_STATEMENTS, BackgroundConnections, DatabasePing, ReadReplicas],
       imports: [
         TypeOrmModule.forRootAsync({
           useFactory: () => ({
