@@ -80,6 +80,9 @@ export class AppModule {
           migrate: options.migrate ?? true,
           preparedStatements: mode.preparedStatements,
           directUrl: mode.directUrl,
+          // The request timeout (30 s): a request is given as long for its turn at the
+          // database, and for each answer, as for its arrival.
+          deadlineMs: config.http.requestTimeoutMs,
         }),
         // /metrics opens with the metrics token; a wrong one counts as a failed authentication.
         MetricsModule.forRoot({ imports: [AuthModule], access: MetricsTokenAccess }),

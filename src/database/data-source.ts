@@ -13,7 +13,7 @@ import { IdempotencyKeyEntity } from 'safe-retries';
  * replica by default (an API key revoked a moment ago, a key of idempotency,
  * read from a server seconds behind), and would not say which replica failed.
  */
-export function dataSourceOptions(url: string, poolSize: number): PostgresDataSourceOptions {
+export function dataSourceOptions(url: string, poolSize: number, deadlineMs: number): PostgresDataSourceOptions {
   return {
     type: 'postgres',
     url,
@@ -27,10 +27,17 @@ export function dataSourceOptions(url: string, poolSize: number): PostgresDataSo
     migrationsTransactionMode: 'all',
     extra: {
       max: poolSize,
-      // A request during an outage fails fast (503) instead of hanging: on a dead
-      // server at connect, on a frozen or partitioned one at the read timeout.
-      connectionTimeoutMillis: 3_000,
-      query_timeout: 30_000,
+      // A statement waits its turn for a connection of the pool, then for its answer,
+      // each at most the request's deadline (DatabaseModuleOptions.deadlineMs): a burst
+      // the database serves within it queues (here, or in a transaction pooler's queue,
+      // which counts in the read timeout) instead of failing. node-postgres cannot bound
+      // one request's wait by what is left of its deadline (Pool.connect() takes no
+      // timeout and no signal, and TypeORM takes each transaction's client with it), so
+      // every wait gets the whole deadline: the longest a request may be kept, never
+      // longer. An outage still ends in 503: a refused connection fails at once; a
+      // frozen or partitioned server at the deadline.
+      connectionTimeoutMillis: deadlineMs,
+      query_timeout: deadlineMs,
       keepAlive: true,
       application_name: 'safe-retries',
     },

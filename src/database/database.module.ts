@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { transactionalClsModule } from 'safe-retries';
 import { MetricsService } from '../metrics/metrics.service';
+import { BackgroundConnections } from './background-connections';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 import { DatabasePing } from './database-ping';
 import { ReadReplicas } from './read-replicas';
@@ -19,15 +20,21 @@ export interface DatabaseModuleOptions {
   preparedStatements: boolean;
   /** A direct (not pooled) URL of the primary, when `url` is a transaction pooler: the migrations run there. */
   directUrl?: string;
+  /**
+   * How long a request may be kept: a statement waits at most this for a connection
+   * of the pool (the claims' pool too) and as long again for its answer.
+   */
+  deadlineMs: number;
 }
 
 /**
  * The TypeORM data source, migrations on boot, and the ambient transaction
  * (nestjs-cls + @nestjs-cls/transactional): services reach the current
  * transaction through `TransactionHost`, never through a passed EntityManager.
- * And DatabasePing, the health check's connection of its own, and
+ * And DatabasePing, the health check's connection of its own,
  * ReadReplicas, the replicas' pools (their fallbacks counted in the app's
- * registry when MetricsModule is there).
+ * registry when MetricsModule is there), and BackgroundConnections, the share
+ * of the pool that background work may hold.
  */
 @Module({})
 export class DatabaseModule {
@@ -38,6 +45,7 @@ export class DatabaseModule {
       global: true,
       providers: [
         { provide: PREPARED_STATEMENTS, useValue: options.preparedStatements },
+        BackgroundConnections,
         { provide: DatabasePing, useFactory: () => new DatabasePing(options.url) },
         {
           provide: ReadReplicas,
@@ -45,11 +53,11 @@ export class DatabaseModule {
           useFactory: (metrics?: MetricsService) => new ReadReplicas(options.replicaUrls ?? [], options.poolSize, metrics?.registry),
         },
       ],
-      exports: [PREPARED_STATEMENTS, DatabasePing, ReadReplicas],
+      exports: [PREPARED_STATEMENTS, BackgroundConnections, DatabasePing, ReadReplicas],
       imports: [
         TypeOrmModule.forRootAsync({
           useFactory: () => ({
-            ...dataSourceOptions(options.url, options.poolSize),
+            ...dataSourceOptions(options.url, options.poolSize, options.deadlineMs),
             autoLoadEntities: true,
             // main.ts has already proven the server answers; fail, don't loop.
             retryAttempts: 0,

@@ -3,10 +3,11 @@ import type { OutboxMessage } from 'safe-retries';
 import { Webhook } from 'standardwebhooks';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
+import { BackgroundConnections } from '../database/background-connections';
 import { WebhookEndpointsService } from '../webhook-endpoints/webhook-endpoints.service';
 import { toEventResponse } from './events.service';
 import { EventsRepository } from './events.repository';
-import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
+import { DeliveryAttempt, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WebhookDeliveryPayload, WebhookDeliveryPort } from './webhook-delivery.port';
 import { postWebhook } from './webhook-request';
 
@@ -19,7 +20,9 @@ import { postWebhook } from './webhook-request';
  * (webhook_deliveries); a refusal, an error or an answer other than 2xx throws,
  * and the outbox retries on its schedule, then keeps it as a dead letter. A
  * deleted endpoint gets nothing: the message resolves unsent. The secret
- * appears in no error and no log line.
+ * appears in no error and no log line. Its statements run in turns of
+ * BackgroundConnections: a batch of deliveries never holds the pool that
+ * requests need.
  */
 @Injectable()
 export class WebhookPublisher implements OnModuleInit {
@@ -30,6 +33,7 @@ export class WebhookPublisher implements OnModuleInit {
     private readonly endpoints: WebhookEndpointsService,
     private readonly events: EventsRepository,
     private readonly deliveries: WebhookDeliveriesRepository,
+    private readonly connections: BackgroundConnections,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.production = config.production;
@@ -41,10 +45,12 @@ export class WebhookPublisher implements OnModuleInit {
 
   async deliver(message: OutboxMessage, signal: AbortSignal): Promise<void> {
     const { clientId, eventId, endpointId } = message.payload as WebhookDeliveryPayload;
-    const target = await this.endpoints.target(clientId, endpointId);
-    if (!target) return;
-    const event = await this.events.find(clientId, eventId);
-    if (!event) return;
+    const found = await this.connections.run(async () => {
+      const target = await this.endpoints.target(clientId, endpointId);
+      return target && { target, event: await this.events.find(clientId, eventId) };
+    });
+    if (!found?.event) return;
+    const { target, event } = found;
     const body = JSON.stringify(toEventResponse(event));
     const timestamp = new Date();
     const headers = {
@@ -58,11 +64,16 @@ export class WebhookPublisher implements OnModuleInit {
       answer = await postWebhook(new URL(target.url), headers, body, this.production, signal);
     } catch (error) {
       const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
-      await this.deliveries.record({ ...attempt, status: null, excerpt: null, error: reason });
+      await this.record({ ...attempt, status: null, excerpt: null, error: reason });
       throw new Error(`webhook to endpoint ${endpointId} failed: ${reason}`, { cause: error });
     }
     const ok = answer.status >= 200 && answer.status < 300;
-    await this.deliveries.record({ ...attempt, status: answer.status, excerpt: answer.excerpt, error: ok ? null : `answered ${answer.status}` });
+    await this.record({ ...attempt, status: answer.status, excerpt: answer.excerpt, error: ok ? null : `answered ${answer.status}` });
     if (!ok) throw new Error(`webhook to endpoint ${endpointId} answered ${answer.status}`);
+  }
+
+  /** The attempt, written in a turn of the background's share of the pool (a batch's records queue among themselves). */
+  private record(attempt: DeliveryAttempt): Promise<void> {
+    return this.connections.run(() => this.deliveries.record(attempt));
   }
 }

@@ -9,9 +9,17 @@ import { OutboxMetrics } from './outbox-metrics';
 import { OutboxMessage, OutboxPublisher } from './outbox-message';
 import { OutboxStatements, outboxStatements } from './outbox-statements';
 import { OutboxWakeups, sleep } from './outbox-wakeups';
+import { Turns } from './turns';
 
 /** Messages claimed per round. */
 export const RELAY_BATCH_SIZE = 20;
+/**
+ * Connections of the data source's pool the relay's own statements (the claim,
+ * the marks) hold at once: a round's marks take turns among themselves, so the
+ * relay never holds the pool that requests need (the publisher's own
+ * statements are the publisher's to bound).
+ */
+export const RELAY_CONNECTIONS = 2;
 /** How often an idle relay looks for due messages: with a listener (a safety net), and without one. */
 export const RELAY_POLL_MS = { listening: 5_000, polling: 1_000 } as const;
 
@@ -52,6 +60,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private loop?: Promise<void>;
   /** Aborted at shutdown: ends the loop's wait at once. */
   private readonly stopping = new AbortController();
+  private readonly connections = new Turns(RELAY_CONNECTIONS);
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -91,14 +100,19 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     return claimed.length;
   }
 
-  /** One autocommit statement on the primary; its rows (structured: TypeORM answers an UPDATE's with its row count otherwise). */
-  private async query(sql: string, params: unknown[]): Promise<unknown[]> {
-    const runner = this.dataSource.createQueryRunner('master');
-    try {
-      return ((await runner.query(sql, params, true)) as { records: unknown[] }).records;
-    } finally {
-      await runner.release();
-    }
+  /**
+   * One autocommit statement on the primary, in its turn (RELAY_CONNECTIONS);
+   * its rows (structured: TypeORM answers an UPDATE's with its row count otherwise).
+   */
+  private query(sql: string, params: unknown[]): Promise<unknown[]> {
+    return this.connections.run(async () => {
+      const runner = this.dataSource.createQueryRunner('master');
+      try {
+        return ((await runner.query(sql, params, true)) as { records: unknown[] }).records;
+      } finally {
+        await runner.release();
+      }
+    });
   }
 
   private async run(): Promise<void> {

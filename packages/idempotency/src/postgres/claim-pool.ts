@@ -11,6 +11,9 @@ interface Credentials {
   ssl?: unknown;
 }
 
+/** How long a claim's statement may take on a direct connection before the server counts as frozen. */
+const CLAIM_READ_TIMEOUT_MS = 5_000;
+
 /**
  * The claim pool: claims, takeovers, renewals and releases commit on it, each
  * one autocommit statement, with synchronous_commit = off (see the store's
@@ -23,7 +26,7 @@ interface Credentials {
 export function createClaimPool(dataSource: DataSource, max: number, transactionPooler: boolean): Pool {
   const options = dataSource.options as Credentials & {
     replication?: { master: Credentials };
-    extra?: { connectionTimeoutMillis?: number };
+    extra?: { connectionTimeoutMillis?: number; query_timeout?: number };
   };
   const o: Credentials = options.replication?.master ?? options;
   return new Pool({
@@ -35,9 +38,13 @@ export function createClaimPool(dataSource: DataSource, max: number, transaction
     database: o.database,
     ssl: o.ssl as never,
     max,
+    // A claim waits its turn for a connection as long as the data source's statements do.
     connectionTimeoutMillis: options.extra?.connectionTimeoutMillis ?? 3_000,
-    // Claims are single short statements: a frozen server is an outage (503).
-    query_timeout: 5_000,
+    // Claims are single short statements: on a direct connection a frozen server is an
+    // outage (503) after 5 s. Behind a transaction pooler a statement's time includes its
+    // turn in the pooler's queue, which a burst makes long: there it gets the data
+    // source's read timeout, as every other statement does.
+    query_timeout: transactionPooler ? (options.extra?.query_timeout ?? CLAIM_READ_TIMEOUT_MS) : CLAIM_READ_TIMEOUT_MS,
     keepAlive: true,
     application_name: 'safe-retries-claims',
     ...(transactionPooler ? {} : { options: '-c synchronous_commit=off' }),
