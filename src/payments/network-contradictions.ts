@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { EventsService } from '../events/events.service';
 import { CardNetwork, IntentState, RefundState } from './card-network/card-network';
 import { OperationAttention } from './operation-attention';
-import { toPaymentResponse, toRefundResponse } from './payment-response';
+import { PaymentRecords } from './payment-records';
 import { PaymentRow, PaymentsRepository, RefundRow } from './payments.repository';
+import { RefundRecords } from './refund-records';
 
 /** A final record and the network's word that contradicts it. */
 export type Contradiction =
@@ -34,7 +34,8 @@ export class NetworkContradictions {
     private readonly payments: PaymentsRepository,
     private readonly cardNetwork: CardNetwork,
     private readonly attention: OperationAttention,
-    private readonly events: EventsService,
+    private readonly paymentRecords: PaymentRecords,
+    private readonly refundRecords: RefundRecords,
   ) {}
 
   /** The payment's contradiction, if the event's intent is the payment's and the network, asked, contradicts its final status. */
@@ -60,7 +61,7 @@ export class NetworkContradictions {
       key: c.record.idempotency_key,
       evidence: `${held}, but at the card network ${network}`,
     });
-    if (c.operation === 'payment') await this.events.record(clientId, 'payment.contradicted', toPaymentResponse(c.record));
-    else await this.events.record(clientId, 'refund.contradicted', toRefundResponse(c.record));
+    if (c.operation === 'payment') await this.paymentRecords.contradicted(clientId, c.record);
+    else await this.refundRecords.contradicted(clientId, c.record);
   }
 }

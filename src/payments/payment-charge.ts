@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { problems } from '../common/problem';
-import { EventsService } from '../events/events.service';
 import { OrdersService } from '../orders/orders.service';
 import { CardNetwork, CardNetworkRefusedError, IntentState, InvalidParameterError } from './card-network/card-network';
 import { PaymentResponse } from './dto/payment.response';
 import { HandOverReason, OperationAttention } from './operation-attention';
 import { INTENT, NetworkCalls, PaymentOperation, intentObject, networkKeys, settledByAnother, unknownOutcome } from './payment-operations';
+import { PaymentRecords } from './payment-records';
 import { toPaymentResponse } from './payment-response';
 import { CardNetworkFailedException, PaymentDeclinedException, PaymentProcessingException } from './payments.errors';
 import { PaymentRow, PaymentsRepository } from './payments.repository';
@@ -28,7 +28,7 @@ export class PaymentCharge {
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
     private readonly attention: OperationAttention,
-    private readonly events: EventsService,
+    private readonly records: PaymentRecords,
   ) {}
 
   /** From INTENT: the network's word about the recorded intent; before it, the intent is made. */
@@ -133,9 +133,8 @@ export class PaymentCharge {
     return op.finish(
       async () => {
         const failure = state.status === 'failed' ? state.failure : null;
-        const settled = await this.payments.settle(op.scope, payment.id, { status: state.status, failureCode: failure });
+        const settled = await this.records.settle(op.scope, payment.id, { status: state.status, failureCode: failure });
         if (!settled) throw settledByAnother();
-        await this.events.record(op.scope, settled.status === 'succeeded' ? 'payment.succeeded' : 'payment.failed', toPaymentResponse(settled));
         if (failure && failure !== 'processing_error') throw new PaymentDeclinedException(failure, settled.id);
         if (settled.order_id) await this.orders.markPaid(op.scope, settled.order_id);
         return toPaymentResponse(settled);

@@ -13,6 +13,8 @@ import { AttentionRepository } from './attention.repository';
 import { OperationAttention } from './operation-attention';
 import { PaymentsService } from './payments.service';
 import { PaymentCharge } from './payment-charge';
+import { PaymentRecords } from './payment-records';
+import { RefundRecords } from './refund-records';
 import { PaymentStart } from './payment-start';
 import { RefundSettlementJob } from './refund-settlement.job';
 import { RefundsService } from './refunds.service';
@@ -29,6 +31,8 @@ import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
     PaymentsService,
     PaymentStart,
     PaymentCharge,
+    PaymentRecords,
+    RefundRecords,
     RefundsService,
     NetworkCalls,
     OperationAttention,

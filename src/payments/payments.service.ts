@@ -5,7 +5,6 @@ import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { cardNetworkIsSimulator } from '../config/production';
 import { Resumes } from 'safe-retries';
-import { EventsService } from '../events/events.service';
 import { CardNetwork, IntentState } from './card-network/card-network';
 import { CreatePaymentDto, isSimulatorFaultSource } from './dto/create-payment.dto';
 import { PaymentResponse } from './dto/payment.response';
@@ -14,6 +13,7 @@ import { INTENT, PAYMENT_OPERATION, PaymentOperation, STARTED, isUnknownOutcome,
 import { FailedByOperatorException, RequiresAttentionException } from './payments.errors';
 import { PaymentRow, PaymentsRepository } from './payments.repository';
 import { PaymentCharge } from './payment-charge';
+import { PaymentRecords } from './payment-records';
 import { PaymentStart } from './payment-start';
 import { toPaymentResponse, toRefundResponse } from './payment-response';
 
@@ -56,7 +56,7 @@ export class PaymentsService {
     private readonly charge: PaymentCharge,
     private readonly cardNetwork: CardNetwork,
     private readonly attention: OperationAttention,
-    private readonly events: EventsService,
+    private readonly records: PaymentRecords,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.acceptsFaultSources = cardNetworkIsSimulator(config);
@@ -92,11 +92,9 @@ export class PaymentsService {
       if (op.outcome || !isUnknownOutcome(error) || !(await this.attention.pastBound('payment', op.scope, payment.id))) throw error;
       const evidence = `still unknown ${STUCK_BOUND_MS / 3_600_000} h after it started: ${(error as Error).message}`;
       if (op.recoveryPoint !== INTENT) return this.charge.releaseUncharged(op, payment, 'stuck', evidence);
-      return this.attention.handOver(op, { operation: 'payment', recordId: payment.id, reason: 'stuck', evidence }, async () => {
-        if (!(await this.payments.movePayment(op.scope, payment.id, 'processing', 'requires_attention'))) return false;
-        await this.events.record(op.scope, 'payment.requires_attention', toPaymentResponse((await this.payments.find(op.scope, payment.id))!));
-        return true;
-      });
+      return this.attention.handOver(op, { operation: 'payment', recordId: payment.id, reason: 'stuck', evidence }, () =>
+        this.records.handOver(op.scope, payment.id),
+      );
     }
   }
 
@@ -122,9 +120,7 @@ export class PaymentsService {
     }
     if (state.status !== 'failed') return this.charge.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), intentId, state);
     return op.finish(async () => {
-      const failed = await this.payments.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR);
-      if (!failed) throw settledByAnother();
-      await this.events.record(op.scope, 'payment.failed', toPaymentResponse(failed));
+      if (!(await this.records.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR))) throw settledByAnother();
       await this.attention.resolve(op.scope, row, 'failed');
       this.attention.counted('payment', 'failed');
       throw new FailedByOperatorException('payment', payment.id);

@@ -1,6 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { problems } from '../common/problem';
-import { EventsService } from '../events/events.service';
 import { Resumes } from 'safe-retries';
 import { CardNetwork, CardNetworkRefusedError, RefundState, UnknownNetworkObjectError } from './card-network/card-network';
 import { CreateRefundDto } from './dto/create-payment.dto';
@@ -16,9 +15,7 @@ import {
 } from './payments.errors';
 import { PaymentsRepository, RefundRow } from './payments.repository';
 import { toRefundResponse } from './payment-response';
-
-/** A refund the network has already answered for (pending or succeeded), and what it says now. */
-export type RefundSettlement = { status: 'succeeded' } | { status: 'failed'; failureReason: string | null };
+import { RefundRecords, RefundSettlement } from './refund-records';
 
 /**
  * The rules of refunds, with the network's states: a refund is reserved
@@ -52,7 +49,7 @@ export class RefundsService {
     private readonly cardNetwork: CardNetwork,
     private readonly network: NetworkCalls,
     private readonly attention: OperationAttention,
-    private readonly events: EventsService,
+    private readonly records: RefundRecords,
   ) {}
 
   async refund(clientId: string, paymentId: string, dto: CreateRefundDto, op: RefundOperation): Promise<RefundResponse> {
@@ -119,9 +116,7 @@ export class RefundsService {
       return this.conclude(op, { ...refund, status: 'processing' }, found);
     }
     return op.finish(async () => {
-      const failed = await this.payments.failRefundByOperator(op.scope, refund.id, FAILED_BY_OPERATOR);
-      if (!failed) throw settledByAnother();
-      await this.events.record(op.scope, 'refund.failed', toRefundResponse(failed));
+      if (!(await this.records.failByOperator(op.scope, refund.id, FAILED_BY_OPERATOR))) throw settledByAnother();
       await this.attention.resolve(op.scope, row, 'failed');
       this.attention.counted('refund', 'failed');
       throw new FailedByOperatorException('refund', refund.id);
@@ -142,11 +137,7 @@ export class RefundsService {
   }
 
   private handOver(op: RefundOperation, refund: RefundRow, reason: 'refused' | 'stuck', evidence: string): Promise<never> {
-    return this.attention.handOver(op, { operation: 'refund', recordId: refund.id, reason, evidence }, async () => {
-      if (!(await this.payments.moveRefundAttention(op.scope, refund.id, 'processing', 'requires_attention'))) return false;
-      await this.events.record(op.scope, 'refund.requires_attention', toRefundResponse((await this.payments.findRefund(op.scope, refund.id))!));
-      return true;
-    });
+    return this.attention.handOver(op, { operation: 'refund', recordId: refund.id, reason, evidence }, () => this.records.handOver(op.scope, refund.id));
   }
 
   /**
@@ -209,11 +200,9 @@ export class RefundsService {
     const status = state.status;
     return op.finish(
       async () => {
-        const settled = await this.payments.settleRefund(op.scope, refund.id, state.refundId, status);
+        const settled = await this.records.answered(op.scope, refund.id, state.refundId, status);
         if (!settled) throw settledByAnother();
-        const response = toRefundResponse(settled);
-        await this.events.record(op.scope, settled.status === 'succeeded' ? 'refund.succeeded' : 'refund.pending', response);
-        return response;
+        return toRefundResponse(settled);
       },
       { location: (r) => `/payments/${r.payment_id}` },
     );
@@ -236,11 +225,8 @@ export class RefundsService {
 
   /** A refund the network answered for moves on (pending -> succeeded; pending or succeeded -> failed, amount given back). */
   async settle(clientId: string, refundId: string, networkRefundId: string, to: RefundSettlement): Promise<boolean> {
-    const moved = await this.payments.moveRefund(clientId, refundId, networkRefundId, to);
-    if (moved) {
-      this.logger.log(`refund ${refundId} (${networkRefundId}) ${moved.status}`);
-      await this.events.record(clientId, moved.status === 'succeeded' ? 'refund.succeeded' : 'refund.failed', toRefundResponse(moved));
-    }
+    const moved = await this.records.settle(clientId, refundId, networkRefundId, to);
+    if (moved) this.logger.log(`refund ${refundId} (${networkRefundId}) ${moved.status}`);
     return moved !== undefined;
   }
 

@@ -5,7 +5,8 @@ import { NetworkEvent } from '../card-network/card-network';
 import { Contradiction, NetworkContradictions } from '../network-contradictions';
 import { PAYMENT_OPERATION, REFUND_OPERATION, unknownOutcome } from '../payment-operations';
 import { PaymentsService } from '../payments.service';
-import { RefundSettlement, RefundsService } from '../refunds.service';
+import { RefundSettlement } from '../refund-records';
+import { RefundsService } from '../refunds.service';
 
 /** The source under which the network's event ids are claimed (IdempotentConsumer). */
 export const CARD_NETWORK_EVENTS = 'card-network';
