@@ -87,7 +87,7 @@ const TARGETS = {
   boundarySpeedup: 4,
   boundaryHealthP99Ms: 100,
   boundaryListingP99Ms: 250,
-  /** §10, the 100 clients as 100 API clients (one client holds at most a third of PAYMENTS_CONCURRENCY). */
+  /** §10, the 100 clients as 100 API clients (as one API client they have the same slots: alone, a client takes them all). */
   slownetPaymentsPerSecond: 100,
   slownetHealthP99Ms: 200,
 };

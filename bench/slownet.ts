@@ -12,8 +12,8 @@ import { fmt, round, table } from './lib/stats';
  * post fresh payments to POST /payments for `seconds`, the app's pool is
  * DATABASE_POOL_SIZE=5, and GET /health is probed every 100 ms throughout.
  * Twice, with the app's admission defaults: the 100 clients as one API client
- * (one key, as in §7: a third of PAYMENTS_CONCURRENCY bounds it), then as 100
- * API clients (a key each: PAYMENTS_CONCURRENCY bounds them).
+ * (one key, as in §7: alone, it takes every PAYMENTS_CONCURRENCY slot), then
+ * as 100 API clients (a key each, sharing the slots).
  * Then a shorter counted load (no probes): the statements and commits the
  * server's own connections sent, per payment (SqlCounter in the server process).
  */

@@ -70,8 +70,6 @@ export const configSchema = envSchema.transform((e) => ({
   payments: {
     concurrency: e.PAYMENTS_CONCURRENCY,
     queueLimit: FIXED.paymentsQueueLimit,
-    /** A client holds at most a third of the slots, so one client never fills the instance. */
-    perClient: Math.max(1, Math.ceil(e.PAYMENTS_CONCURRENCY / 3)),
   },
   bodyLimitBytes: e.HTTP_BODY_LIMIT,
   corsOrigins: e.HTTP_CORS_ORIGINS,

@@ -122,7 +122,7 @@ export const variables = z.object({
 
   PAYMENTS_CONCURRENCY: documented(
     integer(90, 0, 100_000),
-    'Payments and refunds (they reach the card network) this instance works on at once, each from when its body has arrived; the next wait their turn, a freed slot going to the waiting client with the fewest at work. One client holds at most a third of them. Sized on 2 cores (docs/benchmarks.md §7); raise it with more. `0`: no limit.',
+    'Payments and refunds (they reach the card network) this instance works on at once, each from when its body has arrived; the next wait their turn. A client alone may take every slot; while other clients wait, a freed slot goes to the waiting client with the fewest at work, so a newcomer is served with the next slots that free and clients waiting together end with equal shares. Sized on 2 cores (docs/benchmarks.md §7); raise it with more. `0`: no limit.',
   ),
 
   HTTP_BODY_LIMIT: documented(bytes('100kb', 1), 'Largest request body (`b`, `kb`, `mb`); a larger one gets 413 `payload_too_large`.'),
@@ -178,7 +178,7 @@ export const RETIRED_VARIABLES: Readonly<Record<string, string>> = {
   IDEMPOTENCY_CLAIM_POOL_SIZE: 'removed: the claim pool is half of DATABASE_POOL_SIZE',
   IDEMPOTENCY_COMMIT: "removed: a route's commit mode is chosen in its code (@Idempotent({ commit }))",
   PAYMENTS_QUEUE_LIMIT: 'removed: 1000 payments and refunds may wait their turn',
-  PAYMENTS_CONCURRENCY_PER_CLIENT: 'removed: one client holds at most a third of PAYMENTS_CONCURRENCY',
+  PAYMENTS_CONCURRENCY_PER_CLIENT: 'removed: a client alone may use every PAYMENTS_CONCURRENCY slot; clients waiting together share them equally',
   METRICS_HOST: 'removed: METRICS_PORT listens on every address with METRICS_TOKEN, else on 127.0.0.1',
   RATE_LIMIT_UNAUTHENTICATED: 'removed: 60 failed authentications a minute per address',
   CONFIRMATIONS_PER_ORDER_PER_DAY: 'removed: 3 confirmations per order in 24 hours',

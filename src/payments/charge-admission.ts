@@ -50,11 +50,14 @@ interface ClientTurns {
 
 /**
  * Who gets a slot, who waits and who is refused: at most `limit` requests at
- * work, `perClient` of one client's, `queueLimit` waiting. Shared fairly among
- * clients, whatever order their requests arrive in:
+ * work, `queueLimit` waiting. Work-conserving, and fair among the clients that
+ * wait, whatever order their requests arrive in:
+ * - a slot never stays free while a request waits: a client alone takes every
+ *   free slot, however many it already holds;
  * - a freed slot goes to the waiting client with the fewest at work (ties: the
- *   one that got a slot least recently), so a newcomer goes before the clients
- *   already being served, however long they have queued;
+ *   one that got a slot least recently), so a newcomer takes the next freed
+ *   slots, ahead of the queue of a client that holds them all, until it holds
+ *   as many; clients that keep waiting end with an equal share each;
  * - a client may queue while it holds less than its share of the queue (the
  *   limit / the clients waiting, itself included; at least 1): alone, the whole
  *   queue. When the queue is full, a client under its share takes the place of
@@ -72,7 +75,6 @@ export class ChargeTurns {
 
   constructor(
     private readonly limit: number,
-    private readonly perClient: number,
     private readonly queueLimit: number,
   ) {}
 
@@ -88,7 +90,8 @@ export class ChargeTurns {
     const client = this.clients.get(clientId) ?? { working: 0, waiting: [], lastStart: -1 };
     const waiter: Waiter = { state: 'waiting', start, pushedOut };
     const turn = (now: boolean): Turn => ({ now, end: () => this.end(clientId, waiter) });
-    if (this.working < this.limit && client.working < this.perClient) {
+    // A free slot means nobody waits (handOutSlots leaves none free while anyone does): take it.
+    if (this.working < this.limit) {
       this.clients.set(clientId, client);
       this.take(client, waiter);
       return turn(true);
@@ -149,7 +152,7 @@ export class ChargeTurns {
       let next: [string, ClientTurns] | undefined;
       for (const entry of this.clients) {
         const client = entry[1];
-        if (client.waiting.length === 0 || client.working >= this.perClient) continue;
+        if (client.waiting.length === 0) continue;
         if (next === undefined || client.working < next[1].working || (client.working === next[1].working && client.lastStart < next[1].lastStart)) next = entry;
       }
       if (next === undefined) return;
@@ -171,10 +174,11 @@ export class ChargeTurns {
 /**
  * Admission control for the routes that reach the card network (those marked
  * `@ChargeRoute()`: POST /payments, POST /payments/{id}/refunds). At most
- * PAYMENTS_CONCURRENCY of them are worked on at once by this instance, and at
- * most a third of them of one client's; up to 1000 more (config.payments)
- * wait their turn (their sockets idle, their bodies
- * parsed: HTTP_BODY_LIMIT each at most), shared fairly among clients (ChargeTurns).
+ * PAYMENTS_CONCURRENCY of them are worked on at once by this instance: all of
+ * them one client's while no other client waits, shared among the clients that
+ * wait as slots free (ChargeTurns); up to 1000 more (config.payments) wait
+ * their turn (their sockets idle, their bodies parsed: HTTP_BODY_LIMIT each at
+ * most).
  * Refused before any claim, with Retry-After: the queue full, 503; a client
  * holding its share of the queue, 429 (as is its newest waiter, pushed out by a
  * client under its share when the queue is full).
@@ -183,9 +187,11 @@ export class ChargeTurns {
  * else bounds how much work a burst puts on the event loop. Unbounded, a burst
  * saturates the process and everything it serves waits behind it, health checks
  * included (an orchestrator would restart a healthy instance). Bounded, the
- * instance keeps headroom and the excess waits outside; bounded and shared per
- * client, neither one client's slow or hanging payments nor a few clients'
- * floods of them keep another client's first payment waiting behind theirs.
+ * instance keeps headroom and the excess waits outside. Idle slots are capacity
+ * paid for, so a client alone may use them all; shared per client as they free,
+ * neither one client's slow or hanging payments nor a few clients' floods of
+ * them keep another client's first payment waiting behind their queues: it
+ * takes the next slot that frees.
  *
  * A Fastify preHandler hook (`hook()`): the turn is taken once the body has
  * arrived and been parsed, by a client authenticated on request
@@ -203,8 +209,8 @@ export class ChargeAdmission {
   private readonly gauge: Gauge<'state'>;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig, metrics: MetricsService) {
-    const { concurrency, perClient, queueLimit } = config.payments;
-    if (concurrency > 0) this.turns = new ChargeTurns(concurrency, Math.min(perClient, concurrency), queueLimit);
+    const { concurrency, queueLimit } = config.payments;
+    if (concurrency > 0) this.turns = new ChargeTurns(concurrency, queueLimit);
     this.gauge = new Gauge({
       name: 'payments_admission',
       help: 'Card network routes being worked on (in_flight) and waiting their turn (queued), this instance',

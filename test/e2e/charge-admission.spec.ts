@@ -19,7 +19,7 @@ describe('payments admission control (e2e)', () => {
   let t: TestApp;
 
   beforeAll(async () => {
-    t = await createTestApp({ listen: true, env: { PAYMENTS_CONCURRENCY: '2', CARD_NETWORK_DELAY: '1s' }, config: paymentsQueue(2, 2) });
+    t = await createTestApp({ listen: true, env: { PAYMENTS_CONCURRENCY: '2', CARD_NETWORK_DELAY: '1s' }, config: paymentsQueue(2) });
   });
   afterAll(() => t.close());
 

@@ -14,7 +14,8 @@ const pay = (url: string, client: { key: string }, body: Record<string, unknown>
 /**
  * Slow and unauthenticated clients cannot stall the payments of others: a charge
  * route is authenticated before its body is read and takes a slot only once the
- * body has arrived, a client holds at most a third of PAYMENTS_CONCURRENCY,
+ * body has arrived, a client whose payments hold every slot leaves another a
+ * queue place and the slots that free next,
  * and a body that does not arrive within the request timeout is answered 408.
  */
 describe('slow clients (e2e)', () => {
@@ -53,8 +54,8 @@ describe('slow clients (e2e)', () => {
     });
 
     it('authenticated slow bodies take no slot: the same client pays meanwhile; they get 408, no key claimed', async () => {
-      // More than CLIENT_A's share of the slots (2 of 4): its payments would wait for them if they took any.
-      const keys = [0, 1, 2].map(() => randomUUID());
+      // As many as the slots (4): its payments would wait for them if they took any.
+      const keys = [0, 1, 2, 3].map(() => randomUUID());
       const arrivals = countArrivals(t.app.getHttpServer() as Server);
       const slow = keys.map((key) => slowBody(t.url!, { path: '/payments', headers: authHeaders(CLIENT_A.key, key) }));
       sockets.push(...slow);
@@ -74,7 +75,7 @@ describe('slow clients (e2e)', () => {
     });
   });
 
-  describe('a client whose payments hang, PAYMENTS_CONCURRENCY=4 (2 a client), a queue of 4', () => {
+  describe('a client whose payments hang, PAYMENTS_CONCURRENCY=4, a queue of 4', () => {
     let t: TestApp;
 
     beforeAll(async () => {
@@ -91,23 +92,28 @@ describe('slow clients (e2e)', () => {
     });
     afterAll(() => t.close());
 
-    it('holds 2 slots, waits with the rest, and another client is served meanwhile', async () => {
+    it('takes every slot while alone and fills the queue; another client still gets a queue place and is served', async () => {
       const hanging = [0, 1, 2, 3].map((i) => pay(t.url!, CLIENT_A, paymentBody({ source: 'tok_chargeThenHang', amount: 200 + i })));
-      // Two at work, two waiting: the two other slots stay free for other clients.
-      await admissionReads(t.url!, { inFlight: 2, queued: 2 });
+      // Alone, A may take every slot.
+      await admissionReads(t.url!, { inFlight: 4, queued: 0 });
       // Alone in the queue, A may fill it; past it, A is refused at once.
-      const queued = [pay(t.url!, CLIENT_A), pay(t.url!, CLIENT_A)];
-      await admissionReads(t.url!, { inFlight: 2, queued: 4 });
+      const queued = [0, 1, 2, 3].map(() => pay(t.url!, CLIENT_A));
+      await admissionReads(t.url!, { inFlight: 4, queued: 4 });
       const refused = await pay(t.url!, CLIENT_A);
       expect(refused.status).toBe(503);
       expect(refused.headers['retry-after']).toMatch(/^[1-9]\d*$/);
 
-      const b = await pay(t.url!, CLIENT_B);
-      expect(b.status).toBe(201);
+      // B is under its share of the full queue (4 / 2 clients): it takes the place of A's newest waiter, refused with 429.
+      const b = pay(t.url!, CLIENT_B);
+      const pushedOut = await Promise.race(queued);
+      expect(pushedOut.status).toBe(429);
+      expect(await admission(t.url!)).toEqual({ inFlight: 4, queued: 4 });
+
+      // B is served with the slots A's payments free when they time out.
       const answers = await Promise.all(hanging);
-      expect(b.ended).toBeLessThan(Math.min(...answers.map((a) => a.ended)));
-      expect(refused.ended).toBeLessThan(Math.min(...answers.map((a) => a.ended)));
-      expect((await Promise.all(queued)).map((r) => r.status)).toEqual([201, 201]);
+      expect((await b).status).toBe(201);
+      expect(Math.max(refused.ended, pushedOut.ended)).toBeLessThan(Math.min(...answers.map((a) => a.ended)));
+      expect((await Promise.all(queued)).map((r) => r.status).sort()).toEqual([201, 201, 201, 429]);
       await admissionReads(t.url!, { inFlight: 0, queued: 0 });
     });
   });

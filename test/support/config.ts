@@ -12,10 +12,10 @@ export const failedAuthLimit =
   (perMinute: number): ConfigChange =>
   (config) => ({ ...config, rateLimit: { ...config.rateLimit, unauthenticatedPerMinute: perMinute } });
 
-/** Payment admission: a queue of this many (instead of 1000) and, when given, a client's share of the slots. */
+/** Payment admission: a queue of this many (instead of 1000). */
 export const paymentsQueue =
-  (queueLimit: number, perClient?: number): ConfigChange =>
-  (config) => ({ ...config, payments: { ...config.payments, queueLimit, perClient: perClient ?? config.payments.perClient } });
+  (queueLimit: number): ConfigChange =>
+  (config) => ({ ...config, payments: { ...config.payments, queueLimit } });
 
 /** A request must arrive whole within this (instead of the fixed 30 s). */
 export const requestTimeout =

@@ -147,7 +147,7 @@ describe('loadConfig', () => {
         maxRetries: 2,
         webhookSecrets: ['whsec_simulator_0123456789abcdef'],
       },
-      payments: { concurrency: 90, queueLimit: 1000, perClient: 30 },
+      payments: { concurrency: 90, queueLimit: 1000 },
       bodyLimitBytes: 102_400,
       corsOrigins: [],
       http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000, trustProxy: [] },
@@ -227,7 +227,7 @@ describe('loadConfig', () => {
         maxRetries: 0,
         webhookSecrets: ['whsec_first_0123456789', 'whsec_second_0123456789'],
       },
-      payments: { concurrency: 10, queueLimit: 1000, perClient: 4 },
+      payments: { concurrency: 10, queueLimit: 1000 },
       bodyLimitBytes: 1_048_576,
       corsOrigins: ['https://a.example', 'https://b.example'],
       http: { requestTimeoutMs: 30_000, keepAliveTimeoutMs: 650_000, trustProxy: ['10.0.0.0/8', '192.168.1.7', '::1', 'fd00::/8'] },
@@ -281,18 +281,6 @@ describe('loadConfig', () => {
   it('serves the metrics port on loopback unless a token guards it', () => {
     expect(loadConfig({ METRICS_PORT: '9464' }).metrics).toEqual({ token: undefined, port: 9464, host: '127.0.0.1' });
     expect(loadConfig({ METRICS_PORT: '9464', METRICS_TOKEN: 'metrics-token-0123456789' }).metrics.host).toBe('0.0.0.0');
-  });
-
-  it.each<[number, number]>([
-    [0, 1],
-    [1, 1],
-    [2, 1],
-    [3, 1],
-    [4, 2],
-    [90, 30],
-    [100, 34],
-  ])('gives one client at most a third of PAYMENTS_CONCURRENCY=%d: %d', (concurrency, perClient) => {
-    expect(loadConfig({ PAYMENTS_CONCURRENCY: String(concurrency) }).payments.perClient).toBe(perClient);
   });
 
   it('gives the claims a pool half the size of the main pool', () => {
