@@ -3,7 +3,7 @@ import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nest
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../common/openapi';
-import { EventPage, EventQueryDto, EventResponse, RedeliverDto, RedeliverResponse } from './dto/event.response';
+import { DeliveryAttemptList, EventPage, EventQueryDto, EventResponse, RedeliverDto, RedeliverResponse } from './dto/event.response';
 import { EventsService } from './events.service';
 
 @ApiTags('events')
@@ -26,6 +26,14 @@ export class EventsController {
   @ApiProblems(404)
   get(@CurrentClient() client: AuthenticatedClient, @Param('id') id: string): Promise<EventResponse> {
     return this.events.get(client.id, id);
+  }
+
+  @Get(':id/attempts')
+  @ApiOperation({ summary: "The event's delivery attempts to your endpoints, newest first" })
+  @ApiOkResponse({ type: DeliveryAttemptList })
+  @ApiProblems(404)
+  attempts(@CurrentClient() client: AuthenticatedClient, @Param('id') id: string): Promise<DeliveryAttemptList> {
+    return this.events.attempts(client.id, id);
   }
 
   @Post(':id/redeliver')

@@ -6,9 +6,10 @@ import { Outbox } from 'safe-retries';
 import { invalidCursor } from '../common/pagination';
 import { problems } from '../common/problem';
 import { WebhookEndpointsService } from '../webhook-endpoints/webhook-endpoints.service';
-import { DEFAULT_EVENTS_PAGE, EVENT_ID, EventPage, EventQueryDto, EventResponse } from './dto/event.response';
+import { DEFAULT_EVENTS_PAGE, DeliveryAttemptList, EVENT_ID, EventPage, EventQueryDto, EventResponse, MAX_ATTEMPTS_LISTED } from './dto/event.response';
 import type { EventType } from './event-types';
 import { EventRow, EventsRepository } from './events.repository';
+import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WEBHOOK_DELIVERY_TOPIC, WebhookDeliveryPayload } from './webhook-delivery.port';
 
 export function toEventResponse(row: EventRow): EventResponse {
@@ -25,6 +26,7 @@ export function toEventResponse(row: EventRow): EventResponse {
 export class EventsService {
   constructor(
     private readonly events: EventsRepository,
+    private readonly deliveries: WebhookDeliveriesRepository,
     private readonly endpoints: WebhookEndpointsService,
     private readonly outbox: Outbox,
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
@@ -49,6 +51,12 @@ export class EventsService {
 
   async get(clientId: string, id: string): Promise<EventResponse> {
     return toEventResponse(await this.found(clientId, id));
+  }
+
+  /** The event's delivery attempts, newest first (never a secret: the attempt keeps the answer and the error only). */
+  async attempts(clientId: string, id: string): Promise<DeliveryAttemptList> {
+    await this.found(clientId, id);
+    return { object: 'list', data: await this.deliveries.list(clientId, id, MAX_ATTEMPTS_LISTED) };
   }
 
   /**

@@ -1,25 +1,79 @@
 import { Injectable } from '@nestjs/common';
 import { SqlRepository } from '../database/sql-repository';
 
+/** One attempt to deliver an event to an endpoint, as it starts. */
 export interface DeliveryAttempt {
   clientId: string;
   eventId: string;
   endpointId: string;
   messageId: string;
   attempt: number;
+}
+
+/** How an attempt ended: the receiver's answer, or what kept it from one. */
+export interface AttemptOutcome {
   status: number | null;
   excerpt: string | null;
+  errorClass: string | null;
   error: string | null;
 }
 
-/** Each attempt to deliver an event to an endpoint (written outside any transaction, by the relay). */
+/** An attempt as the API lists it; times are the database's, as text. */
+export interface AttemptRow {
+  id: string;
+  endpoint_id: string;
+  attempt: number;
+  status: number | null;
+  error_class: string | null;
+  error: string | null;
+  response_excerpt: string | null;
+  started_at: string;
+  finished_at: string | null;
+  duration_ms: number | null;
+}
+
+/**
+ * Text PostgreSQL stores, whatever bytes the receiver answered: decoded as
+ * UTF-8 (invalid sequences already U+FFFD), a NUL, which a text column
+ * refuses, becomes U+FFFD too.
+ */
+function storable(text: string | null): string | null {
+  return text === null ? null : text.replaceAll('\u0000', '\uFFFD');
+}
+
+/**
+ * Each attempt to deliver an event to an endpoint, written outside any
+ * transaction by the relay: started before the request is sent, finished with
+ * its outcome, so an attempt cut short (a process killed) keeps its row.
+ */
 @Injectable()
 export class WebhookDeliveriesRepository extends SqlRepository {
-  async record(a: DeliveryAttempt): Promise<void> {
+  async start(a: DeliveryAttempt): Promise<string> {
+    const [row] = await this.rows<{ id: string }>(
+      `INSERT INTO webhook_deliveries (client_id, event_id, endpoint_id, message_id, attempt) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+      [a.clientId, a.eventId, a.endpointId, a.messageId, a.attempt],
+    );
+    return row.id;
+  }
+
+  async finish(clientId: string, id: string, o: AttemptOutcome): Promise<void> {
     await this.rows(
-      `INSERT INTO webhook_deliveries (client_id, event_id, endpoint_id, message_id, attempt, status, response_excerpt, error)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [a.clientId, a.eventId, a.endpointId, a.messageId, a.attempt, a.status, a.excerpt, a.error],
+      `UPDATE webhook_deliveries SET status = $3, response_excerpt = $4, error_class = $5, error = $6, finished_at = now()
+        WHERE client_id = $1 AND id = $2`,
+      [clientId, id, o.status, storable(o.excerpt), o.errorClass, storable(o.error)],
+    );
+  }
+
+  /** An event's attempts, newest first (at most `limit`). */
+  list(clientId: string, eventId: string, limit: number): Promise<AttemptRow[]> {
+    return this.rows<AttemptRow>(
+      `SELECT id, endpoint_id, attempt, status, error_class, error, response_excerpt,
+              to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started_at,
+              to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS finished_at,
+              (extract(epoch FROM finished_at - created_at) * 1000)::int AS duration_ms
+         FROM webhook_deliveries WHERE client_id = $1 AND event_id = $2
+        ORDER BY created_at DESC, id DESC LIMIT $3`,
+      [clientId, eventId, limit],
     );
   }
 }

@@ -7,6 +7,14 @@ import { RefusedAddressError, ResolvedAddress, publicAddresses } from './public-
 export const CONNECT_TIMEOUT_MS = 5_000;
 /** How long the endpoint may take to answer, once connected. */
 export const RESPONSE_TIMEOUT_MS = 10_000;
+/** The endpoint took too long: to accept the connection, or to answer once connected. */
+export class AttemptTimeoutError extends Error {
+  override name = 'AttemptTimeoutError';
+  constructor(readonly phase: 'connect' | 'response') {
+    super(phase === 'connect' ? `no connection within ${CONNECT_TIMEOUT_MS} ms` : `no complete answer within ${RESPONSE_TIMEOUT_MS} ms`);
+  }
+}
+
 /** How much of an answer's body is kept with the attempt. */
 export const EXCERPT_BYTES = 1_024;
 
@@ -41,11 +49,11 @@ export async function postWebhook(url: URL, headers: Record<string, string>, bod
       headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
       ...(pinned ? { lookup: pinnedLookup(pinned), autoSelectFamily: true } : {}),
     });
-    let timer = setTimeout(() => req.destroy(new Error(`no connection within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+    let timer = setTimeout(() => req.destroy(new AttemptTimeoutError('connect')), CONNECT_TIMEOUT_MS);
     req.on('socket', (socket) => {
       socket.once(url.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
         clearTimeout(timer);
-        timer = setTimeout(() => req.destroy(new Error(`no complete answer within ${RESPONSE_TIMEOUT_MS} ms`)), RESPONSE_TIMEOUT_MS);
+        timer = setTimeout(() => req.destroy(new AttemptTimeoutError('response')), RESPONSE_TIMEOUT_MS);
       });
     });
     req.on('error', (error) => {

@@ -267,6 +267,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/events/{id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The event's delivery attempts to your endpoints, newest first */
+        get: operations["EventsController_attempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/events/{id}/redeliver": {
         parameters: {
             query?: never;
@@ -537,6 +554,39 @@ export interface components {
             has_more: boolean;
             /** @description Pass as starting_after for the next page */
             next_cursor: string | null;
+        };
+        DeliveryAttemptResponse: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            endpoint_id: string;
+            /** @description The attempt's number for this endpoint's message (1 for the first send) */
+            attempt: number;
+            /** @description The receiver's HTTP status; null when no answer came */
+            status: number | null;
+            /**
+             * @description Why the attempt failed; null when it succeeded or has not finished
+             * @enum {string|null}
+             */
+            error_class: "refused_address" | "dns" | "connection_refused" | "connection_reset" | "connect_timeout" | "response_timeout" | "tls" | "aborted" | "network" | "http_status" | null;
+            /** @description What went wrong, in words */
+            error: string | null;
+            /** @description The start of the receiver's answer (at most 1 KiB) */
+            response_excerpt: string | null;
+            /** Format: date-time */
+            started_at: string;
+            /**
+             * Format: date-time
+             * @description Null: the attempt did not finish (the sending process stopped); it was retried
+             */
+            finished_at: string | null;
+            duration_ms: number | null;
+        };
+        DeliveryAttemptList: {
+            /** @enum {string} */
+            object: "list";
+            /** @description Newest first, at most 100 */
+            data: components["schemas"]["DeliveryAttemptResponse"][];
         };
         RedeliverDto: {
             /**
@@ -1396,6 +1446,45 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EventResponse"];
+                };
+            };
+            /** @description Missing or invalid API key (`unauthorized`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource for this client (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    EventsController_attempts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryAttemptList"];
                 };
             };
             /** @description Missing or invalid API key (`unauthorized`). */

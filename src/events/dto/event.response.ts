@@ -65,3 +65,51 @@ export class RedeliverResponse {
   @ApiProperty({ type: [String], description: 'The endpoints the event is queued for' })
   endpoint_ids!: string[];
 }
+
+/** Attempts listed per event: the newest this many. */
+export const MAX_ATTEMPTS_LISTED = 100;
+
+export class DeliveryAttemptResponse {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ format: 'uuid' })
+  endpoint_id!: string;
+
+  @ApiProperty({ description: "The attempt's number for this endpoint's message (1 for the first send)" })
+  attempt!: number;
+
+  @ApiProperty({ type: Number, nullable: true, description: "The receiver's HTTP status; null when no answer came" })
+  status!: number | null;
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    enum: ['refused_address', 'dns', 'connection_refused', 'connection_reset', 'connect_timeout', 'response_timeout', 'tls', 'aborted', 'network', 'http_status'],
+    description: 'Why the attempt failed; null when it succeeded or has not finished',
+  })
+  error_class!: string | null;
+
+  @ApiProperty({ type: String, nullable: true, description: 'What went wrong, in words' })
+  error!: string | null;
+
+  @ApiProperty({ type: String, nullable: true, description: "The start of the receiver's answer (at most 1 KiB)" })
+  response_excerpt!: string | null;
+
+  @ApiProperty({ format: 'date-time' })
+  started_at!: string;
+
+  @ApiProperty({ type: String, format: 'date-time', nullable: true, description: 'Null: the attempt did not finish (the sending process stopped); it was retried' })
+  finished_at!: string | null;
+
+  @ApiProperty({ type: Number, nullable: true })
+  duration_ms!: number | null;
+}
+
+export class DeliveryAttemptList {
+  @ApiProperty({ enum: ['list'] })
+  object!: 'list';
+
+  @ApiProperty({ type: [DeliveryAttemptResponse], description: `Newest first, at most ${MAX_ATTEMPTS_LISTED}` })
+  data!: DeliveryAttemptResponse[];
+}

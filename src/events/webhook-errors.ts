@@ -1,0 +1,38 @@
+import { RefusedAddressError } from './public-address';
+import { AttemptTimeoutError } from './webhook-request';
+
+/** What kept an attempt from an answer, in a word a client can act on. */
+export type AttemptErrorClass =
+  | 'refused_address'
+  | 'dns'
+  | 'connection_refused'
+  | 'connection_reset'
+  | 'connect_timeout'
+  | 'response_timeout'
+  | 'tls'
+  | 'aborted'
+  | 'network'
+  | 'http_status';
+
+/** Node's error codes, by class; anything else is `network`. */
+const CODES: Record<string, AttemptErrorClass> = {
+  ENOTFOUND: 'dns',
+  EAI_AGAIN: 'dns',
+  ENODATA: 'dns',
+  ECONNREFUSED: 'connection_refused',
+  ECONNRESET: 'connection_reset',
+  EPIPE: 'connection_reset',
+  ETIMEDOUT: 'connect_timeout',
+  ENETUNREACH: 'connection_refused',
+  EHOSTUNREACH: 'connection_refused',
+  ABORT_ERR: 'aborted',
+};
+
+export function errorClass(error: unknown): AttemptErrorClass {
+  if (error instanceof RefusedAddressError) return 'refused_address';
+  if (error instanceof AttemptTimeoutError) return error.phase === 'connect' ? 'connect_timeout' : 'response_timeout';
+  const { code, name } = error as { code?: string; name?: string };
+  if (name === 'AbortError' || name === 'TimeoutError') return 'aborted';
+  if (code?.startsWith('ERR_TLS') || code?.includes('CERT') || code?.startsWith('ERR_SSL')) return 'tls';
+  return (code && CODES[code]) || 'network';
+}
