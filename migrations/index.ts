@@ -7,6 +7,7 @@ import { PaymentOperationKeys1796200000000 } from './1796200000000-PaymentOperat
 import { RefundStates1796300000000 } from './1796300000000-RefundStates';
 import { OperationAttention1796400000000 } from './1796400000000-OperationAttention';
 import { ClientWebhooks1796600000000 } from './1796600000000-ClientWebhooks';
+import { RefundSettlementCursor1797400000000 } from './1797400000000-RefundSettlementCursor';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
   idempotencyMigrations;
@@ -33,4 +34,5 @@ export const migrations = [
   OperationAttention1796400000000,
   createIdempotencyOutbox,
   ClientWebhooks1796600000000,
+  RefundSettlementCursor1797400000000,
 ];
