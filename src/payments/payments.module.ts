@@ -12,6 +12,7 @@ import { AttentionRepository } from './attention.repository';
 import { OperationAttention } from './operation-attention';
 import { PaymentsService } from './payments.service';
 import { PaymentStart } from './payment-start';
+import { RefundSettlementCursors } from './refund-settlement.cursor';
 import { RefundSettlementJob } from './refund-settlement.job';
 import { RefundsService } from './refunds.service';
 import { RefundEntity } from './refund.entity';
@@ -31,6 +32,7 @@ import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
     OperationAttention,
     AttentionRepository,
     RefundSettlementJob,
+    RefundSettlementCursors,
     PaymentsRepository,
     ChargeAdmission,
     CardNetworkWebhooks,
