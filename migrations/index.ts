@@ -8,6 +8,7 @@ import { RefundStates1796300000000 } from './1796300000000-RefundStates';
 import { OperationAttention1796400000000 } from './1796400000000-OperationAttention';
 import { ClientWebhooks1796600000000 } from './1796600000000-ClientWebhooks';
 import { AttentionNetworkWord1797300000000 } from './1797300000000-AttentionNetworkWord';
+import { RefundSettlementCursor1797400000000 } from './1797400000000-RefundSettlementCursor';
 import { WebhookAttempts1797500000000 } from './1797500000000-WebhookAttempts';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
@@ -36,5 +37,6 @@ export const migrations = [
   createIdempotencyOutbox,
   ClientWebhooks1796600000000,
   AttentionNetworkWord1797300000000,
+  RefundSettlementCursor1797400000000,
   WebhookAttempts1797500000000,
 ];

@@ -16,6 +16,7 @@ import { PaymentCharge } from './payment-charge';
 import { PaymentRecords } from './payment-records';
 import { RefundRecords } from './refund-records';
 import { PaymentStart } from './payment-start';
+import { RefundSettlementCursors } from './refund-settlement.cursor';
 import { RefundSettlementJob } from './refund-settlement.job';
 import { RefundsService } from './refunds.service';
 import { RefundEntity } from './refund.entity';
@@ -38,6 +39,7 @@ import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
     OperationAttention,
     AttentionRepository,
     RefundSettlementJob,
+    RefundSettlementCursors,
     PaymentsRepository,
     ChargeAdmission,
     CardNetworkWebhooks,

@@ -44,6 +44,8 @@ const PLAN: Record<string, Placement> = {
   client_keys: { kind: 'reference' },
   // The outbox: the relay's claim reads every due message (SKIP LOCKED, each stream in order), a queue on the coordinator.
   idempotency_outbox: { kind: 'local' },
+  // The refund settlement job's one cursor and lease for the fleet: a single row that walks every client's refunds.
+  refund_settlement_cursor: { kind: 'local' },
   // TypeORM's list of applied migrations: the coordinator's bookkeeping.
   migrations: { kind: 'local' },
 };
