@@ -8,18 +8,20 @@ import { addressKey } from './client-address';
  *
  * - Below the total every connection is taken: one address alone (a load
  *   balancer, all its clients behind it) may use them all.
- * - At the total, a new connection takes the place of an idle one (no request
- *   in flight: a keep-alive connection between requests, or one whose request's
- *   headers have not all arrived) of the address holding the most connections,
- *   provided it holds more than the newcomer's address would; else of the
- *   newcomer's own address; else the newcomer is closed at once. Within an
- *   address the connection idle the longest goes first. So an address (an IPv6
- *   client by its /64) keeps at least its fair share, however many addresses
- *   flood: a new client gets in at once, in place of the largest flood's oldest
- *   unfinished connection.
- * - A connection with a request in flight (headers arrived, answer not yet
- *   sent) is never closed here: a slow body or a slow handler is bounded by the
- *   request timeout (30 s, answered 408) and the connection timeout.
+ * - At the total, a new connection takes the place of an unfinished one of
+ *   the address holding the most connections, provided it holds more than the
+ *   newcomer's address would; else of the newcomer's own address; else the
+ *   newcomer is closed at once. Unfinished: idle first (no request in flight:
+ *   a keep-alive connection between requests, one whose request's headers
+ *   have not all arrived, one that sent nothing), the one idle the longest
+ *   first; then one whose request's body is still arriving (no handler has
+ *   run for it: a slot, a claim are taken after the body), the oldest request
+ *   first. So an address (an IPv6 client by its /64) keeps at least its fair
+ *   share, however many addresses flood: a new client gets in at once, in
+ *   place of the largest flood's oldest unfinished connection, whether it
+ *   trickles its headers, its body, or nothing.
+ * - A request whose body has arrived is never cut here: a slow handler is
+ *   bounded by the connection timeout, a slow reader by the same.
  *
  * Closing an idle keep-alive connection may cross a request the client is just
  * sending on it: the client sees the connection reset and sends it again (what
@@ -34,7 +36,7 @@ import { addressKey } from './client-address';
 export interface ConnectionEvents {
   /** An idle connection was closed to make room for a new one. */
   evicted?(): void;
-  /** A new connection was closed at once: every connection it could replace has a request in flight. */
+  /** A new connection was closed at once: every connection it could replace is serving a request. */
   refused?(): void;
   /** `address`, not a trusted proxy, holds `held` of the `open` connections, more than half (on each connection it opens). */
   dominant?(address: string, held: number, open: number): void;
@@ -53,20 +55,26 @@ interface Holder {
   count: number;
   /** Its connections with no request in flight, the one idle the longest first. */
   idle: Set<Tracked>;
+  /** Its connections with a request in flight, the one whose request came first first. */
+  busy: Set<Tracked>;
 }
 
 interface Tracked {
   socket: Socket;
   holder: Holder;
-  inFlight: number;
+  /** Its requests in flight (more than one when the client pipelines). */
+  requests: Set<IncomingMessage>;
   gone: boolean;
 }
 
 /**
- * Applies the total and the fairness above to `server`, counting each
- * connection by its addressKey from `connection` to `close`, and its requests
- * from `request` to the response's `close` (documented events only).
+ * Connections with a request in flight looked at, per address and newcomer,
+ * for one whose body is still arriving. Those found serving a request (its
+ * body whole) go to the back of the line, so a server busy with such requests
+ * costs little per newcomer, and a slow body behind them is reached soon.
  */
+const RECEIVING_SCAN = 32;
+
 export function limitConnections(server: Server, total: number, trustedProxies: readonly string[], events: ConnectionEvents = {}): ConnectionTable {
   const proxies = blockListOf(trustedProxies);
   const holders = new Map<string, Holder>();
@@ -95,19 +103,26 @@ export function limitConnections(server: Server, total: number, trustedProxies: 
     if (t.gone) return;
     t.gone = true;
     t.holder.idle.delete(t);
+    t.holder.busy.delete(t);
     open--;
     move(t.holder, t.holder.count - 1);
   };
 
-  /** The connection a newcomer from `holder` takes the place of (see above), if any. */
+  /**
+   * The connection a newcomer from `holder` takes the place of (see above), if
+   * any: of a larger address, an idle one, else one still receiving its
+   * request's body (nothing has run for it yet); else the same of its own.
+   */
   const victim = (holder: Holder): Tracked | undefined => {
-    for (let count = largest; count > holder.count + 1; count--) {
-      for (const other of byCount.get(count) ?? []) {
-        const oldest = other.idle.values().next();
-        if (!oldest.done) return oldest.value;
+    for (const pick of [oldestIdle, oldestReceiving]) {
+      for (let count = largest; count > holder.count + 1; count--) {
+        for (const other of byCount.get(count) ?? []) {
+          const found = pick(other);
+          if (found) return found;
+        }
       }
     }
-    return holder.idle.values().next().value;
+    return oldestIdle(holder) ?? oldestReceiving(holder);
   };
 
   server.on('connection', (socket: Socket) => {
@@ -116,7 +131,7 @@ export function limitConnections(server: Server, total: number, trustedProxies: 
     const key = addressKey(address);
     let holder = holders.get(key);
     if (holder === undefined) {
-      holder = { key, trusted: proxies !== undefined && isTrusted(proxies, address, key), count: 0, idle: new Set() };
+      holder = { key, trusted: proxies !== undefined && isTrusted(proxies, address, key), count: 0, idle: new Set(), busy: new Set() };
       holders.set(key, holder);
     }
     if (open >= total) {
@@ -131,7 +146,7 @@ export function limitConnections(server: Server, total: number, trustedProxies: 
       replaced.socket.destroy();
       events.evicted?.();
     }
-    const t: Tracked = { socket, holder, inFlight: 0, gone: false };
+    const t: Tracked = { socket, holder, requests: new Set(), gone: false };
     tracked.set(socket, t);
     holder.idle.add(t);
     open++;
@@ -143,10 +158,17 @@ export function limitConnections(server: Server, total: number, trustedProxies: 
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     const t = tracked.get(request.socket);
     if (t === undefined) return;
-    if (t.inFlight++ === 0) t.holder.idle.delete(t);
+    if (t.requests.size === 0) {
+      t.holder.idle.delete(t);
+      t.holder.busy.add(t);
+    }
+    t.requests.add(request);
     response.once('close', () => {
+      t.requests.delete(request);
+      if (t.requests.size > 0 || t.gone) return;
       // Back among the idle, as the newest.
-      if (--t.inFlight === 0 && !t.gone) t.holder.idle.add(t);
+      t.holder.busy.delete(t);
+      t.holder.idle.add(t);
     });
   });
 
@@ -159,6 +181,33 @@ export function limitConnections(server: Server, total: number, trustedProxies: 
       return found && { address: found.key, held: found.count };
     },
   };
+}
+
+function oldestIdle(holder: Holder): Tracked | undefined {
+  return holder.idle.values().next().value;
+}
+
+/**
+ * A connection whose requests in flight are all still arriving (`complete`:
+ * Node has not parsed the whole message): no handler runs for it, the body
+ * is read before any route's work (a slot, a claim) starts.
+ */
+function oldestReceiving(holder: Holder): Tracked | undefined {
+  const serving: Tracked[] = [];
+  let found: Tracked | undefined;
+  for (const t of holder.busy) {
+    if (serving.length === RECEIVING_SCAN) break;
+    if ([...t.requests].every((request) => !request.complete)) {
+      found = t;
+      break;
+    }
+    serving.push(t);
+  }
+  for (const t of serving) {
+    holder.busy.delete(t);
+    holder.busy.add(t);
+  }
+  return found;
 }
 
 function blockListOf(entries: readonly string[]): BlockList | undefined {

@@ -18,7 +18,7 @@ export function connectionMetrics(metrics: MetricsService): { events: Required<P
   });
   const refused = new Counter({
     name: 'http_connections_refused_total',
-    help: 'New connections closed at once at the cap (every connection they could replace had a request in flight)',
+    help: 'New connections closed at once at the cap (every connection they could replace was serving a request)',
     registers,
   });
   return {

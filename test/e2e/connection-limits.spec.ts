@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import { Socket, connect } from 'node:net';
 import { Client } from 'pg';
+import { WEBHOOK_PATH } from '../../src/payments/webhooks/card-network-webhooks.controller';
 import { AppProcess, PROCESS_CLIENT, startAppProcess } from '../support/app-process';
 import { TestDatabase, createTestDatabase } from '../support/database';
 import { orderBody } from '../support/fixtures';
@@ -17,8 +18,9 @@ import { waitFor } from '../support/http-client';
  * - One address may take every connection, and is warned of (loopback too):
  *   a new client, from another address or from that one, takes the place of
  *   its oldest unfinished connection; a keep-alive client keeps its own.
- * - 17 addresses fill the total (40 each): a new client from an 18th is
- *   served all the same, the keep-alive client too, and the database pools
+ * - 17 addresses fill the total (40 each) with webhook deliveries whose body
+ *   never finishes (a public route: read before its signature is checked): a
+ *   new client from an 18th is served all the same, the keep-alive client too, and the database pools
  *   and the check of /health still open new sockets (the process keeps
  *   descriptors for itself).
  * - Every flooding connection ends by itself: closed to make room, or
@@ -35,7 +37,7 @@ const KEEP_ALIVE_ADDRESS = '127.0.0.2';
 const FRESH_ADDRESS = '127.0.0.3';
 const OTHER_FRESH_ADDRESS = '127.0.0.4';
 
-/** A flooding connection: headers begun and never finished (every other one: not a byte sent). */
+/** A flooding connection that never finishes its request. */
 interface Unfinished {
   connected: boolean;
   closed: boolean;
@@ -44,16 +46,29 @@ interface Unfinished {
   socket: Socket;
 }
 
-function flood(port: number, addresses: string[], perAddress: number): Unfinished[] {
+/**
+ * What a flooding connection sends: `headers`, a request's headers begun and
+ * never finished (every other connection: not a byte); `body`, a webhook
+ * delivery's whole headers (the route is public, its signature checked once the
+ * body is read) and 10 of the 1,000 bytes of its body.
+ */
+type Flood = 'headers' | 'body';
+const STARTS: Record<Flood, (i: number) => string> = {
+  headers: (i) => (i % 2 === 1 ? '' : 'GET /orders HTTP/1.1\r\nHost: flood\r\n'),
+  body: () =>
+    `POST ${WEBHOOK_PATH} HTTP/1.1\r\nHost: flood\r\nContent-Type: application/json\r\nStripe-Signature: t=1700000000,v1=${'0'.repeat(64)}\r\nContent-Length: 1000\r\n\r\n{"id":"evt_`,
+};
+
+function flood(port: number, addresses: string[], perAddress: number, kind: Flood = 'headers'): Unfinished[] {
   const all: Unfinished[] = [];
   for (const localAddress of addresses) {
     for (let i = 0; i < perAddress; i++) {
       const socket = connect({ port, host: '127.0.0.1', localAddress });
       const c: Unfinished = { connected: false, closed: false, received: '', socket };
-      const silent = i % 2 === 1;
+      const start = STARTS[kind](i);
       socket.on('connect', () => {
         c.connected = true;
-        if (!silent) socket.write('GET /orders HTTP/1.1\r\nHost: flood\r\n');
+        if (start) socket.write(start);
       });
       socket.on('data', (chunk: Buffer) => (c.received += chunk.toString('latin1')));
       socket.on('error', () => undefined);
@@ -176,9 +191,9 @@ describe('connection limits, 1,024 descriptors (e2e, real sockets)', () => {
     await everyOneEnds(one);
   });
 
-  it('17 addresses filling the total: a new client from an 18th address is served, the keep-alive client too, the database reached on new sockets', async () => {
+  it('17 addresses filling the total with webhook bodies that never finish: a new client from an 18th address is served, the keep-alive client too, the database reached on new sockets', async () => {
     const addresses = Array.from({ length: 17 }, (_, i) => `127.0.1.${i + 1}`);
-    const many = flood(app.port, addresses, 40);
+    const many = flood(app.port, addresses, 40, 'body');
     floods.push(...many);
     await waitFor('every flooding connection accepted or closed', () => many.every((c) => c.connected || c.closed), { timeoutMs: 30_000 });
     // The flood holds every place the keep-alive client does not: the server is full.
@@ -215,5 +230,7 @@ describe('connection limits, 1,024 descriptors (e2e, real sockets)', () => {
 
     await everyOneEnds(many);
     expect(await freshHealth(app.port, FRESH_ADDRESS)).toBe(200);
+    // A delivery cut before its body arrived is no error of the app's.
+    expect(app.output().split('\n').filter((l) => /"level":(50|60)/.test(l))).toEqual([]);
   });
 });

@@ -183,6 +183,26 @@ describe('limitConnections (real sockets, loopback addresses, a total of 12)', (
     expect(next.closed).toBe(false);
   });
 
+  it('lets a connection still receiving its body make room when none is idle, the oldest first', async () => {
+    await listen();
+    const busy = await openMany('127.0.0.1', 10);
+    for (const p of busy) send(p, '/hold');
+    const slow = await openMany('127.0.0.1', 2);
+    // Headers whole, 10 of the 100 bytes of the body: the handler is called, the message is not complete.
+    for (const p of slow) p.socket.write('POST /hold HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n0123456789');
+    await waitFor('every request in flight', () => held.length === 12);
+    const first = await open('127.0.0.2');
+    await closedSoon(slow[0]);
+    const second = await open('127.0.0.2');
+    await closedSoon(slow[1]);
+    expect([first, second, ...busy].filter((p) => p.closed)).toHaveLength(0);
+    // Nothing left to take from the larger address: the newcomer's own oldest idle one makes room.
+    const third = await open('127.0.0.2');
+    await closedSoon(first);
+    expect([second, third, ...busy].filter((p) => p.closed)).toHaveLength(0);
+    expect(events).toEqual({ evicted: 3, refused: 0 });
+  });
+
   it('reports an untrusted address holding more than half the connections; a trusted proxy is not reported, and shares like any address', async () => {
     await listen(['127.0.0.5']);
     const proxy = await openMany('127.0.0.5', 4);
