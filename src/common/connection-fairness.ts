@@ -145,6 +145,8 @@ export function limitConnections(server: Server, total: number, trustedProxies: 
       forget(replaced);
       replaced.socket.destroy();
       events.evicted?.();
+      // The newcomer's own address may have given its last connection: it holds the newcomer now.
+      holders.set(key, holder);
     }
     const t: Tracked = { socket, holder, requests: new Set(), gone: false };
     tracked.set(socket, t);

@@ -183,6 +183,21 @@ describe('limitConnections (real sockets, loopback addresses, a total of 12)', (
     expect(next.closed).toBe(false);
   });
 
+  it("lets an address's newcomer replace its own last idle connection, and the next one that", async () => {
+    await listen();
+    const busy = await openMany('127.0.0.1', 11);
+    for (const p of busy) send(p, '/hold');
+    await waitFor('every request in flight', () => held.length === 11);
+    const [only] = await openMany('127.0.0.2', 1);
+    const first = await open('127.0.0.2');
+    await closedSoon(only);
+    const second = await open('127.0.0.2');
+    await closedSoon(first);
+    expect(second.closed).toBe(false);
+    expect(events).toEqual({ evicted: 2, refused: 0 });
+    expect(table.open()).toBe(12);
+  });
+
   it('lets a connection still receiving its body make room when none is idle, the oldest first', async () => {
     await listen();
     const busy = await openMany('127.0.0.1', 10);
