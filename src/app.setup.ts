@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import { Logger } from '@nestjs/common';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { FastifyInstance, RouteOptions } from 'fastify';
@@ -6,8 +7,9 @@ import { CLS_REQ, ClsService } from 'nestjs-cls';
 import { authenticateOnRequest } from './auth/authenticate-on-request';
 import { ClientsService } from './auth/clients.service';
 import { FailedAuthLimiter } from './auth/failed-auth.limiter';
-import { warnOfUntrustedProxy } from './auth/untrusted-proxy.warning';
-import { connectionLimits, limitConnections } from './common/connection-limits';
+import { warnOfDominantAddress, warnOfUntrustedProxy } from './auth/untrusted-proxy.warning';
+import { limitConnections } from './common/connection-fairness';
+import { connectionLimits, describeLimits } from './common/connection-limits';
 import { parseJsonBody } from './common/json-depth';
 import { rejectNonJsonBody } from './common/json-only.hook';
 import { refuseOptionsBody } from './common/preflight.hook';
@@ -23,6 +25,7 @@ import type { ResolvedIdempotencyOptions } from 'safe-retries/swagger';
 import { AppLogger } from './logging/app.logger';
 import { ROOT_LOGGER } from './logging/logging.constants';
 import { logRequests } from './logging/request-log.hook';
+import { connectionMetrics } from './metrics/connection.metrics';
 import { observeHttpRequests } from './metrics/http-metrics.hook';
 import { MetricsService } from './metrics/metrics.service';
 import { ChargeAdmission } from './payments/charge-admission';
@@ -75,8 +78,6 @@ export function createHttpAdapter(config: AppConfig): FastifyAdapter {
     // `request.ip` is the address X-Forwarded-For gives, past the proxies of HTTP_TRUST_PROXY only.
     trustProxy: config.http.trustProxy.length ? config.http.trustProxy : false,
   });
-  // Connections held open, in total and per address, leave descriptors for the process's own sockets.
-  limitConnections(adapter.getInstance().server, connectionLimits(config), config.http.trustProxy);
   return adapter;
 }
 
@@ -92,6 +93,7 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   // First: every hook after it, the guards, the handler and the logger run in the request's context.
   openRequestContext(fastify, app.get(ClsService));
   app.useLogger(app.get(AppLogger));
+  limitAppConnections(fastify, config, app.get(MetricsService));
   logRequests(fastify, app.get(ROOT_LOGGER));
   // Before any middleware (Nest runs them in a request hook ahead of middie), for 404s and
   // the router's own 400s too. Payments data must not be kept by a browser or a proxy (the
@@ -159,6 +161,20 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   }
   setupOpenApi(app, fastify);
   return app;
+}
+
+/**
+ * The connections the server holds: a total that leaves descriptors and memory for
+ * the process's own work, shared fairly between addresses (connection-fairness.ts);
+ * the derivation is logged at boot, the counts are on /metrics, and an undeclared
+ * proxy (one address holding most connections) is warned of.
+ */
+function limitAppConnections(fastify: FastifyInstance, config: AppConfig, metrics: MetricsService): void {
+  const limits = connectionLimits(config);
+  new Logger('Connections').log({ ...limits }, describeLimits(limits));
+  const observed = connectionMetrics(metrics);
+  const table = limitConnections(fastify.server, limits.total, config.http.trustProxy, { ...observed.events, dominant: warnOfDominantAddress(config) });
+  observed.observe(table);
 }
 
 /**

@@ -26,3 +26,32 @@ export function warnOfUntrustedProxy(fastify: FastifyInstance, config: AppConfig
     done();
   });
 }
+
+/** Connections one address must hold before it is taken for a proxy: a browser opens six, a balancer many. */
+const DOMINANT_MIN_CONNECTIONS = 16;
+/** The warning below is repeated at most this often while the address keeps most connections. */
+const DOMINANT_WARNING_INTERVAL_MS = 10 * 60_000;
+
+/**
+ * The ConnectionEvents `dominant` of the HTTP server: an address outside
+ * HTTP_TRUST_PROXY that holds more than half the open connections (at least
+ * DOMINANT_MIN_CONNECTIONS) is most likely a load balancer or proxy, loopback and
+ * public ones included: every client behind it shares its failed-auth budget
+ * and, once the server is full, one address's share of the connections. Said at
+ * most every ten minutes; the share is also a gauge
+ * (http_connections_largest_untrusted_share).
+ */
+export function warnOfDominantAddress(config: AppConfig): (address: string, held: number, open: number) => void {
+  const logger = new Logger('Connections');
+  let warnedAt = -Infinity;
+  return (address, held, open) => {
+    const now = performance.now();
+    if (held < DOMINANT_MIN_CONNECTIONS || now - warnedAt < DOMINANT_WARNING_INTERVAL_MS) return;
+    warnedAt = now;
+    const trusted = config.http.trustProxy.length ? `HTTP_TRUST_PROXY (${config.http.trustProxy.join(',')}) does not hold it` : 'HTTP_TRUST_PROXY is empty';
+    logger.warn(
+      { address, held, open },
+      `${address} holds ${held} of the ${open} open connections and ${trusted}: if it is a load balancer or proxy, every client behind it shares its address for the failed-auth limits and for its share of the connections once the server is full; list your proxies in HTTP_TRUST_PROXY`,
+    );
+  };
+}

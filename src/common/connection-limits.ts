@@ -1,44 +1,50 @@
 import { readFileSync } from 'node:fs';
-import { BlockList, type Server, type Socket, isIPv4 } from 'node:net';
+import { totalmem } from 'node:os';
 import type { AppConfig } from '../config/config';
-import { addressKey } from './client-address';
 
 /**
- * How many connections the HTTP server holds open: in total, and from one
- * address. Every open connection is a file descriptor, and so is every socket
- * the process opens itself (its database pools, the health check's ping, the
- * card network, the log). Without a cap, clients that open connections and
- * never finish a request take every descriptor: the database, the health
- * check and the card network can then open none.
+ * How many connections the HTTP server holds open in total. Every open
+ * connection is a file descriptor and some memory; so is every socket the
+ * process opens itself (its database pools, the health check's ping, the card
+ * network, the log). Without a cap, clients that open connections and never
+ * finish a request take every descriptor (the database, the health check and
+ * the card network can then open none) or every byte of the container's memory.
  *
- * - `total` is the process's descriptor limit less what it keeps for its own
- *   sockets (RESERVED_DESCRIPTORS plus its database pools and charge slots).
- *   Past it the server closes a new connection at once (Node's
- *   `server.maxConnections`); the connections it has are served.
- * - `perAddress` is a sixteenth of `total`: one address (an IPv6 client by its
- *   /64) cannot fill the server alone. Past it, a new connection from that
- *   address is closed at once.
+ * `total` is the smaller of two caps:
+ * - by descriptors: the process's descriptor limit less what it keeps for its
+ *   own sockets (RESERVED_DESCRIPTORS plus its database pools and charge slots);
+ * - by memory: half the memory the process may use (its container's limit, else
+ *   the machine's) over what one connection may hold (PER_CONNECTION_BYTES). The
+ *   other half is the app's: its heap and caches, its pools, Node itself.
  *
- * Behind HTTP_TRUST_PROXY the proxies' connections carry many clients, whose
- * addresses are known only from each request's X-Forwarded-For, after the
- * headers: a connection from a trusted proxy counts toward `total` only, and
- * the proxy caps its own clients' connections (nginx `limit_conn`, HAProxy
- * `maxconn`, a cloud balancer's own limits). Other peers are capped per address.
- *
- * A connection that does not deliver its request's headers and body within
- * the request timeout (30 s) is answered 408 and closed (createHttpAdapter), so a
- * held connection frees itself.
+ * Who gets the connections under the cap (the fairest share per address, idle
+ * connections closed first): connection-fairness.ts.
  */
 export interface ConnectionLimits {
   total: number;
-  perAddress: number;
+  /** The descriptor limit read (RLIMIT_NOFILE) and the cap it gives. */
+  descriptors: number;
+  byDescriptors: number;
+  /** The memory limit read (bytes), what one connection is allowed, and the cap they give. */
+  memoryBytes: number;
+  perConnectionBytes: number;
+  byMemory: number;
 }
 
 /** Descriptors kept for the process itself beyond its pools: the log, the ping, webhook deliveries, Node's own. */
 export const RESERVED_DESCRIPTORS = 256;
 /** The descriptor limit assumed where the process cannot read its own (the usual default soft limit). */
 const FALLBACK_DESCRIPTOR_LIMIT = 1024;
-const MIN_PER_ADDRESS = 8;
+const MIN_TOTAL = 32;
+/**
+ * What a connection holds besides its request body, beyond any one request's
+ * due: its headers (Node refuses more than 16 KiB), the socket, the HTTP parser,
+ * the request and reply objects (a few KiB each), the kernel's buffers of a
+ * connection that trickles (sized to what it sends: a few KiB each way) and an
+ * answer being written (problem+json or a page of a list: tens of KiB). 64 KiB
+ * covers these with room; a body is counted on top (perConnectionBytes).
+ */
+const PER_CONNECTION_OVERHEAD = 64 * 1024;
 
 /**
  * The process's limit of open files (RLIMIT_NOFILE), from /proc/self/limits
@@ -57,56 +63,45 @@ export function descriptorLimit(limitsFile = '/proc/self/limits'): number {
   }
 }
 
-/** The caps (see ConnectionLimits) for a process allowed `descriptors` open files. */
-export function connectionLimits(config: AppConfig, descriptors = descriptorLimit()): ConnectionLimits {
-  const { poolSize, replicaUrls } = config.database;
-  const ownSockets = RESERVED_DESCRIPTORS + poolSize * (1 + replicaUrls.length) + config.idempotency.claimPoolSize + config.payments.concurrency;
-  const total = Math.max(MIN_PER_ADDRESS * 4, descriptors - ownSockets);
-  return { total, perAddress: Math.max(MIN_PER_ADDRESS, Math.floor(total / 16)) };
+/**
+ * The memory the process may use: its container's limit (cgroup, which
+ * `process.constrainedMemory()` reads; an unconstrained process gets 0 or a
+ * number past the machine's memory) or the machine's. The heap limit is not the
+ * bound: request bodies are Buffers, outside the V8 heap, and the kernel's
+ * socket buffers are charged to the container.
+ */
+export function memoryLimit(constrained = process.constrainedMemory(), machine = totalmem()): number {
+  return constrained > 0 && constrained < machine ? constrained : machine;
 }
 
 /**
- * Applies `limits` to `server`: `maxConnections` for the total, and a count of
- * open connections per address (addressKey) that closes one over the cap as
- * soon as it is accepted, before any byte is read. Peers in `trustedProxies`
- * (HTTP_TRUST_PROXY's addresses and CIDRs) are not counted per address.
+ * What one connection may hold: a request body half sent is read into a buffer
+ * that doubles as it fills (readBody), so up to twice the largest body a route
+ * takes (HTTP_BODY_LIMIT; the webhook's own limit is smaller), plus
+ * PER_CONNECTION_OVERHEAD.
  */
-export function limitConnections(server: Server, limits: ConnectionLimits, trustedProxies: readonly string[]): void {
-  server.maxConnections = limits.total;
-  const proxies = blockListOf(trustedProxies);
-  const open = new Map<string, number>();
-  server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress;
-    if (address === undefined) return;
-    const key = addressKey(address);
-    if (proxies !== undefined && isTrusted(proxies, address, key)) return;
-    const count = open.get(key) ?? 0;
-    if (count >= limits.perAddress) {
-      socket.destroy();
-      return;
-    }
-    open.set(key, count + 1);
-    socket.once('close', () => {
-      const left = (open.get(key) ?? 1) - 1;
-      if (left === 0) open.delete(key);
-      else open.set(key, left);
-    });
-  });
+export function perConnectionBytes(config: AppConfig): number {
+  return 2 * config.bodyLimitBytes + PER_CONNECTION_OVERHEAD;
 }
 
-function blockListOf(entries: readonly string[]): BlockList | undefined {
-  if (entries.length === 0) return undefined;
-  const list = new BlockList();
-  for (const entry of entries) {
-    const [address, prefix] = entry.split('/');
-    const type = isIPv4(address) ? 'ipv4' : 'ipv6';
-    if (prefix === undefined) list.addAddress(address, type);
-    else list.addSubnet(address, Number(prefix), type);
-  }
-  return list;
+/** The cap (see ConnectionLimits) for a process allowed `descriptors` open files and `memoryBytes` of memory. */
+export function connectionLimits(config: AppConfig, descriptors = descriptorLimit(), memoryBytes = memoryLimit()): ConnectionLimits {
+  const { poolSize, replicaUrls } = config.database;
+  const ownSockets = RESERVED_DESCRIPTORS + poolSize * (1 + replicaUrls.length) + config.idempotency.claimPoolSize + config.payments.concurrency;
+  const byDescriptors = Math.max(MIN_TOTAL, descriptors - ownSockets);
+  const perConnection = perConnectionBytes(config);
+  const byMemory = Math.max(MIN_TOTAL, Math.floor(memoryBytes / 2 / perConnection));
+  return { total: Math.min(byDescriptors, byMemory), descriptors, byDescriptors, memoryBytes, perConnectionBytes: perConnection, byMemory };
 }
 
-/** Whether a peer is a trusted proxy; `key` is its addressKey (an IPv4-mapped address as IPv4). */
-function isTrusted(proxies: BlockList, address: string, key: string): boolean {
-  return isIPv4(key) ? proxies.check(key, 'ipv4') : proxies.check(address.split('%')[0], 'ipv6');
+/** The boot log's line: the cap and how it was derived. */
+export function describeLimits(limits: ConnectionLimits): string {
+  const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20).toLocaleString('en')} MiB`;
+  const kib = (bytes: number) => `${Math.round(bytes / 1024).toLocaleString('en')} KiB`;
+  const n = (value: number) => value.toLocaleString('en');
+  return (
+    `at most ${n(limits.total)} connections open: the smaller of ${n(limits.byDescriptors)} by descriptors ` +
+    `(${n(limits.descriptors)} open files less ${n(limits.descriptors - limits.byDescriptors)} kept for the process's own sockets) ` +
+    `and ${n(limits.byMemory)} by memory (half of ${mib(limits.memoryBytes)} at ${kib(limits.perConnectionBytes)} a connection)`
+  );
 }

@@ -131,7 +131,7 @@ export const variables = z.object({
     commaList().refine((list) => list.every(isAddressOrCidr), {
       message: 'expected a comma-separated list of IP addresses or CIDR ranges (e.g. 10.0.0.0/8)',
     }),
-    "Your load balancers and proxies (addresses or CIDRs, comma-separated), whose `X-Forwarded-For` gives the client's address. Unset: the header is ignored (one warning on the first request from a private address).",
+    "Your load balancers and proxies (addresses or CIDRs, comma-separated), whose `X-Forwarded-For` gives the client's address. Unset: the header is ignored; a warning on the first request from a private address, when one address holds most connections (at most every 10 minutes), and at boot under the production rules.",
     '10.0.0.0/8',
   ),
   HTTP_KEEP_ALIVE_TIMEOUT: documented(

@@ -82,6 +82,13 @@ export function productionWarnings(config: AppConfig): string[] {
   if (config.cardNetwork.apiKey.startsWith('sk_test_')) {
     warnings.push(`CARD_NETWORK_SECRET is a test-mode key (sk_test_...): the card network charges no real card (NODE_ENV=${config.nodeEnv})`);
   }
+  if (config.http.trustProxy.length === 0) {
+    // Clients reaching the instance directly need nothing; behind a balancer (in a private
+    // range, on loopback or on a public address alike) this is the line to act on.
+    warnings.push(
+      `HTTP_TRUST_PROXY is empty: behind a load balancer or proxy every client has its address, one failed-auth budget and one address's share of the connections for all; list your proxies in HTTP_TRUST_PROXY (NODE_ENV=${config.nodeEnv})`,
+    );
+  }
   return warnings;
 }
 
