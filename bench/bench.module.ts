@@ -5,7 +5,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { AuthenticatedClient } from '../src/auth/authenticated-client';
 import { CurrentClient } from '../src/auth/current-client.decorator';
-import type { ResponseHeaders } from '../src/common/http';
+import type { ResponseHeaders } from '../src/http/http';
 import { Idempotent, Operation } from 'safe-retries';
 import { IdempotencyStore } from '../packages/idempotency/src/idempotency.store';
 import { LeaseKeeper } from '../packages/idempotency/src/lease-keeper';
@@ -16,11 +16,11 @@ import { CreateOrderDto } from '../src/orders/dto/create-order.dto';
 import { OrderResponse } from '../src/orders/dto/order.response';
 import { OrdersModule } from '../src/orders/orders.module';
 import { OrdersService } from '../src/orders/orders.service';
-import { CreatePaymentDto } from '../src/payments/dto/create-payment.dto';
-import { PaymentResponse } from '../src/payments/dto/payment.response';
+import { CreatePaymentDto } from '../src/payments/model/dto/create-payment.dto';
+import { PaymentResponse } from '../src/payments/model/dto/payment.response';
 import { PaymentsModule } from '../src/payments/payments.module';
-import { PAYMENT_OPERATION, PaymentOperation } from '../src/payments/payment-operations';
-import { PaymentsService } from '../src/payments/payments.service';
+import { PAYMENT_OPERATION, PaymentOperation } from '../src/payments/model/payment-operations';
+import { PaymentsService } from '../src/payments/charges/payments.service';
 
 /** A store that keeps nothing: the phases run, with no key to fence or store. */
 function noKeyStore(txHost: TransactionHost<TransactionalAdapterTypeOrm>): IdempotencyStore {

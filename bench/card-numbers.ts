@@ -1,5 +1,5 @@
 /**
- * How often the card-number refusal (containsCardNumber, src/common/card-number.ts)
+ * How often the card-number refusal (containsCardNumber, src/card-numbers/card-number.ts)
  * refuses an honest value, and how often it catches a card number: 20,000
  * generated values per class of honest value (fixed seed: every run prints
  * the same figures), and the test card numbers of every brand written in each
@@ -9,8 +9,8 @@
  * would hide in a log line (any Luhn window). Exits 1 when an honest class is refused more than 0.1% of the time
  * or a card number is missed. `npm run bench:card-numbers`.
  */
-import { CARD_BRANDS, CardBrand } from '../src/common/card-brands';
-import { containsCardNumber, containsCardNumberOf, hasLuhnWindow } from '../src/common/card-number';
+import { CARD_BRANDS, CardBrand } from '../src/card-numbers/card-brands';
+import { containsCardNumber, containsCardNumberOf, hasLuhnWindow } from '../src/card-numbers/card-number';
 
 const SAMPLES = 20_000;
 const HONEST_TARGET = 0.001;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { toPaymentResponse } from '../src/payments/payment-response';
+import { toPaymentResponse } from '../src/payments/model/payment-response';
 import { JSON_TYPE, PAYMENT_BODY, StoreHarness } from './lib/app';
 import { round } from './lib/stats';
 import type { ClaimRequest, StoredResponse } from '../packages/idempotency/src/idempotency.store';

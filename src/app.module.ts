@@ -4,7 +4,7 @@ import { ScheduleModule } from '@nestjs/schedule';
 import { AuthModule } from './auth/auth.module';
 import { MetricsTokenAccess } from './auth/metrics-token.access';
 import type { RequestWithClient } from './auth/current-client.decorator';
-import { CardNumberKeyGuard } from './common/card-number-key.guard';
+import { CardNumberKeyGuard } from './http/card-number-key.guard';
 import { AppConfig } from './config/config';
 import { AppConfigModule } from './config/config.module';
 import { databaseMode } from './database/database-mode';

@@ -10,7 +10,7 @@ import { ConfigError, loadConfig } from './config/config';
 import { UnsafeProductionConfigError, productionWarnings, refuseUnsafeProductionConfig } from './config/production';
 import { DatabaseStartError, openDatabase } from './database/database-server';
 import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from './payments/card-network/card-network.module';
-import { WEBHOOK_PATH } from './payments/webhooks/card-network-webhooks.controller';
+import { WEBHOOK_PATH } from './payments/card-network-webhooks/card-network-webhooks.controller';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 

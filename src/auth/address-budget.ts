@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { AsyncResource } from 'node:async_hooks';
 import { LRUCache } from 'lru-cache';
-import { addressKey } from '../common/client-address';
+import { addressKey } from '../addresses/client-address';
 
 /** The window of an address's budget, and the interval of the summary line. */
 export const WINDOW_MS = 60_000;

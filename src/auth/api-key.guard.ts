@@ -1,8 +1,8 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { httpRequestOf } from '../common/http-request';
-import { problems } from '../common/problem';
-import { isPublicRoute } from '../common/route-access';
+import { httpRequestOf } from '../http/http-request';
+import { problems } from '../http/problem';
+import { isPublicRoute } from '../http/route-access';
 import { authenticateRequest } from './authenticate-on-request';
 import { ClientsService } from './clients.service';
 import { RequestWithClient } from './current-client.decorator';

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { sendProblem } from '../common/http';
-import { problems } from '../common/problem';
-import { isCorsPreflight, routeAccess } from '../common/route-access';
+import { sendProblem } from '../http/http';
+import { problems } from '../http/problem';
+import { isCorsPreflight, routeAccess } from '../http/route-access';
 import type { AppConfig } from '../config/config';
 import { bearerToken } from './api-key';
 import { AuthenticatedClient } from './authenticated-client';

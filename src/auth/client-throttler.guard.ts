@@ -1,9 +1,9 @@
 import { ExecutionContext, Injectable } from '@nestjs/common';
 import { ThrottlerGuard } from '@nestjs/throttler';
 import type { ThrottlerLimitDetail } from '@nestjs/throttler';
-import { httpReplyOf, httpRequestOf } from '../common/http-request';
-import { problems } from '../common/problem';
-import { isPublicRoute } from '../common/route-access';
+import { httpReplyOf, httpRequestOf } from '../http/http-request';
+import { problems } from '../http/problem';
+import { isPublicRoute } from '../http/route-access';
 import { RequestWithClient } from './current-client.decorator';
 
 /**

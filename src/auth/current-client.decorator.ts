@@ -1,7 +1,7 @@
 import { ExecutionContext, createParamDecorator } from '@nestjs/common';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
-import { httpRequestOf } from '../common/http-request';
+import { httpRequestOf } from '../http/http-request';
 import { AuthenticatedClient } from './authenticated-client';
 
 /** A route's request on either platform (a Fastify request, an Express one), with the client ApiKeyGuard set. */

@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, Optional } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { addressKey } from '../common/client-address';
-import { sendProblem } from '../common/http';
-import { ProblemException, problems } from '../common/problem';
+import { addressKey } from '../addresses/client-address';
+import { sendProblem } from '../http/http';
+import { ProblemException, problems } from '../http/problem';
 import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
 import { AddressBudget } from './address-budget';

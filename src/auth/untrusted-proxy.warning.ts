@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { FastifyInstance } from 'fastify';
-import { isPrivateAddress } from '../common/client-address';
+import { isPrivateAddress } from '../addresses/client-address';
 import type { AppConfig } from '../config/config';
 
 /**

@@ -1,7 +1,7 @@
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
-import { AttentionDecision, AttentionRow } from '../payments/attention.repository';
-import { ATTENTION_HOLD_MS, OperationAttention } from '../payments/operation-attention';
+import { AttentionDecision, AttentionRow } from '../payments/attention/attention.repository';
+import { ATTENTION_HOLD_MS, OperationAttention } from '../payments/attention/operation-attention';
 import { runWithAppContext } from './with-app-context';
 
 const USAGE = `usage:

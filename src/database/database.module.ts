@@ -2,7 +2,7 @@ import { DynamicModule, Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { transactionalClsModule } from 'safe-retries';
-import { MetricsService } from '../metrics/metrics.service';
+import { Registry } from 'prom-client';
 import { BackgroundConnections } from './background-connections';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 import { DatabasePing } from './database-ping';
@@ -49,8 +49,9 @@ export class DatabaseModule {
         { provide: DatabasePing, useFactory: () => new DatabasePing(options.url) },
         {
           provide: ReadReplicas,
-          inject: [{ token: MetricsService, optional: true }],
-          useFactory: (metrics?: MetricsService) => new ReadReplicas(options.replicaUrls ?? [], options.poolSize, metrics?.registry),
+          // The app's metrics registry, by prom-client's class (MetricsModule provides it); none: no replica metrics.
+          inject: [{ token: Registry, optional: true }],
+          useFactory: (registry?: Registry) => new ReadReplicas(options.replicaUrls ?? [], options.poolSize, registry),
         },
       ],
       exports: [PREPARED_STATEMENTS, BackgroundConnections, DatabasePing, ReadReplicas],

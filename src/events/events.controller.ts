@@ -2,7 +2,7 @@ import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/com
 import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
-import { ApiProblems } from '../common/openapi';
+import { ApiProblems } from '../http/openapi';
 import { DeliveryAttemptList, EventPage, EventQueryDto, EventResponse, RedeliverDto, RedeliverResponse } from './dto/event.response';
 import { EventsService } from './events.service';
 

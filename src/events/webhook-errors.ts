@@ -1,4 +1,4 @@
-import { RefusedAddressError } from './public-address';
+import { RefusedAddressError } from '../addresses/public-address';
 import { AttemptTimeoutError } from './webhook-request';
 
 /** What kept an attempt from an answer, in a word a client can act on. */

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { LookupFunction } from 'node:net';
-import { RefusedAddressError, ResolvedAddress, publicAddresses } from './public-address';
+import { RefusedAddressError, ResolvedAddress, publicAddresses } from '../addresses/public-address';
 
 /** How long a connection (TCP and TLS) may take. */
 export const CONNECT_TIMEOUT_MS = 5_000;

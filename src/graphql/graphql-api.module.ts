@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { GraphQLModule } from '@nestjs/graphql';
 import { MercuriusDriver, MercuriusDriverConfig } from '@nestjs/mercurius';
-import { redactingErrorFormatter } from '../common/graphql-problem';
+import { redactingErrorFormatter } from '../http/graphql-problem';
 
 /** Where the GraphQL endpoint is served: POST (and GET for queries), on the app's Fastify server. */
 export const GRAPHQL_PATH = '/graphql';

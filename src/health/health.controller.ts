@@ -2,8 +2,8 @@ import { Controller, Get } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheck } from '@nestjs/terminus';
 import type { HealthCheckResult } from '@nestjs/terminus';
-import { problems } from '../common/problem';
-import { Public } from '../common/route-access';
+import { problems } from '../http/problem';
+import { Public } from '../http/route-access';
 import { HealthService } from './health.service';
 
 @ApiTags('health')

@@ -2,9 +2,9 @@ import { Controller, Get, Param } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
-import { containsCardNumber } from '../common/card-number';
-import { ApiProblems } from '../common/openapi';
-import { problems } from '../common/problem';
+import { containsCardNumber } from '../card-numbers/card-number';
+import { ApiProblems } from '../http/openapi';
+import { problems } from '../http/problem';
 import { IdempotencyKeys } from 'safe-retries';
 import { KeyOutcomeResponse } from './dto/key-outcome.response';
 

@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import { addressKey } from '../common/client-address';
+import { addressKey } from '../addresses/client-address';
 
 /** The interval of the digest's lines. */
 export const DIGEST_INTERVAL_MS = 60_000;

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Level, Logger } from 'pino';
-import { redactCardNumbers } from '../common/card-number';
+import { redactCardNumbers } from '../card-numbers/card-number';
 import { ClientErrorDigest } from './client-error-digest';
 import { describeForLog } from './describe-error';
 

@@ -1,5 +1,5 @@
 import { Counter, Gauge } from 'prom-client';
-import type { ConnectionEvents, ConnectionTable } from '../common/connection-fairness';
+import type { ConnectionEvents, ConnectionTable } from '../http/connection-fairness';
 import { MetricsService } from './metrics.service';
 
 /**

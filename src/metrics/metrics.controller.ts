@@ -1,7 +1,7 @@
 import { Controller, Get, Header, Headers, Inject } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
-import { problems } from '../common/problem';
-import { MetricsTokenRoute } from '../common/route-access';
+import { problems } from '../http/problem';
+import { MetricsTokenRoute } from '../http/route-access';
 import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
 import { MetricsAccess } from './metrics-access';

@@ -1,4 +1,5 @@
 import { DynamicModule, Global, Module, ModuleMetadata, Type } from '@nestjs/common';
+import { Registry } from 'prom-client';
 import { MetricsAccess } from './metrics-access';
 import { MetricsController } from './metrics.controller';
 import { MetricsServer } from './metrics.server';
@@ -26,8 +27,14 @@ export class MetricsModule {
       module: MetricsModule,
       imports: options.imports,
       controllers: [MetricsController],
-      providers: [MetricsService, MetricsServer, { provide: MetricsAccess, useExisting: options.access }],
-      exports: [MetricsService],
+      providers: [
+        MetricsService,
+        MetricsServer,
+        { provide: MetricsAccess, useExisting: options.access },
+        // prom-client's Registry class as the token: a module below metrics (database) adds to it without importing metrics.
+        { provide: Registry, inject: [MetricsService], useFactory: (metrics: MetricsService) => metrics.registry },
+      ],
+      exports: [MetricsService, Registry],
     };
   }
 }

@@ -1,6 +1,6 @@
 import { Logger, OnModuleDestroy } from '@nestjs/common';
 import { Redis } from 'ioredis';
-import { problems } from '../common/problem';
+import { problems } from '../http/problem';
 import type { AppConfig } from '../config/config';
 
 /**

@@ -1,6 +1,6 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
 import { ClientEntity } from '../auth/client.entity';
-import { bigintToNumber } from '../common/money';
+import { bigintToNumber } from '../money/money';
 
 export type OrderStatus = 'pending' | 'paid' | 'canceled';
 

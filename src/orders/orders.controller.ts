@@ -2,10 +2,10 @@ import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestj
 import { ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
-import type { ResponseHeaders } from '../common/http';
-import { ApiProblems } from '../common/openapi';
-import { PageQueryDto } from '../common/pagination';
-import { ParseIdPipe } from '../common/parse-id.pipe';
+import type { ResponseHeaders } from '../http/http';
+import { ApiProblems } from '../http/openapi';
+import { PageQueryDto } from '../http/pagination';
+import { ParseIdPipe } from '../http/parse-id.pipe';
 import { Idempotent } from 'safe-retries';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrderPage, OrderResponse } from './dto/order.response';

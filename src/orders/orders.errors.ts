@@ -1,4 +1,4 @@
-import { BusinessOutcomeException } from '../common/problem';
+import { BusinessOutcomeException } from '../http/problem';
 
 export enum OrderErrorCode {
   NotCancelable = 'order_not_cancelable',

@@ -2,7 +2,7 @@ import { Args, ID, Mutation, Query, Resolver } from '@nestjs/graphql';
 import { Idempotent } from 'safe-retries';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
-import { ParseIdPipe } from '../common/parse-id.pipe';
+import { ParseIdPipe } from '../http/parse-id.pipe';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrderResponse } from './dto/order.response';
 import { OrdersService } from './orders.service';

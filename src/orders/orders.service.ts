@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { Page, PageQueryDto, keysetPage } from '../common/pagination';
-import { problems } from '../common/problem';
+import { Page, PageQueryDto, keysetPage } from '../http/pagination';
+import { problems } from '../http/problem';
 import { EventsService } from '../events/events.service';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrderResponse } from './dto/order.response';

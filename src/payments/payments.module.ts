@@ -3,30 +3,31 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { EventsModule } from '../events/events.module';
 import { OrdersModule } from '../orders/orders.module';
 import { CardNetworkModule } from './card-network/card-network.module';
-import { ChargeAdmission } from './charge-admission';
-import { PaymentEntity } from './payment.entity';
-import { PaymentsController } from './payments.controller';
-import { PaymentsRepository } from './payments.repository';
-import { NetworkCalls } from './payment-operations';
-import { NetworkContradictions } from './network-contradictions';
-import { AttentionRepository } from './attention.repository';
-import { OperationAttention } from './operation-attention';
-import { PaymentsService } from './payments.service';
-import { PaymentCharge } from './payment-charge';
-import { PaymentRecords } from './payment-records';
-import { RefundRecords } from './refund-records';
-import { PaymentStart } from './payment-start';
-import { RefundSettlementCursors } from './refund-settlement.cursor';
-import { RefundSettlementJob } from './refund-settlement.job';
-import { RefundsService } from './refunds.service';
-import { RefundEntity } from './refund.entity';
-import { CardNetworkWebhooksController } from './webhooks/card-network-webhooks.controller';
-import { CardNetworkWebhooks } from './webhooks/card-network-webhooks.service';
-import { WebhookSignatureLimiter } from './webhooks/webhook-signature.limiter';
+import { ChargeAdmission } from './admission/charge-admission';
+import { PaymentEntity } from './model/payment.entity';
+import { PaymentsController } from './charges/payments.controller';
+import { PaymentsRepository } from './model/payments.repository';
+import { NetworkCalls } from './model/payment-operations';
+import { NetworkContradictions } from './card-network-webhooks/network-contradictions';
+import { AttentionRepository } from './attention/attention.repository';
+import { OperationAttention } from './attention/operation-attention';
+import { PaymentsService } from './charges/payments.service';
+import { PaymentCharge } from './charges/payment-charge';
+import { PaymentRecords } from './model/payment-records';
+import { RefundRecords } from './model/refund-records';
+import { PaymentStart } from './charges/payment-start';
+import { RefundSettlementCursors } from './refunds/refund-settlement.cursor';
+import { RefundSettlementJob } from './refunds/refund-settlement.job';
+import { RefundsController } from './refunds/refunds.controller';
+import { RefundsService } from './refunds/refunds.service';
+import { RefundEntity } from './model/refund.entity';
+import { CardNetworkWebhooksController } from './card-network-webhooks/card-network-webhooks.controller';
+import { CardNetworkWebhooks } from './card-network-webhooks/card-network-webhooks.service';
+import { WebhookSignatureLimiter } from './card-network-webhooks/webhook-signature.limiter';
 
 @Module({
   imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule, EventsModule],
-  controllers: [PaymentsController, CardNetworkWebhooksController],
+  controllers: [PaymentsController, RefundsController, CardNetworkWebhooksController],
   // ChargeAdmission's hook is installed by configureApp (a Fastify hook, app-wide, acting on @ChargeRoute() routes).
   providers: [
     PaymentsService,

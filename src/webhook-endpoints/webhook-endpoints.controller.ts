@@ -2,8 +2,8 @@ import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/co
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
-import { ApiProblems } from '../common/openapi';
-import { ParseIdPipe } from '../common/parse-id.pipe';
+import { ApiProblems } from '../http/openapi';
+import { ParseIdPipe } from '../http/parse-id.pipe';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
 import { WebhookEndpointList, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
 import { WebhookEndpointsService } from './webhook-endpoints.service';

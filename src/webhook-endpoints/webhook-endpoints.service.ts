@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
-import { problems } from '../common/problem';
+import { problems } from '../http/problem';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
-import { ALL_EVENTS } from '../events/event-types';
-import { RefusedAddressError, isPublicAddress, publicAddresses } from '../events/public-address';
+import { ALL_EVENTS } from '../event-types/event-types';
+import { RefusedAddressError, isPublicAddress, publicAddresses } from '../addresses/public-address';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
 import { WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
 import { EndpointSecrets } from './endpoint-secrets';

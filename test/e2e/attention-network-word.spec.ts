@@ -3,7 +3,7 @@ import Stripe from 'stripe';
 import request from 'supertest';
 import { IdempotencyRecovery } from 'safe-retries';
 import { DEFAULT_WEBHOOK_SECRET } from '../../src/config/config';
-import { OperationAttention } from '../../src/payments/operation-attention';
+import { OperationAttention } from '../../src/payments/attention/operation-attention';
 import { TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
 import { CardNetworkProcess, Ledger, NetworkEvent, networkAppEnv, startCardNetworkProcess } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';

@@ -2,8 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import request from 'supertest';
-import { PAYMENT_STATUSES } from '../../src/payments/payment.entity';
-import { REFUND_STATUSES } from '../../src/payments/refund.entity';
+import { PAYMENT_STATUSES } from '../../src/payments/model/payment.entity';
+import { REFUND_STATUSES } from '../../src/payments/model/refund.entity';
 import { TestApp, createTestApp } from '../support/app';
 
 const GENERATED = join(__dirname, '..', '..', 'packages', 'client', 'src', 'api.generated.ts');

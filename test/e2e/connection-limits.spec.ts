@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import { Socket, connect } from 'node:net';
 import { Client } from 'pg';
-import { WEBHOOK_PATH } from '../../src/payments/webhooks/card-network-webhooks.controller';
+import { WEBHOOK_PATH } from '../../src/payments/card-network-webhooks/card-network-webhooks.controller';
 import { AppProcess, PROCESS_CLIENT, startAppProcess } from '../support/app-process';
 import { TestDatabase, createTestDatabase } from '../support/database';
 import { orderBody } from '../support/fixtures';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { RefundSettlementJob, RefundSettlementResult } from '../../src/payments/refund-settlement.job';
+import { RefundSettlementJob, RefundSettlementResult } from '../../src/payments/refunds/refund-settlement.job';
 import { TestApp, createTestApp } from '../support/app';
 import { CardNetworkProcess, networkAppEnv, startCardNetworkProcess } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
 import request from 'supertest';
 import { DEFAULT_WEBHOOK_SECRET } from '../../src/config/config';
-import { RefundSettlementJob } from '../../src/payments/refund-settlement.job';
+import { RefundSettlementJob } from '../../src/payments/refunds/refund-settlement.job';
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { CardNetworkProcess, Ledger, NetworkEvent, startCardNetworkProcess, networkAppEnv } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';

@@ -104,7 +104,7 @@ RETURNING lease::text AS lease\`;
   {
     id: 'charge-released-on-an-ambiguous-answer',
     what: 'a payment released when the card network answered nothing usable (a timeout, a 5xx): the retry charges a second time',
-    file: 'src/payments/payment-charge.ts',
+    file: 'src/payments/charges/payment-charge.ts',
     find: `      if (error instanceof CardNetworkRefusedError && error.definitive) return this.releaseUncharged(op, payment, 'refused', error.message);
       throw unknownOutcome(error);`,
     replace: `      if (error instanceof CardNetworkRefusedError && error.definitive) return this.releaseUncharged(op, payment, 'refused', error.message);
@@ -115,7 +115,7 @@ RETURNING lease::text AS lease\`;
   {
     id: 'refund-released-on-a-refused-resend',
     what: 'a refund released when a resend is refused: an earlier send may have refunded, and the amount is refundable again',
-    file: 'src/payments/refunds.service.ts',
+    file: 'src/payments/refunds/refunds.service.ts',
     find: 'if (firstContact && error.firstSend) {',
     replace: 'if (firstContact || error.firstSend || !firstContact) {',
     tests: ['test/e2e/refund-states.spec.ts', 'test/e2e/provider-truth.spec.ts'],
@@ -123,7 +123,7 @@ RETURNING lease::text AS lease\`;
   {
     id: 'operator-fail-without-the-network',
     what: "an operator's fail applied when the network cannot be asked: a payment it charged is recorded failed, its order paid again",
-    file: 'src/payments/payments.service.ts',
+    file: 'src/payments/charges/payments.service.ts',
     find: `      return this.attention.waitForNetwork(op, row, error);
     }
     if (state.status !== 'failed')`,

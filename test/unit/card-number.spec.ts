@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { CARD_BRANDS, cardBrandOf, passesGtinCheck } from '../../src/common/card-brands';
-import { REDACTED_CARD_NUMBER, containsCardNumber, hasLuhnWindow, redactCardNumbers } from '../../src/common/card-number';
+import { CARD_BRANDS, cardBrandOf, passesGtinCheck } from '../../src/card-numbers/card-brands';
+import { REDACTED_CARD_NUMBER, containsCardNumber, hasLuhnWindow, redactCardNumbers } from '../../src/card-numbers/card-number';
 import { CARD_TOKEN, PAYMENT_SOURCE } from '../../src/payments/card-network/stripe-rules';
 
 /** The Luhn check digit that completes `body`. */

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { ChargeTurns, Refusal, Turn } from '../../src/payments/charge-admission';
+import { ChargeTurns, Refusal, Turn } from '../../src/payments/admission/charge-admission';
 
 /**
  * ChargeTurns' policy without HTTP: requests are named `<client><n>` (a1, b2),

@@ -1,4 +1,4 @@
-import { addressKey, isPrivateAddress } from '../../src/common/client-address';
+import { addressKey, isPrivateAddress } from '../../src/addresses/client-address';
 
 describe('addressKey', () => {
   it('keeps an IPv4 address as it is', () => {

@@ -1,5 +1,5 @@
-import { jsonDepth, parseJsonBody } from '../../src/common/json-depth';
-import { ProblemException } from '../../src/common/problem';
+import { jsonDepth, parseJsonBody } from '../../src/http/json-depth';
+import { ProblemException } from '../../src/http/problem';
 
 describe('jsonDepth', () => {
   const depth = (text: string) => jsonDepth(Buffer.from(text, 'utf8'));

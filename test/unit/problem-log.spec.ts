@@ -1,7 +1,7 @@
 import { ArgumentsHost, Logger } from '@nestjs/common';
 import { QueryFailedError } from 'typeorm';
-import { GraphQLProblem } from '../../src/common/graphql-problem';
-import { ProblemDetailsFilter } from '../../src/common/problem-details.filter';
+import { GraphQLProblem } from '../../src/http/graphql-problem';
+import { ProblemDetailsFilter } from '../../src/http/problem-details.filter';
 
 /** A 500 logs what the error is, never the SQL's parameters or the row values in pg's detail. */
 describe('ProblemDetailsFilter logging of 500s', () => {

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import Fastify, { FastifyInstance } from 'fastify';
-import { readBody } from '../../src/common/request-body';
+import { readBody } from '../../src/http/request-body';
 
 /** A body sent one byte per chunk, as a client trickling it does. */
 const trickled = (text: string) => Readable.from([...Buffer.from(text)].map((byte) => Buffer.from([byte])));

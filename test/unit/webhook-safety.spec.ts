@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { AppConfig } from '../../src/config/config';
-import { isPublicAddress } from '../../src/events/public-address';
+import { isPublicAddress } from '../../src/addresses/public-address';
 import { pinnedLookup } from '../../src/events/webhook-request';
 import { EndpointSecrets } from '../../src/webhook-endpoints/endpoint-secrets';
 

@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsUUID, Matches, Max, Min } from 'class-validator';
-import { EVENT_TYPES } from '../event-types';
+import { EVENT_TYPES } from '../../event-types/event-types';
 
 export const DEFAULT_EVENTS_PAGE = 20;
 

@@ -15,9 +15,9 @@ import {
   ValidationOptions,
   registerDecorator,
 } from 'class-validator';
-import { NoCardNumber } from '../../common/card-number';
-import { IsCurrency, MAX_AMOUNT } from '../../common/money';
-import { NoControlCharacters } from '../../common/text';
+import { NoCardNumber } from '../../card-numbers/card-number';
+import { IsCurrency, MAX_AMOUNT } from '../../money/money';
+import { NoControlCharacters } from '../../http/text';
 
 /** An order whose total no payment could ever match (0, or above MAX_AMOUNT) is refused when created. */
 function IsPayableTotal(options?: ValidationOptions): PropertyDecorator {

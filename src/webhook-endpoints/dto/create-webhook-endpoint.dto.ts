@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsString, MaxLength } from 'class-validator';
-import { ALL_EVENTS, EVENT_TYPES } from '../../events/event-types';
+import { ALL_EVENTS, EVENT_TYPES } from '../../event-types/event-types';
 
 export const MAX_URL_LENGTH = 2048;
 

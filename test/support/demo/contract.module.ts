@@ -2,8 +2,8 @@ import { Body, Controller, DynamicModule, HttpCode, Injectable, Module, Post, Re
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import { CurrentClient } from '../../../src/auth/current-client.decorator';
 import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
-import type { ResponseHeaders } from '../../../src/common/http';
-import { BusinessOutcomeException } from '../../../src/common/problem';
+import type { ResponseHeaders } from '../../../src/http/http';
+import { BusinessOutcomeException } from '../../../src/http/problem';
 import type { IdempotencyStoreKind } from '../../../packages/idempotency/src/module-options';
 import { Idempotent } from '../../../packages/idempotency/src/idempotent.decorator';
 

@@ -7,8 +7,8 @@ import { IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-va
 import { DataSource } from 'typeorm';
 import { CurrentClient } from '../../../src/auth/current-client.decorator';
 import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
-import type { ResponseHeaders } from '../../../src/common/http';
-import { BusinessOutcomeException } from '../../../src/common/problem';
+import type { ResponseHeaders } from '../../../src/http/http';
+import { BusinessOutcomeException } from '../../../src/http/problem';
 import { Idempotent } from '../../../packages/idempotency/src/idempotent.decorator';
 
 /**
