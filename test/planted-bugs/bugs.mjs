@@ -1,7 +1,9 @@
 /**
  * Realistic bugs, each planted alone into a copy of the sources by run.mjs, and
  * the test files expected to catch it. A bug whose `find` text is no longer in
- * its file fails the run: the list must follow the code it breaks.
+ * its file, or is there more than once, fails the run (and
+ * test/unit/planted-bugs.spec.ts in `npm test`): the list must follow the code
+ * it breaks.
  */
 const STATEMENTS = 'packages/idempotency/src/postgres/statements.ts';
 const STORE_TESTS = ['packages/idempotency/test/store-contract/postgres.spec.ts', 'packages/idempotency/test/model/model.spec.ts'];
@@ -89,8 +91,13 @@ RETURNING lease::text AS lease\`;
     id: 'claims-from-a-replica',
     what: 'claims and replay lookups sent to a read replica: a lagging replica sees no key and the retry charges again',
     file: 'packages/idempotency/src/postgres/claim-pool.ts',
-    find: 'const o: Credentials = options.replication?.master ?? options;',
-    replace: 'const o: Credentials = (options.replication as { slaves?: Credentials[] } | undefined)?.slaves?.[0] ?? options.replication?.master ?? options;',
+    // The claim pool's (primaryClientConfig has the same line).
+    find: `    extra?: { connectionTimeoutMillis?: number };
+  };
+  const o: Credentials = options.replication?.master ?? options;`,
+    replace: `    extra?: { connectionTimeoutMillis?: number };
+  };
+  const o: Credentials = (options.replication as { slaves?: Credentials[] } | undefined)?.slaves?.[0] ?? options.replication?.master ?? options;`,
     tests: ['test/e2e/replicas.spec.ts'],
   },
   {
