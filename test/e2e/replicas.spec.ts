@@ -3,6 +3,8 @@ import { Logger } from '@nestjs/common';
 import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import { Client } from 'pg';
 import request from 'supertest';
+import { DataSource } from 'typeorm';
+import { createClaimPool, primaryClientConfig } from '../../packages/idempotency/src/postgres/claim-pool';
 import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
@@ -108,6 +110,25 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
       expect(recovery).toBe(false); // the data source's default mode is the primary
       const [row] = await onReplica(`SELECT pg_is_in_recovery() AS recovery, current_setting('recovery_min_apply_delay') AS delay`);
       expect(row).toEqual({ recovery: true, delay: '2s' });
+    });
+
+    // The library's own sessions, for an app that gives TypeORM `replication` options (this
+    // app routes its replica reads itself, so its data source has none).
+    it("the library's claim pool and sessions, given TypeORM's replication options, connect to the master, never a slave", async () => {
+      const dataSource = new DataSource({ type: 'postgres', replication: { master: { url: t.db.url }, slaves: [{ url: cluster.replica!.url(t.db.name) }] } });
+      const pool = createClaimPool(dataSource, 1, false);
+      try {
+        expect((await pool.query('SELECT pg_is_in_recovery() AS recovery')).rows).toEqual([{ recovery: false }]);
+      } finally {
+        await pool.end();
+      }
+      const session = new Client(primaryClientConfig(dataSource));
+      await session.connect();
+      try {
+        expect((await session.query('SELECT pg_is_in_recovery() AS recovery')).rows).toEqual([{ recovery: false }]);
+      } finally {
+        await session.end();
+      }
     });
 
     it('100 identical payments at once: one charge at the card network, one payment', async () => {
