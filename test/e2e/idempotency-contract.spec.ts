@@ -176,7 +176,7 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
     expect(replay.text).toBe(done.text);
   });
 
-  leased("lets a retry take over from a stalled owner after the lease; the stale owner's completion fails and the newer response stands", async () => {
+  leased("lets a retry take over from a stalled owner after the lease; the stale owner's completion while the takeover runs fails, and the newer response stands", async () => {
     const key = randomUUID();
     const body = { name: name('stale-complete'), hold: true };
     renewals.stall(key);
@@ -184,15 +184,19 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
     await effects.executionStarted(body.name, 1);
     const takeover = (await takeOver(key, body, 2)).response;
 
-    effects.release(body.name, 2);
-    const newer = await takeover;
-    expect(newer.status).toBe(202);
-    expect(JSON.parse(newer.text)).toMatchObject({ execution: 2 });
-
+    // The stale owner completes first, while the takeover still runs: the key is
+    // in progress (no response stored), so only the owner's token in the fenced
+    // completion can refuse it.
     effects.release(body.name, 1);
     const stale = await original;
     expect(stale.status).toBe(409);
     expect(stale.body.code).toBe('idempotency_lease_lost');
+    expect(effects.executions(body.name)).toBe(2);
+
+    effects.release(body.name, 2);
+    const newer = await takeover;
+    expect(newer.status).toBe(202);
+    expect(JSON.parse(newer.text)).toMatchObject({ execution: 2 });
 
     const replay = await post('short-lease', key, body).expect(202);
     expect(replay.headers['idempotent-replayed']).toBe('true');
