@@ -10,6 +10,21 @@ const STORE_TESTS = ['packages/idempotency/test/store-contract/postgres.spec.ts'
 
 export const BUGS = [
   {
+    id: 'claim-with-two-owners',
+    what: 'a claim that, meeting a concurrent insert of the key, takes the key too: several identical requests each own it and run',
+    file: STATEMENTS,
+    find: `  ON CONFLICT (id) DO NOTHING
+  RETURNING lease`,
+    replace: `  ON CONFLICT (id) DO UPDATE SET lease = EXCLUDED.lease
+  RETURNING lease`,
+    tests: [
+      'test/e2e/race/payments-race.spec.ts',
+      'test/e2e/fault/two-instances.spec.ts',
+      'test/e2e/idempotency-contract.spec.ts',
+      'packages/idempotency/test/store-contract/postgres.spec.ts',
+    ],
+  },
+  {
     id: 'takeover-without-compare-and-set',
     what: 'a takeover that checks neither the lease it read nor that it has ended: several claims past the lease all win',
     file: STATEMENTS,
@@ -27,7 +42,8 @@ export const BUGS = [
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`,
     replace: `       expires_at = now() + $6::int8 * interval '1 millisecond'
  WHERE id = $1::uuid AND $2::int8 IS NOT NULL AND status IS NULL`,
-    tests: STORE_TESTS,
+    // The e2e owners complete while the takeover still runs: only the token refuses them.
+    tests: [...STORE_TESTS, 'test/e2e/fault/slow-worker.spec.ts', 'test/e2e/idempotency-contract.spec.ts'],
   },
   {
     id: 'renewal-without-fence',
