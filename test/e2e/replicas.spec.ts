@@ -148,15 +148,14 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
 
     it('a retry right after the 201 is the replay; GET by id answers 200; the listing lags, then catches up', async () => {
       const { first, retry, byId, listedAtFirst, created, probesDoneMs, description } = await retryRightAfter201(t);
-      // The probes ran well inside the replica's delay.
-      expect(probesDoneMs).toBeLessThan(APPLY_DELAY_MS / 2);
 
       expect(retry.status).toBe(201);
       expect(retry.headers['idempotent-replayed']).toBe('true');
       expect(retry.body.id).toBe(first.body.id);
       expect(byId.status).toBe(200);
       expect(byId.body.id).toBe(first.body.id);
-      // The proof that the listing reads a replica that really lags.
+      // The proof that the listing reads a replica that really lags, and (the listing was
+      // read after them) that the retry and the GET ran while it lagged.
       expect(listedAtFirst).toBe(false);
 
       let listed: string[] = [];
