@@ -22,6 +22,7 @@ import { createValidationPipe } from './http/validation.pipe';
 import { AppConfig } from './config/config';
 import { IDEMPOTENCY_OPTIONS, applyIdempotencyPolicy, describeIdempotentRoutes, policyMarkdown } from 'safe-retries/swagger';
 import type { ResolvedIdempotencyOptions } from 'safe-retries/swagger';
+import { documentConflicts } from './common/openapi';
 import { AppLogger } from './logging/app.logger';
 import { ROOT_LOGGER } from './logging/logging.constants';
 import { logRequests } from './logging/request-log.hook';
@@ -252,7 +253,7 @@ function setupOpenApi(app: NestFastifyApplication, fastify: FastifyInstance): vo
   });
   // The header, problems and x-idempotency of every @Idempotent() route, before the document is built.
   describeIdempotentRoutes(app);
-  const document = applyIdempotencyPolicy(SwaggerModule.createDocument(
+  const document = documentConflicts(applyIdempotencyPolicy(SwaggerModule.createDocument(
     app,
     new DocumentBuilder()
       .setTitle('Safe retries: orders and payments')
@@ -263,6 +264,6 @@ function setupOpenApi(app: NestFastifyApplication, fastify: FastifyInstance): vo
       .build(),
     ),
     policy,
-  );
+  ));
   SwaggerModule.setup(DOCS_PATH, app, document, { jsonDocumentUrl: `${DOCS_PATH}-json` });
 }

@@ -101,8 +101,8 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     const stopping = Date.now();
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
+    // A shutdown that hung would never exit (the test's timeout ends it); the time is told, not judged.
     console.log(`SIGTERM to exit: ${Date.now() - stopping} ms`);
-    expect(Date.now() - stopping).toBeLessThan(10_000);
     expect(postgresProcessesFor(dir)).toEqual([]);
     // Requests were logged (JSON, with the request id), the API key never (Authorization is not among the logged headers).
     expect(output).toContain('"reqId"');

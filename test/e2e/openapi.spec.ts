@@ -10,7 +10,7 @@ describe('OpenAPI document (e2e)', () => {
     paths: Record<string, Record<string, {
       description?: string;
       parameters?: { name: string; in: string; required?: boolean; description?: string; schema?: { maxLength?: number } }[];
-      responses: Record<string, { headers?: Record<string, unknown> }>;
+      responses: Record<string, { description?: string; headers?: Record<string, unknown> }>;
       'x-idempotency'?: Record<string, unknown>;
     }>>;
   };
@@ -52,6 +52,16 @@ describe('OpenAPI document (e2e)', () => {
     const header = doc.paths['/orders'].post.parameters!.find((p) => p.name === 'Idempotency-Key')!;
     expect(header.description).toContain('Runs in one transaction with its key, bounded by 20s (no lease to wait out: a crashed attempt frees the key at once)');
     expect(doc.paths['/payments'].post.parameters!.find((p) => p.name === 'Idempotency-Key')!.description).toContain('Lease 20s (renewed while the request works)');
+  });
+
+  it("lists the payment routes' own problem codes beside the library's", () => {
+    const about = (path: string, status: string) => doc.paths[path].post.responses[status].description!;
+    for (const path of ['/payments', '/payments/{id}/refunds']) {
+      expect(about(path, '409')).toContain('idempotency_request_in_progress');
+      expect(about(path, '409')).toContain('requires_attention');
+      expect(about(path, '502')).toContain('card_network_object_unknown');
+    }
+    expect(about('/payments', '409')).toContain('order_payment_conflict');
   });
 
   it('does not mark read-only routes idempotent-keyed', () => {

@@ -387,15 +387,13 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
       const description = `pooled replicas retry ${key}`;
       const post = () => request(t.url!).post('/payments').set(t.auth()).set('Idempotency-Key', key).send(paymentBody({ amount: 4321, description }));
       const first = await post().expect(201);
-      const created = Date.now();
       const retry = await post();
       const listing = await request(t.url!).get('/payments?limit=100').set(t.auth()).expect(200);
-      const probesDoneMs = Date.now() - created;
       const listed = (res: request.Response) => (res.body.data as { id: string }[]).some((p) => p.id === first.body.id);
-      expect(probesDoneMs).toBeLessThan(APPLY_DELAY_MS / 2);
       expect(retry.status).toBe(201);
       expect(retry.headers['idempotent-replayed']).toBe('true');
       expect(retry.text).toBe(first.text);
+      // The listing (read after the retry) does not show it yet: the retry ran while the replica lagged.
       expect(listed(listing)).toBe(false);
       await waitFor('the replica to list the payment', async () => listed(await request(t.url!).get('/payments?limit=100').set(t.auth())) || undefined, {
         timeoutMs: 15_000,

@@ -43,15 +43,15 @@ describe('rate limits (e2e)', () => {
     afterAll(() => t.close());
 
     it('answers a client over its limit 429 rate_limited, across routes, while another client and public routes are served', async () => {
-      // Within one second (the window): 5 requests pass, on different routes.
-      const started = Date.now();
+      // Within one window (a second): 5 requests pass, on different routes. That they
+      // shared one window is told by the answers themselves: the budget left counts
+      // down 4..0 and the next two are refused (a new window would start at 4 again).
       const served = [];
       for (const path of ['/orders', '/payments', '/orders', '/payments', '/orders']) served.push(await http().get(path).set(t.auth(CLIENT_A)).expect(200));
       const over = await http().get('/orders').set(t.auth(CLIENT_A));
       const post = await http().post('/payments').set(t.auth(CLIENT_A)).set('Idempotency-Key', randomUUID()).send({});
       const other = await http().get('/orders').set(t.auth(CLIENT_B));
       for (let i = 0; i < 10; i++) await http().get('/health').expect(200);
-      expect(Date.now() - started).toBeLessThan(1_000); // else the window moved and the test proves nothing
       expectRateLimited(over);
       expectRateLimited(post);
       expect(other.status).toBe(200);

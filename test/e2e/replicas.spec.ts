@@ -3,6 +3,8 @@ import { Logger } from '@nestjs/common';
 import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import { Client } from 'pg';
 import request from 'supertest';
+import { DataSource } from 'typeorm';
+import { createClaimPool, primaryClientConfig } from '../../packages/idempotency/src/postgres/claim-pool';
 import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
@@ -110,6 +112,25 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
       expect(row).toEqual({ recovery: true, delay: '2s' });
     });
 
+    // The library's own sessions, for an app that gives TypeORM `replication` options (this
+    // app routes its replica reads itself, so its data source has none).
+    it("the library's claim pool and sessions, given TypeORM's replication options, connect to the master, never a slave", async () => {
+      const dataSource = new DataSource({ type: 'postgres', replication: { master: { url: t.db.url }, slaves: [{ url: cluster.replica!.url(t.db.name) }] } });
+      const pool = createClaimPool(dataSource, 1, false);
+      try {
+        expect((await pool.query('SELECT pg_is_in_recovery() AS recovery')).rows).toEqual([{ recovery: false }]);
+      } finally {
+        await pool.end();
+      }
+      const session = new Client(primaryClientConfig(dataSource));
+      await session.connect();
+      try {
+        expect((await session.query('SELECT pg_is_in_recovery() AS recovery')).rows).toEqual([{ recovery: false }]);
+      } finally {
+        await session.end();
+      }
+    });
+
     it('100 identical payments at once: one charge at the card network, one payment', async () => {
       const key = randomUUID();
       const description = `replica race ${key}`;
@@ -127,15 +148,14 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
 
     it('a retry right after the 201 is the replay; GET by id answers 200; the listing lags, then catches up', async () => {
       const { first, retry, byId, listedAtFirst, created, probesDoneMs, description } = await retryRightAfter201(t);
-      // The probes ran well inside the replica's delay.
-      expect(probesDoneMs).toBeLessThan(APPLY_DELAY_MS / 2);
 
       expect(retry.status).toBe(201);
       expect(retry.headers['idempotent-replayed']).toBe('true');
       expect(retry.body.id).toBe(first.body.id);
       expect(byId.status).toBe(200);
       expect(byId.body.id).toBe(first.body.id);
-      // The proof that the listing reads a replica that really lags.
+      // The proof that the listing reads a replica that really lags, and (the listing was
+      // read after them) that the retry and the GET ran while it lagged.
       expect(listedAtFirst).toBe(false);
 
       let listed: string[] = [];

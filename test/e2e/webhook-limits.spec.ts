@@ -18,8 +18,7 @@ function event(size?: number): string {
 }
 
 /** Sends raw HTTP and resolves with what came back once the server closes the connection. */
-function rawExchange(port: number, head: string, body: Buffer): Promise<{ answer: string; ms: number }> {
-  const started = Date.now();
+function rawExchange(port: number, head: string, body: Buffer): Promise<{ answer: string }> {
   return new Promise((resolve, reject) => {
     let answer = '';
     const socket = connect(port, '127.0.0.1', () => {
@@ -27,7 +26,7 @@ function rawExchange(port: number, head: string, body: Buffer): Promise<{ answer
       socket.write(body);
     });
     socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
-    socket.on('close', () => resolve({ answer, ms: Date.now() - started }));
+    socket.on('close', () => resolve({ answer }));
     socket.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' || error.code === 'EPIPE' ? undefined : reject(error)));
   });
 }
@@ -93,7 +92,8 @@ describe('webhook deliveries (e2e)', () => {
     expect(tooLarge.body).toMatchObject({ status: 413, code: 'payload_too_large' });
     expect(tooLarge.headers.connection).toBe('close');
 
-    // 10 MB announced, 100 KB sent: answered and closed at once, the rest never waited for.
+    // 10 MB announced, 100 KB sent: answered 413 and closed without the rest, which never
+    // comes (a server that waited for it would end the request with 408 at its timeout).
     const port = Number(new URL(t.url!).port);
     const announced = await rawExchange(
       port,
@@ -102,7 +102,6 @@ describe('webhook deliveries (e2e)', () => {
     );
     expect(announced.answer).toMatch(/^HTTP\/1\.1 413 /);
     expect(announced.answer).toMatch(/\r\nconnection: close\r\n/i);
-    expect(announced.ms).toBeLessThan(2_000);
 
     // A chunked body with no length: read up to the limit, then 413 and closed.
     const chunk = ' '.repeat(10_000);

@@ -1,12 +1,29 @@
 /**
  * Realistic bugs, each planted alone into a copy of the sources by run.mjs, and
  * the test files expected to catch it. A bug whose `find` text is no longer in
- * its file fails the run: the list must follow the code it breaks.
+ * its file, or is there more than once, fails the run (and
+ * test/unit/planted-bugs.spec.ts in `npm test`): the list must follow the code
+ * it breaks.
  */
 const STATEMENTS = 'packages/idempotency/src/postgres/statements.ts';
 const STORE_TESTS = ['packages/idempotency/test/store-contract/postgres.spec.ts', 'packages/idempotency/test/model/model.spec.ts'];
 
 export const BUGS = [
+  {
+    id: 'claim-with-two-owners',
+    what: 'a claim that, meeting a concurrent insert of the key, takes the key too: several identical requests each own it and run',
+    file: STATEMENTS,
+    find: `  ON CONFLICT (id) DO NOTHING
+  RETURNING lease`,
+    replace: `  ON CONFLICT (id) DO UPDATE SET lease = EXCLUDED.lease
+  RETURNING lease`,
+    tests: [
+      'test/e2e/race/payments-race.spec.ts',
+      'test/e2e/fault/two-instances.spec.ts',
+      'test/e2e/idempotency-contract.spec.ts',
+      'packages/idempotency/test/store-contract/postgres.spec.ts',
+    ],
+  },
   {
     id: 'takeover-without-compare-and-set',
     what: 'a takeover that checks neither the lease it read nor that it has ended: several claims past the lease all win',
@@ -25,7 +42,8 @@ export const BUGS = [
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`,
     replace: `       expires_at = now() + $6::int8 * interval '1 millisecond'
  WHERE id = $1::uuid AND $2::int8 IS NOT NULL AND status IS NULL`,
-    tests: STORE_TESTS,
+    // The e2e owners complete while the takeover still runs: only the token refuses them.
+    tests: [...STORE_TESTS, 'test/e2e/fault/slow-worker.spec.ts', 'test/e2e/idempotency-contract.spec.ts'],
   },
   {
     id: 'renewal-without-fence',
@@ -89,8 +107,13 @@ RETURNING lease::text AS lease\`;
     id: 'claims-from-a-replica',
     what: 'claims and replay lookups sent to a read replica: a lagging replica sees no key and the retry charges again',
     file: 'packages/idempotency/src/postgres/claim-pool.ts',
-    find: 'const o: Credentials = options.replication?.master ?? options;',
-    replace: 'const o: Credentials = (options.replication as { slaves?: Credentials[] } | undefined)?.slaves?.[0] ?? options.replication?.master ?? options;',
+    // The claim pool's (primaryClientConfig has the same line).
+    find: `    extra?: { connectionTimeoutMillis?: number };
+  };
+  const o: Credentials = options.replication?.master ?? options;`,
+    replace: `    extra?: { connectionTimeoutMillis?: number };
+  };
+  const o: Credentials = (options.replication as { slaves?: Credentials[] } | undefined)?.slaves?.[0] ?? options.replication?.master ?? options;`,
     tests: ['test/e2e/replicas.spec.ts'],
   },
   {

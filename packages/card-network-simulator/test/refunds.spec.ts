@@ -113,9 +113,16 @@ describe('card network simulator: refund statuses', () => {
     const pi = await charge(sim, 'pm_card_visa');
     const created = (await refund(sim, { payment_intent: pi, amount: 100 })).json<RefundBody>();
     expect(created.status).toBe('succeeded');
-    await new Promise((r) => setTimeout(r, 200));
+    // A pending refund made after it settles processingMs on: by then a later change of
+    // the first, had one been scheduled, would have come first.
+    const marker = (await refund(sim, { payment_intent: await charge(sim, 'pm_card_refundPending'), amount: 100 })).json<RefundBody>();
+    await settled(sim, marker.id, 'succeeded');
     expect((await get(sim, created.id)).status).toBe('succeeded');
-    expect(await refundEvents(sim)).toEqual([['refund.created', 'succeeded', true]]);
+    expect(await refundEvents(sim)).toEqual([
+      ['refund.created', 'succeeded', true],
+      ['refund.created', 'pending', true],
+      ['refund.updated', 'succeeded', false],
+    ]);
   });
 
   it('through the stripe SDK: retrieve and list tell the current status; every status is one of Stripe\'s', async () => {

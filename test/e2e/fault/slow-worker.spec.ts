@@ -21,12 +21,16 @@ import { keyIs } from '../../support/keys';
  *   answered, so the retry always lands while the original still works.) The
  *   original then answers 201 with the one payment and the one charge, and
  *   retries replay it.
- * - A worker frozen (SIGSTOP: a GC pause, a frozen VM) renews nothing: once its
- *   lease has run out by the database clock, a retry on the other instance
- *   takes the key over and completes the payment. Resumed (SIGCONT), the frozen
- *   worker cannot commit: its request answers 409 idempotency_lease_lost, its
- *   writes roll back, the stored response is the takeover's, the network holds
- *   one intent and one charge for the payment, and retries replay the takeover.
+ * - A worker frozen (SIGSTOP: a GC pause, a frozen VM) while its last call (the
+ *   confirm) waits at the network renews nothing: once its lease has run out by
+ *   the database clock, a retry on the other instance takes the key over, and
+ *   its own confirm meets the frozen worker's in flight at the network (an
+ *   unknown outcome: 503, the key kept in progress). Resumed (SIGCONT), the
+ *   frozen worker has the network's answer and runs its Finish phase while the
+ *   key is still in progress, so its fenced completion is refused by the token
+ *   alone: it answers 409 idempotency_lease_lost and its writes roll back. The
+ *   next retry takes over and completes the payment; the network holds one
+ *   intent and one charge for it, and retries replay that response.
  *
  * The card network timeout (20 s) is longer than the lease (allowed since
  * leases are renewed) and than the freeze, so the frozen worker's pending call
@@ -200,15 +204,16 @@ describe('fault: a slow worker keeps its lease, a frozen one loses it', () => {
       return rows.length === 1 && rows[0].status === 'processing' && rows;
     });
 
-    // Its create intent call has reached the network (the intent exists; the
-    // answer comes 1 s after): frozen now, the victim runs no timers, so it renews
-    // nothing, while that call is in flight.
+    // Its confirm call, its last call to the network, is held there (not executed):
+    // frozen now, the victim runs no timers, so it renews nothing.
     await waitFor('the victim create intent call to reach the network', async () =>
       (await network.ledger.intents()).some((i) => i.metadata.payment_id === started.id),
     );
-    victim.kill('SIGSTOP');
+    await network.ledger.hold();
     let taken: RawResponse;
     try {
+      await waitFor('the network to hold the victim confirm call', async () => (await network.ledger.held()) === 1);
+      victim.kill('SIGSTOP');
       await waitFor(
         "the frozen victim's lease to expire by the database clock",
         async () => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIs()} AND status IS NULL AND lease <= ${NOW_US}`, [key])).rowCount === 1,
@@ -217,12 +222,39 @@ describe('fault: a slow worker keeps its lease, a frozen one loses it', () => {
           seen: async () => (await pg.query(`SELECT status, (lease - ${NOW_US}) / 1000 AS lease_left_ms FROM idempotency_keys WHERE ${keyIs()}`, [key])).rows,
         },
       );
-      taken = await pay(standby, key, body);
+      // A retry on the other instance takes the key over (a new token), resumes at the
+      // recovery point and confirms the intent under the same network key: held too.
+      const takeover = inFlight(pay(standby, key, body));
+      await waitFor('the network to hold the takeover confirm call', async () => (await network.ledger.held()) === 2);
+      // Released in arrival order: the victim's confirm takes effect (its answer comes
+      // 1 s later, to a frozen process); the takeover's meets it in flight, 409
+      // idempotency_key_in_use, an unknown outcome: the takeover answers 503 and
+      // gives its lease up, the key still in progress at its recovery point.
+      await network.ledger.release();
+      taken = response(await takeover);
+      expect(taken.status).toBe(503);
       expect(victimAnswered).toBe(false);
+      expect(await storedResponse(key)).toEqual([{ status: null, body: null }]);
     } finally {
+      await network.ledger.release();
       victim.kill('SIGCONT');
     }
 
+    // Resumed, the victim has the network's answer (charged) and goes to its Finish
+    // phase. The key is still in progress (no response stored), so only the
+    // owner's token in the fenced completion can refuse it.
+    const lost = response(await original);
+    console.log(`slow-worker: the frozen victim answered ${lost.status} ${lost.text} in ${lost.ms.toFixed(0)} ms`);
+    expect(lost.status).toBe(409);
+    expect(lost.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(lost.json()).toMatchObject({ status: 409, code: 'idempotency_lease_lost' });
+    expect(lost.headers['retry-after']).toMatch(/^\d+$/);
+    // Its Finish rolled back: the payment is still processing, nothing stored.
+    expect(await paymentsDescribed(description)).toEqual([{ id: started.id, status: 'processing' }]);
+    expect(await storedResponse(key)).toEqual([{ status: null, body: null }]);
+
+    // The next retry takes the key over again and learns the charge from the network.
+    taken = await pay(standby, key, body);
     console.log(`slow-worker: the takeover answered ${taken.status} in ${taken.ms.toFixed(0)} ms`);
     expect(taken.status).toBe(201);
     expect(taken.headers['idempotent-replayed']).toBeUndefined();
@@ -230,14 +262,6 @@ describe('fault: a slow worker keeps its lease, a frozen one loses it', () => {
     expect(payment).toMatchObject({ status: 'succeeded', amount: 4200, currency: 'eur', description });
     // The takeover resumed the victim's payment (its Start had committed).
     expect(payment.id).toBe(started.id);
-
-    // Resumed, the victim finds its lease gone: whatever it tries next is fenced out.
-    const lost = response(await original);
-    console.log(`slow-worker: the frozen victim answered ${lost.status} ${lost.text} in ${lost.ms.toFixed(0)} ms`);
-    expect(lost.status).toBe(409);
-    expect(lost.headers['content-type']).toMatch(/^application\/problem\+json/);
-    expect(lost.json()).toMatchObject({ status: 409, code: 'idempotency_lease_lost' });
-    expect(lost.headers['retry-after']).toMatch(/^\d+$/);
 
     // One payment, settled by the takeover; the stored response is the takeover's.
     expect(await paymentsDescribed(description)).toEqual([{ id: payment.id, status: 'succeeded' }]);

@@ -109,7 +109,8 @@ describe('the outbox with real processes', () => {
     const id = randomUUID();
     const naive = await startChild({ OUTBOX_MODE: 'naive', DATABASE_URL: db.url, RECEIVER_URL: receiver.url, ORDER_ID: id }, 'committed');
     await kill(naive);
-    await new Promise((r) => setTimeout(r, 1_500)); // longer than it would have taken to send
+    // Dead before it began the send (it says `sending` first): nothing can arrive later.
+    expect(naive.output().split('\n')).not.toContain('sending');
     expect(await producer.dataSource.query('SELECT id FROM naive_orders WHERE id = $1', [id])).toEqual([{ id }]);
     expect(receiver.of(id)).toEqual([]); // committed, never announced
   });

@@ -5,7 +5,8 @@
 //   LEASE, horizon HORIZON; TRANSACTION_POOLER=1 when DATABASE_URL is a
 //   PgBouncer in transaction mode); prints `ready` once started.
 // - `naive`: the control without an outbox: commits a row, prints `committed`,
-//   then sends to RECEIVER_URL from the same code path, a moment later.
+//   then a moment later prints `sending` and sends to RECEIVER_URL from the same
+//   code path.
 'use strict';
 const { Module } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
@@ -57,6 +58,8 @@ async function naive() {
   await client.query('COMMIT');
   process.stdout.write('committed\n');
   await new Promise((resolve) => setTimeout(resolve, 1_000));
+  // Told before the request leaves: a control killed before this line sent nothing.
+  process.stdout.write('sending\n');
   await send(id, { topic: 'order.confirmed', payload: { id } });
   process.stdout.write('sent\n');
   await client.end();
