@@ -22,7 +22,7 @@ import { createValidationPipe } from './http/validation.pipe';
 import { AppConfig } from './config/config';
 import { IDEMPOTENCY_OPTIONS, applyIdempotencyPolicy, describeIdempotentRoutes, policyMarkdown } from 'safe-retries/swagger';
 import type { ResolvedIdempotencyOptions } from 'safe-retries/swagger';
-import { documentConflicts } from './common/openapi';
+import { documentConflicts } from './http/openapi';
 import { AppLogger } from './logging/app.logger';
 import { ROOT_LOGGER } from './logging/logging.constants';
 import { logRequests } from './logging/request-log.hook';
