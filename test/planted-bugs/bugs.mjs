@@ -108,10 +108,10 @@ RETURNING lease::text AS lease\`;
     what: 'claims and replay lookups sent to a read replica: a lagging replica sees no key and the retry charges again',
     file: 'packages/idempotency/src/postgres/claim-pool.ts',
     // The claim pool's (primaryClientConfig has the same line).
-    find: `    extra?: { connectionTimeoutMillis?: number };
+    find: `    extra?: { connectionTimeoutMillis?: number; query_timeout?: number };
   };
   const o: Credentials = options.replication?.master ?? options;`,
-    replace: `    extra?: { connectionTimeoutMillis?: number };
+    replace: `    extra?: { connectionTimeoutMillis?: number; query_timeout?: number };
   };
   const o: Credentials = (options.replication as { slaves?: Credentials[] } | undefined)?.slaves?.[0] ?? options.replication?.master ?? options;`,
     tests: ['test/e2e/replicas.spec.ts'],
