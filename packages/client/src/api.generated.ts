@@ -134,7 +134,7 @@ export interface paths {
          *
          *     Idempotent: safe to retry with the same `Idempotency-Key` (required). Retries replay the stored response with `Idempotent-Replayed: true`; responses are kept 24h from the end of the operation; lease 30s. See /docs/idempotency.
          */
-        post: operations["PaymentsController_refund"];
+        post: operations["RefundsController_refund"];
         delete?: never;
         options?: never;
         head?: never;
@@ -975,7 +975,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A request with this key is still in progress (`idempotency_request_in_progress`), or this attempt lost its lease (`idempotency_lease_lost`). Retry after Retry-After with the same key and body. */
+            /** @description A request with this key is still in progress (`idempotency_request_in_progress`), or this attempt lost its lease (`idempotency_lease_lost`). Retry after Retry-After with the same key and body. Or another payment of the order is in progress (`order_payment_conflict`): retry to see its outcome. Or the payment was handed to a person (`requires_attention`, with `payment_id` and `attention_id`): its outcome could not be learned from the card network; the order stays reserved until an operator decides, then the key answers with the outcome. */
             409: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -997,7 +997,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The card network's own word about this operation shows nothing was charged or refunded (`card_network_error`); nothing was recorded and the key was released: retry. */
+            /** @description The card network's own word about this operation shows nothing was charged or refunded (`card_network_error`); nothing was recorded and the key was released: retry. Or the card network does not know the intent or refund this operation recorded (`card_network_object_unknown`: a wrong account or API key, for an operator): nothing is concluded about the money, the operation is kept and tried again within the hour; retry after Retry-After with the same key. */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -1056,7 +1056,7 @@ export interface operations {
             };
         };
     };
-    PaymentsController_refund: {
+    RefundsController_refund: {
         parameters: {
             query?: never;
             header: {
@@ -1111,7 +1111,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A request with this key is still in progress (`idempotency_request_in_progress`), or this attempt lost its lease (`idempotency_lease_lost`). Retry after Retry-After with the same key and body. */
+            /** @description A request with this key is still in progress (`idempotency_request_in_progress`), or this attempt lost its lease (`idempotency_lease_lost`). Retry after Retry-After with the same key and body. Or the refund was handed to a person (`requires_attention`, with `refund_id` and `attention_id`): the card network refuses it and cannot tell whether an earlier attempt refunded, or its outcome stayed unknown; its amount stays reserved until an operator decides, then the key answers with the outcome. */
             409: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -1133,7 +1133,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The card network's own word about this operation shows nothing was charged or refunded (`card_network_error`); nothing was recorded and the key was released: retry. */
+            /** @description The card network's own word about this operation shows nothing was charged or refunded (`card_network_error`); nothing was recorded and the key was released: retry. Or the card network does not know the intent or refund this operation recorded (`card_network_object_unknown`: a wrong account or API key, for an operator): nothing is concluded about the money, the operation is kept and tried again within the hour; retry after Retry-After with the same key. */
             502: {
                 headers: {
                     [name: string]: unknown;
