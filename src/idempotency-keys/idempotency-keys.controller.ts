@@ -6,13 +6,17 @@ import { containsCardNumber } from '../card-numbers/card-number';
 import { ApiProblems } from '../http/openapi';
 import { problems } from '../http/problem';
 import { IdempotencyKeys } from 'safe-retries';
+import { OperationAttention } from '../payments/attention/operation-attention';
 import { KeyOutcomeResponse } from './dto/key-outcome.response';
 
 @ApiTags('idempotency')
 @ApiProblems(401)
 @Controller('idempotency-keys')
 export class IdempotencyKeysController {
-  constructor(private readonly keys: IdempotencyKeys) {}
+  constructor(
+    private readonly keys: IdempotencyKeys,
+    private readonly attention: OperationAttention,
+  ) {}
 
   @Get(':key')
   @ApiOperation({
@@ -30,8 +34,12 @@ export class IdempotencyKeysController {
     switch (found.state) {
       case 'unknown':
         return { key: found.key, state: 'unknown' };
-      case 'in_progress':
-        return { key: found.key, state: 'in_progress', retry_after: Math.ceil(found.retryAfterMs / 1000) };
+      case 'in_progress': {
+        const retry_after = Math.ceil(found.retryAfterMs / 1000);
+        const held = await this.attention.openForKey(client.id, found.key);
+        if (!held) return { key: found.key, state: 'in_progress', retry_after };
+        return { key: found.key, state: 'in_progress', retry_after, requires_attention: { attention_id: held.id, object: held.operation, id: held.record_id } };
+      }
       case 'completed':
         return { key: found.key, state: 'completed', status: found.status, expires_at: found.expiresAt };
     }

@@ -91,6 +91,11 @@ describe("an operator's decision and the network's word (e2e)", () => {
     const handed = await pay(key, body).expect(409);
     expect(handed.body).toMatchObject({ code: 'requires_attention', payment_id: paymentId });
     const attentionId = handed.body.attention_id as string;
+    // The key's lookup says a person holds it: a retry will not resume it.
+    expect((await http().get(`/idempotency-keys/${key}`).set(t.auth()).expect(200)).body).toMatchObject({
+      state: 'in_progress',
+      requires_attention: { attention_id: attentionId, object: 'payment', id: paymentId },
+    });
 
     // The operator marks it failed; the network still refuses: nothing moves.
     await attention().decide(attentionId, 'fail', 'ops-test', 'the customer says the card was never charged');

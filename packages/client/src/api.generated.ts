@@ -450,6 +450,20 @@ export interface components {
             /** @description Minor units; default: what remains unrefunded */
             amount?: number;
         };
+        KeyAttention: {
+            /**
+             * Format: uuid
+             * @description The hand-over's id, for your support request
+             */
+            attention_id: string;
+            /** @enum {string} */
+            object: "payment" | "refund";
+            /**
+             * Format: uuid
+             * @description The payment or refund
+             */
+            id: string;
+        };
         KeyOutcomeResponse: {
             /**
              * @description The key, normalised (a quoted form is unquoted)
@@ -457,7 +471,7 @@ export interface components {
              */
             key: string;
             /**
-             * @description unknown: no operation of yours has this key (never received, or its retention ran out: it is new again); in_progress: it is running, or its outcome is not known yet (retry it with the same body to resume it); completed: it ended, and a retry with the same body replays its response
+             * @description unknown: no operation of yours has this key (never received, or its retention ran out: it is new again); in_progress: it is running, or its outcome is not known yet (a retry with the same body resumes it), or it waits for a person (requires_attention: a retry does not resume it); completed: it ended, and a retry with the same body replays its response
              * @enum {string}
              */
             state: "unknown" | "in_progress" | "completed";
@@ -476,6 +490,8 @@ export interface components {
              * @example 0
              */
             retry_after?: number;
+            /** @description in_progress only: the operation was handed to a person (the card network refuses it, or its outcome stayed unknown for 24 hours). A retry answers 409 requires_attention and resumes nothing; once an operator decides, the key answers with the outcome */
+            requires_attention?: components["schemas"]["KeyAttention"];
         };
         CreateWebhookEndpointDto: {
             /**

@@ -53,6 +53,16 @@ export class AttentionRepository extends SqlRepository {
     return row;
   }
 
+  /** The open hand-over of the operation under the client's `key`, if it has one (a contradiction belongs to no operation). */
+  async openForKey(clientId: string, key: string): Promise<AttentionRow | undefined> {
+    const [row] = await this.rows<AttentionRow>(
+      `SELECT ${COLUMNS} FROM operation_attention
+        WHERE client_id = $1 AND idempotency_key = $2 AND resolved_at IS NULL AND reason <> 'contradicted'`,
+      [clientId, key],
+    );
+    return row;
+  }
+
   /** The operator's look-up by the id alone (the surface spans clients). */
   async findById(id: string): Promise<AttentionRow | undefined> {
     const [row] = await this.rows<AttentionRow>(`SELECT ${COLUMNS} FROM operation_attention WHERE id = $1`, [id]);

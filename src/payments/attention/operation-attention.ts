@@ -183,6 +183,11 @@ export class OperationAttention {
     return this.repository.pastBound(operation, clientId, recordId, STUCK_BOUND_MS);
   }
 
+  /** The open hand-over of the client's operation under `key`: a retry will not resume it. */
+  openForKey(clientId: string, key: string): Promise<AttentionRow | undefined> {
+    return this.repository.openForKey(clientId, key);
+  }
+
   // The operator's side (the command line).
 
   listOpen(limit: number, after?: { clientId: string; id: string }): Promise<AttentionRow[]> {
