@@ -12,6 +12,7 @@ import { ClientEntity } from './client.entity';
 import { ClientsService } from './clients.service';
 import { FailedAuthLimiter } from './failed-auth.limiter';
 import { MetricsTokenAccess } from './metrics-token.access';
+import { REDELIVERIES_PER_HOUR, isRedeliveryRoute } from '../http/route-access';
 
 @Module({
   imports: [
@@ -20,7 +21,11 @@ import { MetricsTokenAccess } from './metrics-token.access';
       inject: [APP_CONFIG],
       // The library's in-memory storage; the throttler's name suffixes its headers (X-RateLimit-Limit-client, ...).
       useFactory: (config: AppConfig) => ({
-        throttlers: [{ name: 'client', ttl: 1_000, limit: config.rateLimit.perClientPerSecond }],
+        throttlers: [
+          { name: 'client', ttl: 1_000, limit: config.rateLimit.perClientPerSecond },
+          // Its own budget, on RedeliveryRoute() routes only (X-RateLimit-Limit-redeliveries, ...).
+          { name: 'redeliveries', ttl: 3_600_000, limit: REDELIVERIES_PER_HOUR, skipIf: (context) => !isRedeliveryRoute(context) },
+        ],
       }),
     }),
   ],

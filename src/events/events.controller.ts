@@ -3,6 +3,7 @@ import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nest
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../http/openapi';
+import { RedeliveryRoute } from '../http/route-access';
 import { DeliveryAttemptList, EventPage, EventQueryDto, EventResponse, RedeliverDto, RedeliverResponse } from './dto/event.response';
 import { EventsService } from './events.service';
 
@@ -37,10 +38,11 @@ export class EventsController {
   }
 
   @Post(':id/redeliver')
+  @RedeliveryRoute()
   @HttpCode(202)
   @ApiOperation({ summary: 'Deliver an event again (to one endpoint, or to every endpoint subscribed to its type)' })
   @ApiAcceptedResponse({ type: RedeliverResponse })
-  @ApiProblems(400, 404)
+  @ApiProblems(400, 404, 429)
   async redeliver(@CurrentClient() client: AuthenticatedClient, @Param('id') id: string, @Body() dto: RedeliverDto): Promise<RedeliverResponse> {
     return { endpoint_ids: await this.events.redeliver(client.id, id, dto.endpoint_id) };
   }

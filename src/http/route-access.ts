@@ -95,3 +95,20 @@ export function isPublicRoute(reflector: Reflector, context: ExecutionContext): 
   }
   return known;
 }
+
+const REDELIVERY = 'auth:redelivery';
+
+/**
+ * The hourly budget of redeliveries per API client (per instance, like the
+ * per-second budget): a redelivery queues the event again for every endpoint
+ * subscribed to it, so it costs up to 16 deliveries.
+ */
+export const REDELIVERIES_PER_HOUR = 100;
+
+/** Marks a route that queues deliveries again: counted against REDELIVERIES_PER_HOUR (auth's throttler). */
+export const RedeliveryRoute = (): MethodDecorator => SetMetadata(REDELIVERY, true);
+
+/** Whether the route is a RedeliveryRoute (read from its handler: a route decorator). */
+export function isRedeliveryRoute(context: ExecutionContext): boolean {
+  return Reflect.getMetadata(REDELIVERY, context.getHandler()) === true;
+}

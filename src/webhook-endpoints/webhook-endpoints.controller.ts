@@ -18,7 +18,7 @@ export class WebhookEndpointsController {
   @Post()
   @ApiOperation({ summary: 'Register a webhook endpoint; its signing secret is shown only in this answer' })
   @ApiCreatedResponse({ type: WebhookEndpointWithSecretResponse })
-  @ApiProblems(400)
+  @ApiProblems(400, 422)
   create(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWebhookEndpointDto): Promise<WebhookEndpointWithSecretResponse> {
     return this.endpoints.create(client.id, dto);
   }

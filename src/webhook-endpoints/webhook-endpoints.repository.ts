@@ -22,6 +22,13 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return row;
   }
 
+  /** The client's endpoints, counted with the client's row locked (to the end of the transaction). */
+  async countLocked(clientId: string): Promise<number> {
+    await this.rows(`SELECT 1 FROM clients WHERE id = $1 FOR UPDATE`, [clientId]);
+    const [{ n }] = await this.rows<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE client_id = $1`, [clientId]);
+    return n;
+  }
+
   list(clientId: string): Promise<WebhookEndpointRow[]> {
     return this.rows<WebhookEndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE client_id = $1 ORDER BY created_at DESC, id DESC`, [clientId]);
   }

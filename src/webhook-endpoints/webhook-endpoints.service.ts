@@ -1,7 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
-import { problems } from '../http/problem';
+import { ProblemException, problems } from '../http/problem';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { ALL_EVENTS } from '../event-types/event-types';
@@ -14,6 +16,13 @@ import { WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoi
 function toResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
   return { id: row.id, url: row.url, event_types: row.event_types, created_at: row.created_at.toISOString() };
 }
+
+/**
+ * The most endpoints a client may have (Stripe's limit): each event is
+ * queued once per subscribed endpoint in the transaction of the change it
+ * announces, so this bounds what a payment or an order writes.
+ */
+export const MAX_ENDPOINTS_PER_CLIENT = 16;
 
 /** Where an endpoint's deliveries go, with its secret opened (for the delivery publisher only). */
 export interface DeliveryTarget {
@@ -37,6 +46,7 @@ export class WebhookEndpointsService {
   constructor(
     private readonly endpoints: WebhookEndpointsRepository,
     private readonly secrets: EndpointSecrets,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.production = config.production;
@@ -48,7 +58,12 @@ export class WebhookEndpointsService {
     const types = dto.event_types.includes(ALL_EVENTS) ? [ALL_EVENTS] : dto.event_types;
     const id = randomUUID();
     const secret = EndpointSecrets.generate();
-    const row = await this.endpoints.insert(clientId, id, url, types, this.secrets.seal(id, secret));
+    const sealed = this.secrets.seal(id, secret);
+    // The client's endpoints are counted with its row locked: concurrent registrations take turns, so none passes the limit.
+    const row = await this.txHost.withTransaction(async () => {
+      if ((await this.endpoints.countLocked(clientId)) >= MAX_ENDPOINTS_PER_CLIENT) throw endpointLimit();
+      return this.endpoints.insert(clientId, id, url, types, sealed);
+    });
     return { ...toResponse(row), secret };
   }
 
@@ -115,6 +130,15 @@ async function resolvesPublic(host: string): Promise<void> {
     const code = (error as { code?: unknown }).code;
     if (code === 'ENOTFOUND' || code === 'ENODATA') throw invalidUrl(`url's host ${host} does not resolve`);
   }
+}
+
+function endpointLimit(): ProblemException {
+  return new ProblemException({
+    status: 422,
+    code: 'webhook_endpoint_limit',
+    title: 'Webhook Endpoint Limit',
+    detail: `A client has at most ${MAX_ENDPOINTS_PER_CLIENT} webhook endpoints; delete one first (DELETE /webhook-endpoints/{id}).`,
+  });
 }
 
 function invalidUrl(message: string) {

@@ -1325,6 +1325,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A business rule refused the request (stored and replayed), or the key was reused with another request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     WebhookEndpointsController_delete: {
@@ -1566,6 +1575,15 @@ export interface operations {
             };
             /** @description No such resource for this client (`not_found`). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A limit was reached (`rate_limited`); nothing was done and the key was released: retry after Retry-After with the same key. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
