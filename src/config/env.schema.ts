@@ -86,7 +86,7 @@ export const variables = z.object({
         ctx.addIssue({ code: 'custom', message: (error as Error).message });
       }
     }),
-    'Stored responses sealed with AES-256-GCM: `id:base64` keys (32 random bytes each: `openssl rand -base64 32`), comma-separated, newest first. Rotate by putting a new key first; remove the old one a retention later. Unset: stored as sent.',
+    "Stored responses and webhook endpoints' signing secrets sealed with AES-256-GCM: `id:base64` keys (32 random bytes each: `openssl rand -base64 32`), comma-separated, newest first. Rotate by putting a new key first: each boot reseals the endpoints' secrets under it (`npm run webhook-secrets:reseal` without a restart), and a key that still seals one cannot be removed (the boot stops, naming it); remove the old key a retention later. Required in production; unset elsewhere: stored as sent.",
     'k1:<base64 of 32 random bytes>',
   ),
   IDEMPOTENCY_JOBS: documented(

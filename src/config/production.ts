@@ -16,6 +16,9 @@ import { AppConfig, DEFAULT_CARD_NETWORK_SECRET, DEFAULT_WEBHOOK_SECRET } from '
  *   data would cross the network in clear.
  * - the embedded PostgreSQL (no DATABASE_URL): a development database in a
  *   local directory, with no backups and no replica.
+ * - no IDEMPOTENCY_ENCRYPTION_KEYS: webhook endpoints' signing secrets (they
+ *   sign, so they cannot be hashed) and stored responses would be kept in
+ *   clear.
  * - an HTTP_TRUST_PROXY range of every address (`/0`), or ranges that together
  *   hold every IPv4 address in any notation (`0.0.0.0/1,128.0.0.0/1`, the
  *   mapped `::ffff:0:0/96`, `::/64`): any client would choose the address the
@@ -64,6 +67,9 @@ export function refuseUnsafeProductionConfig(config: AppConfig): void {
   }
   if (!config.database.url) {
     refuse(EMBEDDED_DATABASE_REFUSAL);
+  }
+  if (config.idempotency.encryptionKeys.length === 0) {
+    refuse("IDEMPOTENCY_ENCRYPTION_KEYS is not set, so webhook endpoints' signing secrets and stored responses would be kept in clear; set a key ring");
   }
   if (config.http.trustProxy.some((entry) => entry.split('/')[1] === '0')) {
     refuse('HTTP_TRUST_PROXY holds a range of every address (/0), so any client could choose its address with X-Forwarded-For; list only your load balancers and proxies');

@@ -15,8 +15,8 @@ const SEALED = 'sealed:v1:';
  * (`sealed:v1:<key id>:<base64 of iv ‖ tag ‖ ciphertext>`), the endpoint's id
  * and the key id bound as authenticated data, so a sealed secret cannot be
  * moved to another endpoint. Older keys of the ring still open theirs. With no
- * ring, secrets are stored in clear, as responses are; with a ring, a secret
- * in clear is refused (it was written before the ring, or edited).
+ * ring (outside production only), secrets are stored in clear; with a ring, a
+ * secret in clear is refused (SecretsAtRest seals those at boot).
  */
 @Injectable()
 export class EndpointSecrets {
@@ -41,11 +41,26 @@ export class EndpointSecrets {
     return `${SEALED}${newest.id}:${Buffer.concat([iv, cipher.getAuthTag(), sealed]).toString('base64')}`;
   }
 
+  /** The id of the ring's newest key (what `seal` uses), or undefined with no ring. */
+  get newestKeyId(): string | undefined {
+    return this.ring[0]?.id;
+  }
+
+  /** Whether the ring holds the key `keyId`. */
+  holds(keyId: string): boolean {
+    return this.ring.some((k) => k.id === keyId);
+  }
+
   open(endpointId: string, stored: string): string {
-    if (!stored.startsWith(SEALED)) {
-      if (this.ring.length) throw new Error(`the secret of webhook endpoint ${endpointId} is stored in clear, and secrets are sealed: refused`);
-      return stored;
+    if (!stored.startsWith(SEALED) && this.ring.length) {
+      throw new Error(`the secret of webhook endpoint ${endpointId} is stored in clear, and secrets are sealed: refused`);
     }
+    return this.unseal(endpointId, stored);
+  }
+
+  /** The secret as stored: in clear, or sealed under any key of the ring (for sealing it anew). */
+  unseal(endpointId: string, stored: string): string {
+    if (!stored.startsWith(SEALED)) return stored;
     const rest = stored.slice(SEALED.length);
     const at = rest.indexOf(':');
     const keyId = rest.slice(0, at);

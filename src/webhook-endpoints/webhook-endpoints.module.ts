@@ -1,13 +1,14 @@
 import { Module } from '@nestjs/common';
 import { EndpointSecrets } from './endpoint-secrets';
+import { SecretsAtRest } from './secrets-at-rest';
 import { WebhookEndpointsController } from './webhook-endpoints.controller';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
 
-/** The clients' webhook endpoints: registration, listing, deletion, secret rotation. */
+/** The clients' webhook endpoints: registration, listing, deletion, secret rotation, their secrets at rest. */
 @Module({
   controllers: [WebhookEndpointsController],
-  providers: [WebhookEndpointsService, WebhookEndpointsRepository, EndpointSecrets],
-  exports: [WebhookEndpointsService],
+  providers: [WebhookEndpointsService, WebhookEndpointsRepository, EndpointSecrets, SecretsAtRest],
+  exports: [WebhookEndpointsService, SecretsAtRest],
 })
 export class WebhookEndpointsModule {}

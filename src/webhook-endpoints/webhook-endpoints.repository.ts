@@ -43,6 +43,39 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return this.rows<{ id: string }>(`SELECT id FROM webhook_endpoints WHERE client_id = $1 AND event_types && ARRAY[$2, '*']::text[]`, [clientId, type]);
   }
 
+  /**
+   * How many secrets each key seals, every client's (null: in clear). The key
+   * id is the third field of `sealed:v1:<key id>:…` (EndpointSecrets).
+   */
+  sealedBy(): Promise<{ key_id: string | null; n: number }[]> {
+    return this.rows(
+      `SELECT CASE WHEN secret LIKE 'sealed:v1:%' THEN split_part(secret, ':', 3) END AS key_id, count(*)::int AS n
+         FROM webhook_endpoints GROUP BY 1`,
+      [],
+    );
+  }
+
+  /** Up to `limit` endpoints whose secret is not sealed under `keyId` (in clear, or under another key), every client's. */
+  notSealedUnder(keyId: string, limit: number): Promise<{ client_id: string; id: string; secret: string }[]> {
+    return this.rows(
+      `SELECT client_id, id, secret FROM webhook_endpoints
+        WHERE secret NOT LIKE 'sealed:v1:' || $1 || ':%'
+        ORDER BY client_id, id LIMIT $2`,
+      [keyId, limit],
+    );
+  }
+
+  /** The secret replaced only if it is still `was` (another instance may have sealed it first). */
+  async resealed(clientId: string, id: string, was: string, sealed: string): Promise<boolean> {
+    const rows = await this.rows(`UPDATE webhook_endpoints SET secret = $4 WHERE client_id = $1 AND id = $2 AND secret = $3 RETURNING id`, [
+      clientId,
+      id,
+      was,
+      sealed,
+    ]);
+    return rows.length === 1;
+  }
+
   async delete(clientId: string, id: string): Promise<boolean> {
     return (await this.rows(`DELETE FROM webhook_endpoints WHERE client_id = $1 AND id = $2 RETURNING id`, [clientId, id])).length > 0;
   }

@@ -165,6 +165,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
             CARD_NETWORK_URL: 'https://api.stripe.com',
             CARD_NETWORK_SECRET: 'sk_live_boot_0123456789abcdef',
             CARD_NETWORK_WEBHOOK_SECRET: 'whsec_boot_0123456789abcdef',
+            IDEMPOTENCY_ENCRYPTION_KEYS: 'k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=',
           },
           encoding: 'utf8',
           stdio: 'pipe',

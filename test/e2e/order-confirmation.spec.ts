@@ -190,6 +190,7 @@ describe('order confirmations in production (e2e)', () => {
         CARD_NETWORK_URL: 'https://api.stripe.com',
         CARD_NETWORK_SECRET: 'sk_live_confirmations_spec_0123456789',
         CARD_NETWORK_WEBHOOK_SECRET: 'whsec_confirmations_spec_0123456789',
+        IDEMPOTENCY_ENCRYPTION_KEYS: 'k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=',
         LOG_LEVEL: 'warn',
       };
       const refused = await promisify(execFile)(process.execPath, [builtFile('src/main.js')], { env, timeout: 30_000 }).then(

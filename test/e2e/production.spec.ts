@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,6 +38,7 @@ const PRODUCTION: Record<string, string> = {
   CARD_NETWORK_WEBHOOK_SECRET: WEBHOOK_SECRET,
   // Unreachable: a configuration that passes the checks stops at the database instead.
   DATABASE_URL: `postgres://nobody:${DB_PASSWORD}@127.0.0.1:1/none`,
+  IDEMPOTENCY_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('base64')}`,
   LOG_LEVEL: 'warn',
 };
 const SECRETS = [API_KEY, NETWORK_SECRET, WEBHOOK_SECRET, DB_PASSWORD, DEFAULT_CARD_NETWORK_SECRET, DEFAULT_WEBHOOK_SECRET, PUBLISHED_DEMO_KEY];
@@ -95,6 +96,7 @@ describe('production refuses what is only for development (e2e)', () => {
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: 'http://10.0.0.5:4242' }, /^refusing to start: CARD_NETWORK_URL uses http/],
     ['CARD_NETWORK_URL', { CARD_NETWORK_URL: 'http://127.example.com' }, /^refusing to start: CARD_NETWORK_URL uses http/],
     ['DATABASE_URL', { DATABASE_URL: undefined }, /^refusing to start: DATABASE_URL is not set, so the embedded development PostgreSQL/],
+    ['IDEMPOTENCY_ENCRYPTION_KEYS', { IDEMPOTENCY_ENCRYPTION_KEYS: undefined }, /^refusing to start: IDEMPOTENCY_ENCRYPTION_KEYS is not set, so webhook endpoints' signing secrets/],
     ['API_KEYS', { API_KEYS: `shop:${API_KEY},demo:${PUBLISHED_DEMO_KEY}` }, /^refusing to start: API_KEYS gives client "demo" the published demo key/],
     ['HTTP_TRUST_PROXY', { HTTP_TRUST_PROXY: '0.0.0.0/0' }, /^refusing to start: HTTP_TRUST_PROXY holds a range of every address \(\/0\)/],
     ['HTTP_TRUST_PROXY', { HTTP_TRUST_PROXY: '10.0.0.0/8, ::/0' }, /^refusing to start: HTTP_TRUST_PROXY holds a range of every address/],
@@ -194,6 +196,7 @@ describe('production against a card network of its own (e2e)', () => {
         CARD_NETWORK_URL: network.url,
         CARD_NETWORK_SECRET: NETWORK_SECRET,
         CARD_NETWORK_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        IDEMPOTENCY_ENCRYPTION_KEYS: PRODUCTION.IDEMPOTENCY_ENCRYPTION_KEYS,
         // Every request line (info), to show what a line carries.
         LOG_LEVEL: 'info',
       },
