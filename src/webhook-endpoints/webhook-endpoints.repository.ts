@@ -43,21 +43,21 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return this.rows<{ id: string }>(`SELECT id FROM webhook_endpoints WHERE client_id = $1 AND event_types && ARRAY[$2, '*']::text[]`, [clientId, type]);
   }
 
-  /**
-   * How many secrets each key seals, every client's (null: in clear). The key
-   * id is the third field of `sealed:v1:<key id>:…` (EndpointSecrets).
-   */
+  // The secrets at rest (SecretsAtRest) are read and resealed at boot, every client's: sent
+  // unnamed, as migrations are, so that a pooler that cannot keep prepared statements never
+  // stops a boot by chance (the request path names its statements, see SqlRepository).
+
+  /** How many secrets each key seals (null: in clear). The key id is the third field of `sealed:v1:<key id>:…` (EndpointSecrets). */
   sealedBy(): Promise<{ key_id: string | null; n: number }[]> {
-    return this.rows(
+    return this.txHost.tx.query(
       `SELECT CASE WHEN secret LIKE 'sealed:v1:%' THEN split_part(secret, ':', 3) END AS key_id, count(*)::int AS n
          FROM webhook_endpoints GROUP BY 1`,
-      [],
     );
   }
 
-  /** Up to `limit` endpoints whose secret is not sealed under `keyId` (in clear, or under another key), every client's. */
+  /** Up to `limit` endpoints whose secret is not sealed under `keyId` (in clear, or under another key). */
   notSealedUnder(keyId: string, limit: number): Promise<{ client_id: string; id: string; secret: string }[]> {
-    return this.rows(
+    return this.txHost.tx.query(
       `SELECT client_id, id, secret FROM webhook_endpoints
         WHERE secret NOT LIKE 'sealed:v1:' || $1 || ':%'
         ORDER BY client_id, id LIMIT $2`,
@@ -67,12 +67,11 @@ export class WebhookEndpointsRepository extends SqlRepository {
 
   /** The secret replaced only if it is still `was` (another instance may have sealed it first). */
   async resealed(clientId: string, id: string, was: string, sealed: string): Promise<boolean> {
-    const rows = await this.rows(`UPDATE webhook_endpoints SET secret = $4 WHERE client_id = $1 AND id = $2 AND secret = $3 RETURNING id`, [
-      clientId,
-      id,
-      was,
-      sealed,
-    ]);
+    const rows = (await this.txHost.tx.query(
+      `WITH replaced AS (UPDATE webhook_endpoints SET secret = $4 WHERE client_id = $1 AND id = $2 AND secret = $3 RETURNING id)
+       SELECT id FROM replaced`,
+      [clientId, id, was, sealed],
+    )) as unknown[];
     return rows.length === 1;
   }
 
