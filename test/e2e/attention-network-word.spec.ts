@@ -127,7 +127,7 @@ describe("an operator's decision and the network's word (e2e)", () => {
     // A refund whose only send was lost before the network saw it, then a day of refusals.
     await ledger.hold();
     await refund(payment.id, key).expect(503);
-    await ledger.release();
+    await ledger.releaseLost();
     const [{ id: refundId }] = await t.dataSource.query<{ id: string }[]>('SELECT id FROM refunds WHERE payment_id = $1', [payment.id]);
     await aDayLater('refunds', refundId);
     await ledger.refuse(429, 1_000);

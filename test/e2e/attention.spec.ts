@@ -84,7 +84,7 @@ describe('stuck operations end or go to a person (e2e)', () => {
     await ledger.hold();
     const lost = await refund(payment.id, key).expect(503);
     expect(lost.body.code).toBe('card_network_unavailable');
-    await ledger.release();
+    await ledger.releaseLost();
     expect(await ledger.refunds(payment.intent)).toEqual([]);
     await dashboardRefund(payment.intent, taken);
     const [{ id }] = await t.dataSource.query<{ id: string }[]>('SELECT id FROM refunds WHERE payment_id = $1', [payment.id]);
@@ -162,7 +162,7 @@ describe('stuck operations end or go to a person (e2e)', () => {
     const key = randomUUID();
     await ledger.hold();
     await refund(payment.id, key).expect(503);
-    await ledger.release();
+    await ledger.releaseLost();
     // The resume's lookup passes, its create is refused as it stands (400).
     await ledger.refuse(400, 1, 1);
     const handed = await refund(payment.id, key).expect(409);
@@ -202,7 +202,7 @@ describe('stuck operations end or go to a person (e2e)', () => {
     const key = randomUUID();
     await ledger.hold();
     await pay(key, body).expect(503);
-    await ledger.release();
+    await ledger.releaseLost();
     expect(await http().post(`/orders/${order.id}/cancel`).set(t.auth()).set('Idempotency-Key', randomUUID()).send().then((r) => r.status)).toBe(422);
     await ledger.refuse(400, 5);
     expect((await pay(key, body).expect(502)).body.code).toBe('card_network_error');
@@ -218,12 +218,12 @@ describe('stuck operations end or go to a person (e2e)', () => {
     const payKey = randomUUID();
     await ledger.hold();
     await pay(payKey, paymentBody({ order_id: order.id, amount: order.amount_total, currency: order.currency })).expect(503);
-    await ledger.release();
+    await ledger.releaseLost();
     const payment = await paid();
     const refundKey = randomUUID();
     await ledger.hold();
     await refund(payment.id, refundKey).expect(503);
-    await ledger.release();
+    await ledger.releaseLost();
 
     // A day later (the records aged on the database's clock), the network still answers nothing definite.
     await t.dataSource.query(`UPDATE payments SET created_at = created_at - interval '25 hours' WHERE order_id = $1`, [order.id]);

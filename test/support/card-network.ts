@@ -4,6 +4,7 @@ import { CARD_NETWORK_ENDPOINT, CardNetworkEndpoint } from '../../src/payments/c
 import type { DataSource } from 'typeorm';
 import type { TestApp } from './app';
 import { builtPackageFile } from './dist';
+import { waitFor } from './http-client';
 
 /**
  * The card network as the suites see it: its ledger, read through its own
@@ -125,6 +126,17 @@ export class Ledger {
 
   release(): Promise<void> {
     return this.call('POST', '/_simulator/release');
+  }
+
+  /**
+   * The held requests' callers have left (their answers came back 503): waits
+   * until the network has seen each leave and discarded it, then stops holding.
+   * A caller's leaving and the test's release reach the network on different
+   * connections, in no set order.
+   */
+  async releaseLost(): Promise<void> {
+    await waitFor('the held requests to be discarded', async () => (await this.held()) === 0);
+    await this.release();
   }
 
   /**
