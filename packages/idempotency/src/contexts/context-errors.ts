@@ -1,7 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { Observable, throwError } from 'rxjs';
 import { IdempotencyErrorCode, IdempotencyProblem } from '../idempotency.errors';
-import { ReplayedOutcome } from './keyed-operation';
+import { ReplayedOutcome } from './value-answers';
 
 /**
  * The module's problems as a GraphQL resolver or a message handler answers

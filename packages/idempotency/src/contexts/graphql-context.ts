@@ -5,9 +5,9 @@ import { fingerprint } from '../fingerprint';
 import { idempotencyErrors } from '../idempotency.errors';
 import { ResolvedIdempotencyOptions } from '../idempotency.options';
 import { IdempotencyKeySource, IdempotencyRequest } from '../module-options';
-import { parseIdempotencyKey } from '../idempotency-key';
 import { IdempotentRoutes } from '../idempotent-routes';
 import { KeyedOperation } from './keyed-operation';
+import { VALUE_ANSWERS } from './value-answers';
 import { checkScope } from '../scope';
 
 /** The default key of a mutation: the header of the HTTP request that carries it. */
@@ -83,13 +83,8 @@ export class GraphqlIdempotency {
     const { policyUrl } = this.options;
     const request = graphqlHttpRequest(ctx);
 
-    const raw = readGraphqlKey(route.key ?? DEFAULT_KEY, args, ctx, request);
-    if (raw === undefined) {
-      if (!route.required) return next.handle();
-      throw idempotencyErrors.missing(policyUrl);
-    }
-    const parsed = parseIdempotencyKey(raw);
-    if (!parsed.ok) throw idempotencyErrors.invalid(policyUrl, parsed.reason);
+    const key = this.operations.keyOf(route, readGraphqlKey(route.key ?? DEFAULT_KEY, args, ctx, request));
+    if (key === undefined) return next.handle();
 
     if (!request) throw new Error('@Idempotent() on a GraphQL resolver: the GraphQL context carries no HTTP request (ctx.req or ctx.reply.request) to read the scope from');
     const scope = checkScope(this.options.scope(request));
@@ -101,8 +96,9 @@ export class GraphqlIdempotency {
     }
     const answer = await this.operations.run(
       route,
-      { scope, key: parsed.key, fingerprint: fingerprint('GRAPHQL', field, args), leaseMs: route.leaseMs, retentionMs: route.retentionMs },
+      { scope, key, fingerprint: fingerprint('GRAPHQL', field, args) },
       () => lastValueFrom(next.handle(), { defaultValue: undefined }),
+      VALUE_ANSWERS,
     );
     if (answer.replayed) ctx?.reply?.header?.('Idempotent-Replayed', 'true');
     return of(answer.value);
