@@ -25,7 +25,9 @@ module.exports = {
   // that reaches a package's internals shares every class and token with the app under test.
   moduleNameMapper: {
     '^safe-retries$': '<rootDir>/packages/idempotency/src/index.ts',
-    '^safe-retries/(.*)$': '<rootDir>/packages/idempotency/src/$1',
+    '^safe-retries/redis$': '<rootDir>/packages/idempotency/src/stores/redis/index.ts',
+    '^safe-retries/nats$': '<rootDir>/packages/idempotency/src/outbox/nats/index.ts',
+    '^safe-retries/(swagger|testing)$': '<rootDir>/packages/idempotency/src/$1/index.ts',
     '^@safe-retries/dev-postgres$': '<rootDir>/packages/dev-postgres/src/index.ts',
     '^@safe-retries/card-network-simulator$': '<rootDir>/packages/card-network-simulator/src/index.ts',
     '^@safe-retries/client$': '<rootDir>/packages/client/src/index.ts',

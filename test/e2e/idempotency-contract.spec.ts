@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import type { IdempotencyStoreKind } from '../../packages/idempotency/src/module-options';
+import type { IdempotencyStoreKind } from '../../packages/idempotency/src/config/module-options';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { IdempotencyKeys } from 'safe-retries';
 import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';
@@ -8,8 +8,8 @@ import { TimedResponse, histogram, peakConcurrency, timed } from '../support/rac
 import { hasRedisSuites, redisSuites, redisUrl } from '../support/redis-server';
 import { StalledRenewals } from '../support/stalled-renewals';
 import { holdKey } from '../support/claim-window';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from '../../packages/idempotency/src/redis/redis-idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { RedisIdempotencyStore } from '../../packages/idempotency/src/stores/redis/redis-idempotency.store';
 
 /**
  * The contract of @Idempotent() over HTTP, on each store on a real server:

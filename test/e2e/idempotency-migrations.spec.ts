@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { migrations } from '../../migrations';
 import { idempotencyMigrations } from 'safe-retries';
-import { keyId, keyIdSql } from '../../packages/idempotency/src/key-id';
+import { keyId, keyIdSql } from '../../packages/idempotency/src/contract/key-id';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
 /** The idempotency table's migrations keep what a running service has stored. */

@@ -15,8 +15,8 @@ import {
   createIdempotencyMigrations,
   transactionalClsModule,
 } from 'safe-retries';
-import { IdempotencyMetrics } from '../../packages/idempotency/src/idempotency.metrics';
-import { resolveIdempotencyOptions } from '../../packages/idempotency/src/idempotency.options';
+import { IdempotencyMetrics } from '../../packages/idempotency/src/telemetry/idempotency.metrics';
+import { resolveIdempotencyOptions } from '../../packages/idempotency/src/config/idempotency.options';
 import { countRows } from '../support/app';
 import { TestDatabase, createTestDatabase } from '../support/database';
 import { waitFor } from '../support/http-client';

@@ -1,4 +1,4 @@
-import type { IdempotencyStore, Ownership } from '../../packages/idempotency/src/idempotency.store';
+import type { IdempotencyStore, Ownership } from '../../packages/idempotency/src/contract/idempotency.store';
 
 /**
  * A worker whose lease renewals never reach the store: the in-process stand-in

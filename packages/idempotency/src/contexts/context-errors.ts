@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { Observable, throwError } from 'rxjs';
-import { IdempotencyErrorCode, IdempotencyProblem } from '../idempotency.errors';
+import { IdempotencyErrorCode, IdempotencyProblem } from '../contract/idempotency.errors';
 import { ReplayedOutcome } from './value-answers';
 
 /**

@@ -1,14 +1,14 @@
 import { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable, lastValueFrom, of } from 'rxjs';
 import { asGraphQLError } from './context-errors';
-import { fingerprint } from '../fingerprint';
-import { idempotencyErrors } from '../idempotency.errors';
-import { ResolvedIdempotencyOptions } from '../idempotency.options';
-import { IdempotencyKeySource, IdempotencyRequest } from '../module-options';
-import { IdempotentRoutes } from '../idempotent-routes';
-import { KeyedOperation } from './keyed-operation';
+import { fingerprint } from '../core/fingerprint';
+import { idempotencyErrors } from '../contract/idempotency.errors';
+import { ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { IdempotencyKeySource, IdempotencyRequest } from '../config/module-options';
+import { IdempotentRoutes } from '../routes/idempotent-routes';
+import { KeyedOperation } from '../core/keyed-operation';
 import { VALUE_ANSWERS } from './value-answers';
-import { checkScope } from '../scope';
+import { checkScope } from '../core/scope';
 
 /** The default key of a mutation: the header of the HTTP request that carries it. */
 const DEFAULT_KEY: IdempotencyKeySource = { header: 'idempotency-key' };

@@ -1,13 +1,14 @@
 import { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable, lastValueFrom, of } from 'rxjs';
 import { asMessageError } from './context-errors';
-import { fingerprint } from '../fingerprint';
-import { ResolvedIdempotencyOptions } from '../idempotency.options';
-import { IdempotencyKeySource } from '../module-options';
-import { IdempotentRoutes, RouteSettings, messagePatterns } from '../idempotent-routes';
-import { KeyedOperation } from './keyed-operation';
+import { fingerprint } from '../core/fingerprint';
+import { ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { IdempotencyKeySource } from '../config/module-options';
+import { RouteSettings } from '../core/route-settings';
+import { IdempotentRoutes, messagePatterns } from '../routes/idempotent-routes';
+import { KeyedOperation } from '../core/keyed-operation';
 import { VALUE_ANSWERS } from './value-answers';
-import { checkScope } from '../scope';
+import { checkScope } from '../core/scope';
 
 /** The default key of a message: its payload's `idempotencyKey` field. */
 const DEFAULT_KEY: IdempotencyKeySource = { field: 'idempotencyKey' };

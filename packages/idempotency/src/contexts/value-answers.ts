@@ -1,5 +1,5 @@
-import { StoredResponse } from '../idempotency.store';
-import { Answering } from './keyed-operation';
+import { StoredResponse } from '../contract/idempotency.store';
+import { Answering } from '../core/keyed-operation';
 
 /** What a GraphQL field or a message handler answers: the handler's value (as stored), and whether it was replayed. */
 export interface ValueAnswer {

@@ -1,13 +1,13 @@
 import { MigrationInterface } from 'typeorm';
-import { DEFAULT_TABLE_NAME, idempotencyTable } from '../idempotency-table';
-import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from '../idempotency-messages-table';
+import { DEFAULT_TABLE_NAME, idempotencyTable } from '../config/idempotency-table';
+import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from '../config/idempotency-messages-table';
 import { createIdempotencyKeys } from './1764460800001-CreateIdempotencyKeys';
 import { idempotencyKeysRecovery } from './1764460800004-IdempotencyKeysRecovery';
 import { idempotencyKeysAnyScope } from './1764460800005-IdempotencyKeysAnyScope';
 import { idempotencyKeysHashed } from './1796081151558-IdempotencyKeysHashed';
 import { createIdempotencyMessages } from './1796142644217-CreateIdempotencyMessages';
 import { createIdempotencyOutbox } from './1796500000000-CreateIdempotencyOutbox';
-import { DEFAULT_OUTBOX_TABLE_NAME } from '../outbox/outbox-statements';
+import { DEFAULT_OUTBOX_TABLE_NAME } from '../config/idempotency-table';
 
 export type IdempotencyMigration = new () => MigrationInterface;
 

@@ -1,6 +1,6 @@
-import { formatDuration } from '../duration';
-import { ResolvedIdempotencyOptions } from '../idempotency.options';
-import { IdempotencyErrorCode } from '../idempotency.errors';
+import { formatDuration } from '../config/duration';
+import { ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { IdempotencyErrorCode } from '../contract/idempotency.errors';
 import { X_IDEMPOTENCY } from './describe-idempotent-routes';
 
 /**

@@ -10,5 +10,5 @@
  */
 export { describeIdempotentRoutes } from './describe-idempotent-routes';
 export { applyIdempotencyPolicy, policyMarkdown } from './idempotency-policy';
-export { IDEMPOTENCY_OPTIONS } from '../idempotency.options';
-export type { ResolvedIdempotencyOptions } from '../idempotency.options';
+export { IDEMPOTENCY_OPTIONS } from '../config/idempotency.options';
+export type { ResolvedIdempotencyOptions } from '../config/idempotency.options';

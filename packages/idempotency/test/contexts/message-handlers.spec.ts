@@ -10,8 +10,8 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { lastValueFrom } from 'rxjs';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyCommitMode, IdempotencyEvent, IdempotencyModule, Idempotent, createIdempotencyMigrations, transactionalClsModule } from '../../src';
-import { keyId } from '../../src/key-id';
-import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
+import { keyId } from '../../src/contract/key-id';
+import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-idempotency.store';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { createDatabase } from '../support/test-services';
 

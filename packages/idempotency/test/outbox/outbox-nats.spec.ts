@@ -7,7 +7,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { JetStreamManager, NatsConnection, connect } from 'nats';
 import { DataSource } from 'typeorm';
 import { IdempotencyModule, Outbox, OutboxMessage, createIdempotencyMigrations, transactionalClsModule } from '../../src';
-import { natsOutboxPublisher } from '../../src/nats';
+import { natsOutboxPublisher } from '../../src/outbox/nats';
 import { TestNatsServer, natsSuites, startNatsServer } from '../support/nats-server';
 import { createDatabase } from '../support/test-services';
 

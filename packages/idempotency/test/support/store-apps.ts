@@ -2,7 +2,7 @@ import { Type } from '@nestjs/common';
 import { Test, TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { IdempotencyModule, IdempotencyModuleOptions, createIdempotencyMigrations, transactionalClsModule } from '../../src';
-import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
+import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-idempotency.store';
 import { StoreContractSubject, idempotencyStoreOf } from '../../src/testing';
 import { createDatabase } from './test-services';
 

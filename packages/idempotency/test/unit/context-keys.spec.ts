@@ -1,7 +1,7 @@
 import { IdempotencyErrorCode, IdempotencyProblem } from '../../src';
 import { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, asGraphQLError, asMessageError } from '../../src/contexts/context-errors';
 import { graphqlHttpRequest, readGraphqlKey } from '../../src/contexts/graphql-context';
-import { idempotencyErrors } from '../../src/idempotency.errors';
+import { idempotencyErrors } from '../../src/contract/idempotency.errors';
 import { ReplayedOutcome } from '../../src/contexts/value-answers';
 import { TransportContext, readMessageKey } from '../../src/contexts/message-context';
 

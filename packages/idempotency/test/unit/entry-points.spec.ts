@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import * as root from '../../src';
-import * as nats from '../../src/nats';
-import * as redis from '../../src/redis';
+import * as nats from '../../src/outbox/nats';
+import * as redis from '../../src/stores/redis';
 import * as swagger from '../../src/swagger';
 import * as testing from '../../src/testing';
 
@@ -108,12 +108,12 @@ describe('entry points', () => {
     expect(reach(join(SRC, 'swagger/index.ts')).packages).toContain('@nestjs/swagger');
     expect(Object.keys(swagger).sort()).toEqual(['IDEMPOTENCY_OPTIONS', 'applyIdempotencyPolicy', 'describeIdempotentRoutes', 'policyMarkdown']);
     expect(Object.keys(redis)).toEqual(['RedisIdempotencyStore']);
-    expect(reach(join(SRC, 'redis/index.ts')).lazily).toEqual(new Set(['ioredis']));
+    expect(reach(join(SRC, 'stores/redis/index.ts')).lazily).toEqual(new Set(['ioredis']));
   });
 
   it('the nats subpath is the JetStream publisher, which loads nats when it connects', () => {
     expect(Object.keys(nats)).toEqual(['natsOutboxPublisher']);
-    const { packages, lazily } = reach(join(SRC, 'nats/index.ts'));
+    const { packages, lazily } = reach(join(SRC, 'outbox/nats/index.ts'));
     expect([...packages]).toEqual([]);
     expect(lazily).toEqual(new Set(['nats']));
   });

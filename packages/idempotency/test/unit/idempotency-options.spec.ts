@@ -1,6 +1,6 @@
 import { Controller, Post } from '@nestjs/common';
 import { IDEMPOTENCY_DEFAULTS, Idempotent } from '../../src';
-import { resolveIdempotencyOptions, resolveTiming } from '../../src/idempotency.options';
+import { resolveIdempotencyOptions, resolveTiming } from '../../src/config/idempotency.options';
 
 /** The one resolver of the module's options: defaults, durations, lease < retention. */
 describe('idempotency options', () => {
