@@ -1,6 +1,7 @@
 import { DynamicModule, ForwardReference, INestApplication, Provider, Type } from '@nestjs/common';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
+import type { RouteOptions } from 'fastify';
 import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { configureApp, createHttpAdapter } from '../../src/app.setup';
@@ -32,6 +33,8 @@ export interface TestAppOptions {
   database?: TestDatabase;
   /** Listen on a real port (separate sockets for race tests). */
   listen?: boolean;
+  /** Sees every route the app registers (Fastify's onRoute), the app's own hooks after it. */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 export interface TestApp {
@@ -69,6 +72,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
   }
   const moduleRef = await builder.compile();
   const app = moduleRef.createNestApplication<NestFastifyApplication>(createHttpAdapter(config), { bodyParser: false, bufferLogs: true });
+  if (options.onRoute) app.getHttpAdapter().getInstance().addHook('onRoute', options.onRoute);
   configureApp(app, config);
   let url: string | undefined;
   try {
