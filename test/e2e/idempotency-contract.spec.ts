@@ -160,14 +160,16 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
     const body = { name: name('renewed'), hold: true };
     const original = send('short-lease', key, body);
     await effects.executionStarted(body.name, 1);
-    // Ten leases of 300 ms: a lease that was not renewed would have been taken over by now.
-    const until = Date.now() + 3_000;
-    while (Date.now() < until) {
+    // Retries until the owner has kept its lease through 30 renewals, one every third of
+    // it (ten leases): a lease that was not renewed would have been taken over by one of them.
+    const deadline = Date.now() + 30_000;
+    do {
       const retry = await send('short-lease', key, body);
       expect(retry.status).toBe(409);
       expect(retry.body.code).toBe('idempotency_request_in_progress');
+      if (Date.now() > deadline) throw new Error(`only ${renewals.renewals(key)} renewals in 30 s`);
       await new Promise((r) => setTimeout(r, 100));
-    }
+    } while (renewals.renewals(key) < 30);
     effects.release(body.name, 1);
     const done = await original;
     expect(done.status).toBe(202);
