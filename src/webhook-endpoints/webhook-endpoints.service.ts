@@ -14,7 +14,7 @@ import { EndpointSecrets } from './endpoint-secrets';
 import { EndpointFailure, WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoints.repository';
 import { DISABLE_AFTER, FAILURES_BEFORE_PAUSE, PAUSE_S, PROBE_LEASE_S } from './endpoint-pacing';
 
-export function toEndpointResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
+function toResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
   return {
     id: row.id,
     url: row.url,
@@ -25,7 +25,6 @@ export function toEndpointResponse(row: WebhookEndpointRow): WebhookEndpointResp
     failing_since: row.failing_since?.toISOString() ?? null,
   };
 }
-const toResponse = toEndpointResponse;
 
 /**
  * The most endpoints a client may have (Stripe's limit): each event is
