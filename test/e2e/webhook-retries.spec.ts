@@ -125,9 +125,13 @@ describe('webhook retries and failing endpoints (e2e)', () => {
     await sql(`SELECT pg_notify('idempotency_outbox', '')`);
   }
 
-  /** Every undelivered message of the endpoint handed over since the nudge and held: the relay marked each failed again. */
+  /**
+   * Every undelivered message of the endpoint handed over since the last nudge
+   * and marked failed by the relay (held, or its attempt failed): none is in
+   * the relay's hands, where its mark would undo the next nudge.
+   */
   async function heldAgain(endpointId: string): Promise<void> {
-    await waitFor('the relay to hand every message over and be refused', async () =>
+    await waitFor('the relay to hand every message over and mark it failed', async () =>
       (
         await sql<{ n: number }>(`SELECT count(*)::int AS n FROM idempotency_outbox WHERE payload->>'endpointId' = $1 AND delivered_at IS NULL AND last_error IS NULL`, [
           endpointId,
@@ -142,6 +146,7 @@ describe('webhook retries and failing endpoints (e2e)', () => {
    * endpoint's pause ends, and the message is handed over.
    */
   async function advance(endpointId: string): Promise<void> {
+    await heldAgain(endpointId);
     await sql(
       `UPDATE webhook_deliveries d SET created_at = d.created_at - s.shift, finished_at = d.finished_at - s.shift, retry_at = d.retry_at - s.shift
          FROM (SELECT max(retry_at) - now() AS shift FROM webhook_deliveries WHERE endpoint_id = $1 AND retry_at <> 'infinity') s
