@@ -10,6 +10,7 @@ import { ClientWebhooks1796600000000 } from './1796600000000-ClientWebhooks';
 import { AttentionNetworkWord1797300000000 } from './1797300000000-AttentionNetworkWord';
 import { RefundSettlementCursor1797400000000 } from './1797400000000-RefundSettlementCursor';
 import { WebhookAttempts1797500000000 } from './1797500000000-WebhookAttempts';
+import { WebhookRetries1797600000000 } from './1797600000000-WebhookRetries';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
   idempotencyMigrations;
@@ -39,4 +40,5 @@ export const migrations = [
   AttentionNetworkWord1797300000000,
   RefundSettlementCursor1797400000000,
   WebhookAttempts1797500000000,
+  WebhookRetries1797600000000,
 ];

@@ -5,8 +5,16 @@ import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../http/openapi';
 import { ParseIdPipe } from '../http/parse-id.pipe';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
-import { WebhookEndpointList, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
+import { WebhookEndpointList, WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
+
+/** How deliveries are retried and endpoints paused or disabled (src/events/webhook-schedule.ts, endpoint-pacing.ts), in the routes' OpenAPI descriptions. */
+const DELIVERY_POLICY =
+  'Deliveries are retried on a fixed schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, then every 10 h: ' +
+  '12 attempts within 67 h 35 min of the first, a dead letter at 3 days (`POST /events/{id}/redeliver`). A 429 or 503 with `Retry-After` (seconds or an HTTP date) ' +
+  'moves the next attempt to the first step at or after it (past the last step: the last), and pauses the endpoint until then (at most 1 h). After 5 failed attempts in a row ' +
+  'the endpoint is paused as a whole: one probe delivery (after 1 min, doubling, at most 1 h) and, once it succeeds, the rest. A `410 Gone` disables it at once, ' +
+  '5 days of failures with no success at its next failed attempt, with a `webhook_endpoint.disabled` event and `disabled_reason`; `POST /webhook-endpoints/{id}/enable` enables it again.';
 
 // Not @Idempotent(): a stored response would keep the secret; a retried create makes a second endpoint, which DELETE removes.
 @ApiTags('webhook-endpoints')
@@ -16,7 +24,7 @@ export class WebhookEndpointsController {
   constructor(private readonly endpoints: WebhookEndpointsService) {}
 
   @Post()
-  @ApiOperation({ summary: 'Register a webhook endpoint; its signing secret is shown only in this answer' })
+  @ApiOperation({ summary: 'Register a webhook endpoint; its signing secret is shown only in this answer', description: DELIVERY_POLICY })
   @ApiCreatedResponse({ type: WebhookEndpointWithSecretResponse })
   @ApiProblems(400, 422)
   create(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWebhookEndpointDto): Promise<WebhookEndpointWithSecretResponse> {
@@ -24,7 +32,7 @@ export class WebhookEndpointsController {
   }
 
   @Get()
-  @ApiOperation({ summary: 'List webhook endpoints (without their secrets)' })
+  @ApiOperation({ summary: 'List webhook endpoints (without their secrets), with their status: a disabled one says why' })
   @ApiOkResponse({ type: WebhookEndpointList })
   list(@CurrentClient() client: AuthenticatedClient) {
     return this.endpoints.list(client.id);
@@ -37,6 +45,18 @@ export class WebhookEndpointsController {
   @ApiProblems(404)
   delete(@CurrentClient() client: AuthenticatedClient, @Param('id', ParseIdPipe) id: string): Promise<void> {
     return this.endpoints.delete(client.id, id);
+  }
+
+  @Post(':id/enable')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'Enable a disabled endpoint (200 whatever it was): its held deliveries resume, new events are queued for it again',
+    description: DELIVERY_POLICY,
+  })
+  @ApiOkResponse({ type: WebhookEndpointResponse })
+  @ApiProblems(404)
+  enable(@CurrentClient() client: AuthenticatedClient, @Param('id', ParseIdPipe) id: string): Promise<WebhookEndpointResponse> {
+    return this.endpoints.enable(client.id, id);
   }
 
   @Post(':id/rotate')

@@ -11,10 +11,19 @@ import { RefusedAddressError, isPublicAddress, publicAddresses } from '../addres
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
 import { WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
 import { EndpointSecrets } from './endpoint-secrets';
-import { WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoints.repository';
+import { EndpointFailure, WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoints.repository';
+import { DISABLE_AFTER, FAILURES_BEFORE_PAUSE, PAUSE_S, PROBE_LEASE_S } from './endpoint-pacing';
 
 function toResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
-  return { id: row.id, url: row.url, event_types: row.event_types, created_at: row.created_at.toISOString() };
+  return {
+    id: row.id,
+    url: row.url,
+    event_types: row.event_types,
+    created_at: row.created_at.toISOString(),
+    status: row.disabled_at ? 'disabled' : 'enabled',
+    disabled_reason: row.disabled_reason,
+    failing_since: row.failing_since?.toISOString() ?? null,
+  };
 }
 
 /**
@@ -29,6 +38,11 @@ export interface DeliveryTarget {
   url: string;
   secret: string;
 }
+
+/** Whether a delivery may go now: its target, or why it is held (the endpoint disabled or paused). */
+export type Admission = { target: DeliveryTarget; held?: undefined } | { target?: undefined; held: 'disabled' | 'paused' };
+
+export type { EndpointFailure } from './webhook-endpoints.repository';
 
 /**
  * A client's webhook endpoints. The secret is generated here, answered once
@@ -92,10 +106,35 @@ export class WebhookEndpointsService {
     return (await this.endpoints.subscribed(clientId, type)).map((e) => e.id);
   }
 
-  /** The endpoint's URL and secret, or undefined when it was deleted. */
-  async target(clientId: string, id: string): Promise<DeliveryTarget | undefined> {
-    const row = await this.endpoints.find(clientId, id);
-    return row && { url: row.url, secret: this.secrets.open(id, row.secret) };
+  /** Enabled again (200 whatever it was): its held deliveries go at their next turn, new events are queued for it. */
+  async enable(clientId: string, id: string): Promise<WebhookEndpointResponse> {
+    const row = await this.endpoints.enable(clientId, id);
+    if (!row) throw notFound(id);
+    return toResponse(row);
+  }
+
+  /**
+   * Whether a delivery to the endpoint may go now (its URL and secret), or is
+   * held: disabled, or paused (another delivery is its probe, or the probe's
+   * time has not come); undefined when it was deleted.
+   */
+  async admit(clientId: string, id: string): Promise<Admission | undefined> {
+    const row = await this.endpoints.admit(clientId, id, PROBE_LEASE_S);
+    if (!row) return undefined;
+    if (!row.admitted) return { held: row.disabled ? 'disabled' : 'paused' };
+    return { target: { url: row.url, secret: this.secrets.open(id, row.secret) } };
+  }
+
+  /** A delivery succeeded: the endpoint is healthy again. */
+  succeeded(clientId: string, id: string): Promise<void> {
+    return this.endpoints.succeeded(clientId, id);
+  }
+
+  /** A delivery failed: counted toward the pause and the disabling (webhook-schedule.ts); answers the endpoint when this disabled it. */
+  async failed(clientId: string, id: string, failure: EndpointFailure): Promise<WebhookEndpointResponse | undefined> {
+    const pacing = { failuresBeforePause: FAILURES_BEFORE_PAUSE, pauseFirstS: PAUSE_S.first, pauseMaxS: PAUSE_S.max, disableAfter: DISABLE_AFTER };
+    const row = await this.endpoints.failed(clientId, id, failure, pacing);
+    return row && toResponse(row);
   }
 
   private validUrl(given: string): string {

@@ -188,10 +188,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List webhook endpoints (without their secrets) */
+        /** List webhook endpoints (without their secrets), with their status: a disabled one says why */
         get: operations["WebhookEndpointsController_list"];
         put?: never;
-        /** Register a webhook endpoint; its signing secret is shown only in this answer */
+        /**
+         * Register a webhook endpoint; its signing secret is shown only in this answer
+         * @description Deliveries are retried on a fixed schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, then every 10 h: 12 attempts within 67 h 35 min of the first, a dead letter at 3 days (`POST /events/{id}/redeliver`). A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to the first step at or after it (past the last step: the last), and pauses the endpoint until then (at most 1 h). After 5 failed attempts in a row the endpoint is paused as a whole: one probe delivery (after 1 min, doubling, at most 1 h) and, once it succeeds, the rest. A `410 Gone` disables it at once, 5 days of failures with no success at its next failed attempt, with a `webhook_endpoint.disabled` event and `disabled_reason`; `POST /webhook-endpoints/{id}/enable` enables it again.
+         */
         post: operations["WebhookEndpointsController_create"];
         delete?: never;
         options?: never;
@@ -211,6 +214,26 @@ export interface paths {
         post?: never;
         /** Delete a webhook endpoint (its pending deliveries are dropped) */
         delete: operations["WebhookEndpointsController_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{id}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enable a disabled endpoint (200 whatever it was): its held deliveries resume, new events are queued for it again
+         * @description Deliveries are retried on a fixed schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, then every 10 h: 12 attempts within 67 h 35 min of the first, a dead letter at 3 days (`POST /events/{id}/redeliver`). A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to the first step at or after it (past the last step: the last), and pauses the endpoint until then (at most 1 h). After 5 failed attempts in a row the endpoint is paused as a whole: one probe delivery (after 1 min, doubling, at most 1 h) and, once it succeeds, the rest. A `410 Gone` disables it at once, 5 days of failures with no success at its next failed attempt, with a `webhook_endpoint.disabled` event and `disabled_reason`; `POST /webhook-endpoints/{id}/enable` enables it again.
+         */
+        post: operations["WebhookEndpointsController_enable"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -506,7 +529,7 @@ export interface components {
              *       "refund.succeeded"
              *     ]
              */
-            event_types: ("order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted" | "*")[];
+            event_types: ("order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted" | "webhook_endpoint.disabled" | "*")[];
         };
         WebhookEndpointWithSecretResponse: {
             /** Format: uuid */
@@ -521,6 +544,21 @@ export interface components {
             event_types: string[];
             /** Format: date-time */
             created_at: string;
+            /**
+             * @description `disabled`: after a 410 Gone, or 5 days of failed deliveries; nothing is sent until it is enabled again
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /**
+             * @description Why it was disabled (null while enabled)
+             * @example the endpoint answered 410 Gone
+             */
+            disabled_reason: string | null;
+            /**
+             * Format: date-time
+             * @description Since when every delivery has failed (null after a success); failing, it is paused as a whole, one probe delivery at a time
+             */
+            failing_since: string | null;
             /**
              * @description The signing secret (Standard Webhooks); shown only now
              * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
@@ -540,6 +578,21 @@ export interface components {
             event_types: string[];
             /** Format: date-time */
             created_at: string;
+            /**
+             * @description `disabled`: after a 410 Gone, or 5 days of failed deliveries; nothing is sent until it is enabled again
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /**
+             * @description Why it was disabled (null while enabled)
+             * @example the endpoint answered 410 Gone
+             */
+            disabled_reason: string | null;
+            /**
+             * Format: date-time
+             * @description Since when every delivery has failed (null after a success); failing, it is paused as a whole, one probe delivery at a time
+             */
+            failing_since: string | null;
         };
         WebhookEndpointList: {
             /** @enum {string} */
@@ -555,8 +608,8 @@ export interface components {
              * @example payment.succeeded
              * @enum {string}
              */
-            type: "order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted";
-            /** @description The resource (payment, refund or order) as the API answers it, at the change */
+            type: "order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted" | "webhook_endpoint.disabled";
+            /** @description The resource (payment, refund, order or webhook endpoint) as the API answers it, at the change */
             data: {
                 [key: string]: unknown;
             };
@@ -1352,6 +1405,45 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Missing or invalid API key (`unauthorized`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource for this client (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_enable: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointResponse"];
+                };
             };
             /** @description Missing or invalid API key (`unauthorized`). */
             401: {
