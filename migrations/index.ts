@@ -1,4 +1,4 @@
-import { idempotencyMigrations } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
 import { CreateClients1764460800000 } from './1764460800000-CreateClients';
 import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-CreateOrdersPaymentsRefunds';
 import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
@@ -13,7 +13,7 @@ import { WebhookAttempts1797500000000 } from './1797500000000-WebhookAttempts';
 import { WebhookRetries1797600000000 } from './1797600000000-WebhookRetries';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
-  idempotencyMigrations;
+  idempotencyMigrations();
 
 /**
  * Every migration, in order: the app's and the idempotency module's (which

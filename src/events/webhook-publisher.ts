@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import type { OutboxMessage } from 'safe-retries';
+import type { OutboxMessage } from 'safe-retries/outbox';
 import { Webhook } from 'standardwebhooks';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';

@@ -8,7 +8,8 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { ClsModule } from 'nestjs-cls';
 import { DataSource } from 'typeorm';
 import request from 'supertest';
-import { IdempotencyModule, IdempotencyPurgeService, IdempotencyRecovery, idempotencyMigrations, transactionalClsModule } from 'safe-retries';
+import { IdempotencyModule, IdempotencyPurgeService, IdempotencyRecovery, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IDEMPOTENCY_TX_HOST } from '../../packages/idempotency/src/config/idempotency.options';
 import { keyId } from '../../packages/idempotency/src/contract/key-id';
 import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
@@ -237,7 +238,7 @@ describe('the idempotency module at startup (e2e)', () => {
       try {
         expect(await tables(apps[0])).toEqual(['idempotency_keys', 'idempotency_messages']);
         const applied = await apps[0].get(DataSource).query<{ name: string }[]>('SELECT name FROM migrations ORDER BY id');
-        expect(applied.map((m) => m.name)).toEqual(idempotencyMigrations.map((m) => new m().name));
+        expect(applied.map((m) => m.name)).toEqual(idempotencyMigrations().map((m) => new m().name));
       } finally {
         await Promise.all(apps.map((a) => a.close()));
       }

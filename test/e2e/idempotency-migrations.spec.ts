@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { migrations } from '../../migrations';
-import { idempotencyMigrations } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
 import { keyId, keyIdSql } from '../../packages/idempotency/src/contract/key-id';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
@@ -87,7 +87,7 @@ describe('idempotency_keys migrations (e2e)', () => {
     const own = await createTestDatabase();
     try {
       // The module's migrations up to the hashing, which is then the last one to undo.
-      const upToHashed = idempotencyMigrations.slice(0, idempotencyMigrations.findIndex((m) => m.name.startsWith('IdempotencyKeysHashed')) + 1);
+      const upToHashed = idempotencyMigrations().slice(0, idempotencyMigrations().findIndex((m) => m.name.startsWith('IdempotencyKeysHashed')) + 1);
       const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: upToHashed, migrationsTableName: 'migrations' }).initialize();
       try {
         await ds.runMigrations();
@@ -108,7 +108,7 @@ describe('idempotency_keys migrations (e2e)', () => {
   it('creates the processed-messages table, then the outbox, and drops each on the way down', async () => {
     const own = await createTestDatabase();
     try {
-      const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: idempotencyMigrations }).initialize();
+      const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: idempotencyMigrations() }).initialize();
       try {
         await ds.runMigrations();
         expect(
@@ -169,7 +169,7 @@ describe('idempotency_keys migrations (e2e)', () => {
           constraints: await query(
             `SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = 'idempotency_keys'::regclass ORDER BY conname`, [], url),
         });
-        const ds = await new DataSource({ type: 'postgres', url: fresh.url, migrations: idempotencyMigrations }).initialize();
+        const ds = await new DataSource({ type: 'postgres', url: fresh.url, migrations: idempotencyMigrations() }).initialize();
         await ds.runMigrations().finally(() => ds.destroy());
         await query(readFileSync(join(__dirname, '../../packages/idempotency/sql/idempotency-keys.sql'), 'utf8'), [], plain.url);
         const fromSql = await describe(plain.url);

@@ -7,17 +7,8 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Client } from 'pg';
 import request from 'supertest';
-import {
-  IdempotencyModule,
-  IdempotencyRecovery,
-  Idempotent,
-  Operation,
-  PhasedOperation,
-  Resumes,
-  idempotencyMigrations,
-  phasedOperation,
-  transactionalClsModule,
-} from 'safe-retries';
+import { IdempotencyModule, IdempotencyRecovery, Idempotent, Operation, PhasedOperation, Resumes, phasedOperation, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
 /**
@@ -172,7 +163,7 @@ describe('phased operations resumed by @Resumes() methods (e2e)', () => {
   async function app(parts: { controllers?: Type[]; providers?: Provider[]; recovery?: boolean }): Promise<INestApplication> {
     const moduleRef = await Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations, migrationsRun: true }),
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(), migrationsRun: true }),
         ScheduleModule.forRoot(),
         transactionalClsModule(),
         IdempotencyModule.forRoot({ scope: principal, purge: { enabled: false }, recovery: { enabled: parts.recovery ?? true, interval: '1h' } }),

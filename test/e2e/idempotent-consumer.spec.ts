@@ -6,15 +6,9 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import {
-  IdempotencyModule,
-  IdempotencyModuleOptions,
-  IdempotencyPurgeService,
-  IdempotentConsumer,
-  InvalidMessageIdError,
-  createIdempotencyMigrations,
-  transactionalClsModule,
-} from 'safe-retries';
+import { IdempotencyModule, IdempotencyModuleOptions, IdempotencyPurgeService, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
+import { IdempotentConsumer, InvalidMessageIdError } from 'safe-retries/messages';
 import { IdempotencyMetrics } from '../../packages/idempotency/src/telemetry/idempotency.metrics';
 import { resolveIdempotencyOptions } from '../../packages/idempotency/src/config/idempotency.options';
 import { countRows } from '../support/app';
@@ -42,7 +36,7 @@ async function createConsumerApp(options: IdempotencyModuleOptions = {}): Promis
       TypeOrmModule.forRoot({
         type: 'postgres',
         url: db.url,
-        migrations: createIdempotencyMigrations(undefined, options.messages?.tableName),
+        migrations: idempotencyMigrations(undefined, options.messages?.tableName),
         migrationsRun: true,
         // Room for ten transactions at once, one of them holding the claim the others wait for.
         poolSize: 20,

@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ProblemException } from '../../http/problem';
-import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation, PhasedOperationName } from 'safe-retries';
+import { IdempotencyRecovery, PhasedOperation, PhasedOperationName } from 'safe-retries';
+import { IdempotentConsumer } from 'safe-retries/messages';
 import { NetworkEvent } from '../card-network/card-network';
 import { Contradiction, NetworkContradictions } from './network-contradictions';
 import { PAYMENT_OPERATION, REFUND_OPERATION, unknownOutcome } from '../model/payment-operations';

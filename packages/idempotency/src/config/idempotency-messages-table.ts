@@ -3,7 +3,7 @@ import { IdempotencyTable, idempotencyTable } from './idempotency-table';
 /**
  * The table of the messages IdempotentConsumer has processed, configurable
  * like the keys table (`IdempotencyModule.forRoot({ messages: { tableName } })`
- * and the second argument of `createIdempotencyMigrations`),
+ * and the second argument of `idempotencyMigrations`),
  * `idempotency_messages` by default; its constraint and index names derive
  * from it the same way.
  */

@@ -1,6 +1,6 @@
 /**
  * The table the module keeps its keys in, configurable
- * (`IdempotencyModule.forRoot({ tableName })`, `createIdempotencyMigrations`),
+ * (`IdempotencyModule.forRoot({ tableName })`, `idempotencyMigrations`),
  * `idempotency_keys` by default. Every statement uses the escaped identifier,
  * and the names of the table's constraints and indexes derive from it, so two
  * tables in one schema never collide (for the default table they are the names

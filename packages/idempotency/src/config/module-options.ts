@@ -62,7 +62,7 @@ export interface IdempotencyModuleOptions {
   tableName?: string;
   /**
    * Create and update the module's tables at startup: its pending migrations
-   * (`createIdempotencyMigrations(tableName, messages.tableName)`) run on the
+   * (`idempotencyMigrations(tableName, messages.tableName)`) run on the
    * app's data source, recorded in its migrations table, in one transaction
    * under an advisory lock (instances that boot together run them once).
    * Default true. Off: the app runs those migrations among its own, or the
@@ -151,7 +151,7 @@ export interface IdempotencyModuleOptions {
   messages?: {
     /**
      * Their table, `table` or `schema.table`. Default `idempotency_messages`.
-     * Create it with `createIdempotencyMigrations(tableName, messagesTableName)`.
+     * Create it with `idempotencyMigrations(tableName, messagesTableName)`.
      */
     tableName?: string;
     /**

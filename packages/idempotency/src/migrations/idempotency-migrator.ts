@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions, MigrationExecutor } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
-import { createIdempotencyMigrations } from './index';
+import { idempotencyMigrations } from './index';
 
 /** Advisory lock id of migrations, the same for the module's and an app's own that take it. */
 export const MIGRATION_LOCK_ID = 0x5afe_0001;
@@ -38,7 +38,7 @@ export class IdempotencyMigrator implements OnModuleInit {
 
   /** Runs the module's pending migrations; the names of those it applied. */
   async migrate(): Promise<string[]> {
-    const migrations = createIdempotencyMigrations(this.options.table.name, this.options.messages.table.name);
+    const migrations = idempotencyMigrations(this.options.table.name, this.options.messages.table.name);
     const migrator = await new DataSource({
       ...primaryOnly(this.dataSource.options),
       migrations,

@@ -22,7 +22,7 @@ export type IdempotencyMigration = new () => MigrationInterface;
  * CreateIdempotencyMessages; the outbox's table, `idempotency_outbox`, the
  * CREATE TABLE and indexes of CreateIdempotencyOutbox.
  */
-export function createIdempotencyMigrations(
+export function idempotencyMigrations(
   tableName: string = DEFAULT_TABLE_NAME,
   messagesTableName: string = DEFAULT_MESSAGES_TABLE_NAME,
 ): IdempotencyMigration[] {
@@ -37,5 +37,4 @@ export function createIdempotencyMigrations(
   ];
 }
 
-/** The module's migrations for the default tables, `idempotency_keys` and `idempotency_messages`, and the outbox. */
-export const idempotencyMigrations: IdempotencyMigration[] = createIdempotencyMigrations();
+export { idempotencyKeyEntity } from '../stores/postgres/idempotency-key.entity';

@@ -245,7 +245,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
       this.warnedNoMessagesTable = true;
       this.logger.warn(
         `the processed-messages table ${table.name} does not exist, so only keys are purged: add the module's migrations ` +
-          '(createIdempotencyMigrations includes CreateIdempotencyMessages1796142644217) to the data source',
+          '(idempotencyMigrations includes CreateIdempotencyMessages1796142644217) to the data source',
       );
     }
     return exists;

@@ -1,4 +1,4 @@
-import { IdempotencyErrorCode, IdempotencyProblem } from '../../src';
+import { IdempotencyErrorCode, IdempotencyProblem } from 'safe-retries';
 import { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, asGraphQLError, asMessageError } from '../../src/contexts/context-errors';
 import { graphqlHttpRequest, readGraphqlKey } from '../../src/contexts/graphql-context';
 import { idempotencyErrors } from '../../src/contract/idempotency.errors';

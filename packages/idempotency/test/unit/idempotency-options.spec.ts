@@ -1,5 +1,5 @@
 import { Controller, Post } from '@nestjs/common';
-import { IDEMPOTENCY_DEFAULTS, Idempotent } from '../../src';
+import { IDEMPOTENCY_DEFAULTS, Idempotent } from 'safe-retries';
 import { resolveIdempotencyOptions, resolveTiming } from '../../src/config/idempotency.options';
 
 /** The one resolver of the module's options: defaults, durations, lease < retention. */

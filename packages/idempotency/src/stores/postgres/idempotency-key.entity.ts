@@ -65,6 +65,3 @@ export function idempotencyKeyEntity(tableName: string = DEFAULT_TABLE_NAME): En
     checks: [{ name: `${table}_fingerprint_length`, expression: 'octet_length(fingerprint) = 16' }],
   });
 }
-
-/** The entity of the default table, `idempotency_keys`. */
-export const IdempotencyKeyEntity = idempotencyKeyEntity();
