@@ -1,5 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiBody, ApiCreatedResponse, ApiExtraModels, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../http/openapi';
@@ -70,7 +70,12 @@ export class WebhookEndpointsController {
       'only the secret it replaces keeps signing. With `{ "expire_previous": true }` no new secret is made: the replaced one stops signing now, ' +
       'and the answer has no `secret`. Neither secret is ever listed or shown again.',
   })
-  @ApiOkResponse({ type: WebhookEndpointWithSecretResponse, description: 'The endpoint; `secret` only when a new one was made (not with `expire_previous`)' })
+  @ApiBody({ type: RotateWebhookEndpointDto, required: false })
+  @ApiExtraModels(WebhookEndpointWithSecretResponse, WebhookEndpointResponse)
+  @ApiOkResponse({
+    description: 'The endpoint with its new `secret`; with `expire_previous`, the endpoint alone',
+    schema: { anyOf: [{ $ref: getSchemaPath(WebhookEndpointWithSecretResponse) }, { $ref: getSchemaPath(WebhookEndpointResponse) }] },
+  })
   @ApiProblems(400, 404)
   rotate(
     @CurrentClient() client: AuthenticatedClient,

@@ -1,3 +1,4 @@
+import { verifyWebhook } from '@safe-retries/client';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { AddressInfo } from 'node:net';
@@ -87,6 +88,8 @@ describe('webhook secret rotation with overlap (e2e)', () => {
     let d = await delivery();
     expect((d.headers['webhook-signature'] as string).split(' ')).toHaveLength(2);
     expect([verifies(d, first), verifies(d, second)]).toEqual([true, true]);
+    // The SDK's verifyWebhook too, given either secret.
+    for (const secret of [first, second]) await expect(verifyWebhook(d.body, d.headers, secret)).resolves.toMatchObject({ type: 'order.created' });
 
     // Both secrets are sealed; a new newest key reseals both at boot, and both still sign.
     const underK1 = await stored(id);

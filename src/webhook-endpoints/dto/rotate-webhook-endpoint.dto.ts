@@ -3,7 +3,6 @@ import { IsBoolean, IsOptional } from 'class-validator';
 
 export class RotateWebhookEndpointDto {
   @ApiPropertyOptional({
-    default: false,
     description: 'true: no new secret; the overlap of the last rotation ends now, and only the current secret signs from now on',
   })
   @IsOptional()
