@@ -11,6 +11,7 @@ import { AttentionNetworkWord1797300000000 } from './1797300000000-AttentionNetw
 import { RefundSettlementCursor1797400000000 } from './1797400000000-RefundSettlementCursor';
 import { WebhookAttempts1797500000000 } from './1797500000000-WebhookAttempts';
 import { WebhookRetries1797600000000 } from './1797600000000-WebhookRetries';
+import { WebhookSecretOverlap1797700000000 } from './1797700000000-WebhookSecretOverlap';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
   idempotencyMigrations();
@@ -41,4 +42,5 @@ export const migrations = [
   RefundSettlementCursor1797400000000,
   WebhookAttempts1797500000000,
   WebhookRetries1797600000000,
+  WebhookSecretOverlap1797700000000,
 ];

@@ -30,7 +30,8 @@ interface Ready {
  * signed per Standard Webhooks: `webhook-id` is the event's id (the same on
  * every attempt and redelivery: the receiver deduplicates by it),
  * `webhook-timestamp` the attempt's time, `webhook-signature` the HMAC of both
- * and the body under the endpoint's secret.
+ * and the body under the endpoint's secret (and under the one a rotation
+ * replaced, while the overlap lasts: ROTATION_OVERLAP).
  *
  * The pace is the app's, not the outbox's: a message is sent only when its
  * next attempt is due on the retry schedule (webhook-schedule.ts) and its
@@ -81,7 +82,8 @@ export class WebhookPublisher implements OnModuleInit {
     const headers = {
       'webhook-id': event.id,
       'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
-      'webhook-signature': new Webhook(target.secret).sign(event.id, timestamp, body),
+      // Standard Webhooks: several signatures, space-separated; the receiver accepts the delivery when any verifies.
+      'webhook-signature': target.secrets.map((secret) => new Webhook(secret).sign(event.id, timestamp, body)).join(' '),
     };
     const attemptId = await this.connections.run(() => this.deliveries.start({ clientId, eventId, endpointId, messageId: message.id, attempt }));
     let answer: Awaited<ReturnType<typeof postWebhook>>;

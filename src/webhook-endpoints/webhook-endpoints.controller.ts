@@ -1,10 +1,11 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiBody, ApiCreatedResponse, ApiExtraModels, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiProblems } from '../http/openapi';
 import { ParseIdPipe } from '../http/parse-id.pipe';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
+import { RotateWebhookEndpointDto } from './dto/rotate-webhook-endpoint.dto';
 import { WebhookEndpointList, WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
 
@@ -61,10 +62,26 @@ export class WebhookEndpointsController {
 
   @Post(':id/rotate')
   @HttpCode(200)
-  @ApiOperation({ summary: 'Replace the signing secret; the new one is shown only in this answer' })
-  @ApiOkResponse({ type: WebhookEndpointWithSecretResponse })
-  @ApiProblems(404)
-  rotate(@CurrentClient() client: AuthenticatedClient, @Param('id', ParseIdPipe) id: string): Promise<WebhookEndpointWithSecretResponse> {
-    return this.endpoints.rotate(client.id, id);
+  @ApiOperation({
+    summary: 'Replace the signing secret; the new one is shown only in this answer. The replaced one keeps signing beside it for 24 h',
+    description:
+      'Deliveries are signed with the new secret and, for 24 h from the rotation, with the one it replaces too: `webhook-signature` holds both ' +
+      '(`v1,<new> v1,<previous>`), so a receiver verifies with either while it switches. A rotation within those 24 h drops the older one: ' +
+      'only the secret it replaces keeps signing. With `{ "expire_previous": true }` no new secret is made: the replaced one stops signing now, ' +
+      'and the answer has no `secret`. Neither secret is ever listed or shown again.',
+  })
+  @ApiBody({ type: RotateWebhookEndpointDto, required: false })
+  @ApiExtraModels(WebhookEndpointWithSecretResponse, WebhookEndpointResponse)
+  @ApiOkResponse({
+    description: 'The endpoint with its new `secret`; with `expire_previous`, the endpoint alone',
+    schema: { anyOf: [{ $ref: getSchemaPath(WebhookEndpointWithSecretResponse) }, { $ref: getSchemaPath(WebhookEndpointResponse) }] },
+  })
+  @ApiProblems(400, 404)
+  rotate(
+    @CurrentClient() client: AuthenticatedClient,
+    @Param('id', ParseIdPipe) id: string,
+    @Body() dto: RotateWebhookEndpointDto,
+  ): Promise<WebhookEndpointResponse | WebhookEndpointWithSecretResponse> {
+    return this.endpoints.rotate(client.id, id, dto.expire_previous === true);
   }
 }

@@ -14,10 +14,20 @@ export interface WebhookEndpointRow {
 
 const COLUMNS = 'id, url, event_types, secret, created_at, failing_since, disabled_at, disabled_reason';
 
+/** An endpoint's secrets as stored (sealed, or in clear without a key ring). */
+export interface StoredSecrets {
+  client_id: string;
+  id: string;
+  secret: string;
+  previous_secret: string | null;
+}
+
 /** Whether a delivery may go to the endpoint now (admit): open, its probe, held (paused or disabled). */
 export interface Admission {
   url: string;
   secret: string;
+  /** The secret the last rotation replaced, while it still signs (within the overlap); null after. */
+  previous_secret: string | null;
   disabled: boolean;
   admitted: boolean;
 }
@@ -80,16 +90,17 @@ export class WebhookEndpointsRepository extends SqlRepository {
    * past now() by the probe's lease (a compare-and-set: one winner among
    * relays) is admitted, as its probe.
    */
-  async admit(clientId: string, id: string, probeLeaseS: number): Promise<Admission | undefined> {
+  async admit(clientId: string, id: string, probeLeaseS: number, overlap: string): Promise<Admission | undefined> {
     const [row] = await this.rows<Admission>(
       `WITH probe AS (
          UPDATE webhook_endpoints SET next_probe_at = now() + $3::int * interval '1 second'
           WHERE client_id = $1 AND id = $2 AND disabled_at IS NULL AND next_probe_at <= now()
          RETURNING id)
-       SELECT url, secret, disabled_at IS NOT NULL AS disabled,
+       SELECT url, secret, CASE WHEN rotated_at > now() - $4::interval THEN previous_secret END AS previous_secret,
+              disabled_at IS NOT NULL AS disabled,
               disabled_at IS NULL AND (next_probe_at IS NULL OR EXISTS (SELECT 1 FROM probe)) AS admitted
          FROM webhook_endpoints WHERE client_id = $1 AND id = $2`,
-      [clientId, id, probeLeaseS],
+      [clientId, id, probeLeaseS, overlap],
     );
     return row;
   }
@@ -146,30 +157,38 @@ export class WebhookEndpointsRepository extends SqlRepository {
   // unnamed, as migrations are, so that a pooler that cannot keep prepared statements never
   // stops a boot by chance (the request path names its statements, see SqlRepository).
 
-  /** How many secrets each key seals (null: in clear). The key id is the third field of `sealed:v1:<key id>:…` (EndpointSecrets). */
+  /**
+   * How many secrets each key seals (null: in clear), the current ones and the
+   * previous ones alike. The key id is the third field of `sealed:v1:<key id>:…`
+   * (EndpointSecrets).
+   */
   sealedBy(): Promise<{ key_id: string | null; n: number }[]> {
     return this.txHost.tx.query(
-      `SELECT CASE WHEN secret LIKE 'sealed:v1:%' THEN split_part(secret, ':', 3) END AS key_id, count(*)::int AS n
-         FROM webhook_endpoints GROUP BY 1`,
+      `SELECT CASE WHEN s LIKE 'sealed:v1:%' THEN split_part(s, ':', 3) END AS key_id, count(*)::int AS n
+         FROM webhook_endpoints CROSS JOIN LATERAL (VALUES (secret), (previous_secret)) AS both_secrets (s)
+        WHERE s IS NOT NULL GROUP BY 1`,
     );
   }
 
-  /** Up to `limit` endpoints whose secret is not sealed under `keyId` (in clear, or under another key). */
-  notSealedUnder(keyId: string, limit: number): Promise<{ client_id: string; id: string; secret: string }[]> {
+  /** Up to `limit` endpoints with a secret (current or previous) not sealed under `keyId` (in clear, or under another key). */
+  notSealedUnder(keyId: string, limit: number): Promise<StoredSecrets[]> {
     return this.txHost.tx.query(
-      `SELECT client_id, id, secret FROM webhook_endpoints
-        WHERE secret NOT LIKE 'sealed:v1:' || $1 || ':%'
+      `SELECT client_id, id, secret, previous_secret FROM webhook_endpoints
+        WHERE secret NOT LIKE 'sealed:v1:' || $1 || ':%' OR previous_secret NOT LIKE 'sealed:v1:' || $1 || ':%'
         ORDER BY client_id, id LIMIT $2`,
       [keyId, limit],
     );
   }
 
-  /** The secret replaced only if it is still `was` (another instance may have sealed it first). */
-  async resealed(clientId: string, id: string, was: string, sealed: string): Promise<boolean> {
+  /** Both secrets replaced only if they are still what was read (another instance may have sealed them first, or a rotation replaced them). */
+  async resealed(was: StoredSecrets, sealed: { secret: string; previous_secret: string | null }): Promise<boolean> {
     const rows = (await this.txHost.tx.query(
-      `WITH replaced AS (UPDATE webhook_endpoints SET secret = $4 WHERE client_id = $1 AND id = $2 AND secret = $3 RETURNING id)
+      `WITH replaced AS (
+         UPDATE webhook_endpoints SET secret = $5, previous_secret = $6
+          WHERE client_id = $1 AND id = $2 AND secret = $3 AND previous_secret IS NOT DISTINCT FROM $4
+         RETURNING id)
        SELECT id FROM replaced`,
-      [clientId, id, was, sealed],
+      [was.client_id, was.id, was.secret, was.previous_secret, sealed.secret, sealed.previous_secret],
     )) as unknown[];
     return rows.length === 1;
   }
@@ -178,10 +197,22 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return (await this.rows(`DELETE FROM webhook_endpoints WHERE client_id = $1 AND id = $2 RETURNING id`, [clientId, id])).length > 0;
   }
 
+  /** The new secret in force; the one it replaces kept as the previous one, from now() (whatever was previous before is dropped). */
   async replaceSecret(clientId: string, id: string, sealedSecret: string): Promise<WebhookEndpointRow | undefined> {
     const [row] = await this.rows<WebhookEndpointRow>(
-      `UPDATE webhook_endpoints SET secret = $3 WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+      `UPDATE webhook_endpoints SET previous_secret = secret, rotated_at = now(), secret = $3
+        WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
       [clientId, id, sealedSecret],
+    );
+    return row;
+  }
+
+  /** The previous secret dropped: from now on only the current one signs. */
+  async expirePrevious(clientId: string, id: string): Promise<WebhookEndpointRow | undefined> {
+    const [row] = await this.rows<WebhookEndpointRow>(
+      `UPDATE webhook_endpoints SET previous_secret = NULL, rotated_at = NULL
+        WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+      [clientId, id],
     );
     return row;
   }

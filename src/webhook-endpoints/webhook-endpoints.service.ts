@@ -10,7 +10,7 @@ import { ALL_EVENTS } from '../event-types/event-types';
 import { RefusedAddressError, isPublicAddress, publicAddresses } from '../addresses/public-address';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
 import { WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
-import { EndpointSecrets } from './endpoint-secrets';
+import { EndpointSecrets, ROTATION_OVERLAP } from './endpoint-secrets';
 import { EndpointFailure, WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoints.repository';
 import { DISABLE_AFTER, FAILURES_BEFORE_PAUSE, PAUSE_S, PROBE_LEASE_S } from './endpoint-pacing';
 
@@ -33,10 +33,11 @@ function toResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
  */
 export const MAX_ENDPOINTS_PER_CLIENT = 16;
 
-/** Where an endpoint's deliveries go, with its secret opened (for the delivery publisher only). */
+/** Where an endpoint's deliveries go, with its secrets opened (for the delivery publisher only). */
 export interface DeliveryTarget {
   url: string;
-  secret: string;
+  /** The secrets that sign each delivery: the current one, then the one it replaced while the rotation's overlap lasts. */
+  secrets: string[];
 }
 
 /** Whether a delivery may go now: its target, or why it is held (the endpoint disabled or paused). */
@@ -47,7 +48,8 @@ export type { EndpointFailure } from './webhook-endpoints.repository';
 /**
  * A client's webhook endpoints. The secret is generated here, answered once
  * (on create and on rotate) and stored sealed (EndpointSecrets); it is never
- * listed and never logged. A URL must be https in production (http is allowed
+ * listed and never logged, nor is the previous one a rotation keeps signing
+ * for ROTATION_OVERLAP. A URL must be https in production (http is allowed
  * outside it, for a local receiver), carry no credentials, and not be an IP
  * literal of a private, loopback or link-local address; in production a host
  * name must resolve to public addresses only, when it is registered and again
@@ -89,8 +91,17 @@ export class WebhookEndpointsService {
     if (!(await this.endpoints.delete(clientId, id))) throw notFound(id);
   }
 
-  /** A new secret, at once: deliveries from now on are signed with it. */
-  async rotate(clientId: string, id: string): Promise<WebhookEndpointWithSecretResponse> {
+  /**
+   * A new secret: deliveries from now on are signed with it and, for
+   * ROTATION_OVERLAP, with the one it replaces too. With `expirePrevious`, no
+   * new secret: the overlap ends, only the current secret signs from now on.
+   */
+  async rotate(clientId: string, id: string, expirePrevious = false): Promise<WebhookEndpointResponse | WebhookEndpointWithSecretResponse> {
+    if (expirePrevious) {
+      const expired = await this.endpoints.expirePrevious(clientId, id);
+      if (!expired) throw notFound(id);
+      return toResponse(expired);
+    }
     const secret = EndpointSecrets.generate();
     const row = await this.endpoints.replaceSecret(clientId, id, this.secrets.seal(id, secret));
     if (!row) throw notFound(id);
@@ -119,10 +130,11 @@ export class WebhookEndpointsService {
    * time has not come); undefined when it was deleted.
    */
   async admit(clientId: string, id: string): Promise<Admission | undefined> {
-    const row = await this.endpoints.admit(clientId, id, PROBE_LEASE_S);
+    const row = await this.endpoints.admit(clientId, id, PROBE_LEASE_S, ROTATION_OVERLAP);
     if (!row) return undefined;
     if (!row.admitted) return { held: row.disabled ? 'disabled' : 'paused' };
-    return { target: { url: row.url, secret: this.secrets.open(id, row.secret) } };
+    const secrets = [row.secret, ...(row.previous_secret === null ? [] : [row.previous_secret])].map((s) => this.secrets.open(id, s));
+    return { target: { url: row.url, secrets } };
   }
 
   /** A delivery succeeded: the endpoint is healthy again. */

@@ -248,7 +248,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Replace the signing secret; the new one is shown only in this answer */
+        /**
+         * Replace the signing secret; the new one is shown only in this answer. The replaced one keeps signing beside it for 24 h
+         * @description Deliveries are signed with the new secret and, for 24 h from the rotation, with the one it replaces too: `webhook-signature` holds both (`v1,<new> v1,<previous>`), so a receiver verifies with either while it switches. A rotation within those 24 h drops the older one: only the secret it replaces keeps signing. With `{ "expire_previous": true }` no new secret is made: the replaced one stops signing now, and the answer has no `secret`. Neither secret is ever listed or shown again.
+         */
         post: operations["WebhookEndpointsController_rotate"];
         delete?: never;
         options?: never;
@@ -598,6 +601,10 @@ export interface components {
             /** @enum {string} */
             object: "list";
             data: components["schemas"]["WebhookEndpointResponse"][];
+        };
+        RotateWebhookEndpointDto: {
+            /** @description true: no new secret; the overlap of the last rotation ends now, and only the current secret signs from now on */
+            expire_previous?: boolean;
         };
         EventResponse: {
             /** @example evt_3f6c2a1e9b0d4c7f8a5e2d1c0b9a8f7e */
@@ -1474,14 +1481,28 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateWebhookEndpointDto"];
+            };
+        };
         responses: {
+            /** @description The endpoint with its new `secret`; with `expire_previous`, the endpoint alone */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WebhookEndpointWithSecretResponse"];
+                    "application/json": components["schemas"]["WebhookEndpointWithSecretResponse"] | components["schemas"]["WebhookEndpointResponse"];
+                };
+            };
+            /** @description Invalid request (`validation_failed` lists the fields); nothing was written and the key was not consumed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Missing or invalid API key (`unauthorized`). */
