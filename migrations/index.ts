@@ -12,6 +12,7 @@ import { RefundSettlementCursor1797400000000 } from './1797400000000-RefundSettl
 import { WebhookAttempts1797500000000 } from './1797500000000-WebhookAttempts';
 import { WebhookRetries1797600000000 } from './1797600000000-WebhookRetries';
 import { WebhookSecretOverlap1797700000000 } from './1797700000000-WebhookSecretOverlap';
+import { EventsRetention1797800000000 } from './1797800000000-EventsRetention';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
   idempotencyMigrations();
@@ -43,4 +44,5 @@ export const migrations = [
   WebhookAttempts1797500000000,
   WebhookRetries1797600000000,
   WebhookSecretOverlap1797700000000,
+  EventsRetention1797800000000,
 ];
