@@ -195,6 +195,12 @@ describe('retention of events, delivery attempts and webhook dead letters (e2e)'
     }
   });
 
+  it('tells clients in the OpenAPI document how long events and attempts are kept', async () => {
+    const doc = (await api().get('/docs-json').expect(200)).body as { paths: Record<string, { get: { description?: string } }> };
+    for (const path of ['/events', '/events/{id}']) expect(doc.paths[path].get.description).toMatch(/^An event is kept 30 days from its creation/);
+    expect(doc.paths['/events/{id}/attempts'].get.description).toMatch(/^Each attempt is kept 30 days from its end/);
+  });
+
   it('runs on the keys purge schedule where the jobs run (IDEMPOTENCY_JOBS), and nowhere else', async () => {
     expect(t.app.get(SchedulerRegistry).doesExist('cron', EVENTS_PURGE_JOB_NAME)).toBe(false);
     // A retention of 2 s purges every second.

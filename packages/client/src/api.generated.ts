@@ -266,7 +266,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List events, newest first (cursor pagination: limit, starting_after) */
+        /**
+         * List events, newest first (cursor pagination: limit, starting_after)
+         * @description An event is kept 30 days from its creation, and longer while one of its delivery attempts is kept or a delivery of it is waiting or a dead letter (a dead letter is kept 30 days from its death); then it is deleted: no longer listed, found or redelivered.
+         */
         get: operations["EventsController_list"];
         put?: never;
         post?: never;
@@ -283,7 +286,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get an event */
+        /**
+         * Get an event
+         * @description An event is kept 30 days from its creation, and longer while one of its delivery attempts is kept or a delivery of it is waiting or a dead letter (a dead letter is kept 30 days from its death); then it is deleted: no longer listed, found or redelivered.
+         */
         get: operations["EventsController_get"];
         put?: never;
         post?: never;
@@ -300,7 +306,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The event's delivery attempts to your endpoints, newest first */
+        /**
+         * The event's delivery attempts to your endpoints, newest first
+         * @description Each attempt is kept 30 days from its end (its finish, or the start of one cut short).
+         */
         get: operations["EventsController_attempts"];
         put?: never;
         post?: never;
