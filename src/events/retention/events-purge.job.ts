@@ -37,7 +37,7 @@ export interface EventsPurgeResult {
  * database's clock (an event's creation, an attempt's end, a dead letter's
  * death), in batches (EventsPurgeRepository). An event stays while any of its
  * attempts is kept or a delivery of it is waiting or dead, so what the API
- * lists of it is whole, and a queued delivery always finds its event. Like
+ * lists of it is whole, and a queued delivery finds its event. Like
  * the keys' purge, it is housekeeping: late, skipped or cut short, it loses
  * nothing but disk.
  *
