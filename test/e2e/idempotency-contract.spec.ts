@@ -33,7 +33,7 @@ const VARIANTS: { route: string; store: IdempotencyStoreKind; commit?: 'one' }[]
 
 describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, commit }) => {
   // A leased owner's renewal and takeover are the durable claim's; a one-commit owner's lease
-  // bounds its transaction instead (test/e2e/idempotency-one-commit.spec.ts).
+  // bounds its transaction instead (packages/idempotency/test/e2e/idempotency-one-commit.spec.ts).
   const leased = commit === 'one' ? it.skip : it;
   jest.setTimeout(120_000);
   let t: TestApp;

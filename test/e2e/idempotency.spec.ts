@@ -4,7 +4,7 @@ import { CLIENT_B, TestApp, countRows, createTestApp, metricsAuth } from '../sup
 import { NOW_US } from '../support/db-clock';
 import { DemoModule } from '../support/demo/demo.module';
 import { waitFor } from '../support/http-client';
-import { MISSING_KEY_PROBLEM } from '../support/problems';
+import { MISSING_KEY_PROBLEM } from '../../packages/idempotency/test/support/problems';
 import { keyIs } from '../support/keys';
 import { StalledRenewals } from '../support/stalled-renewals';
 import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';

@@ -15,7 +15,7 @@ import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { RawResponse, authHeaders, send, waitFor } from '../support/http-client';
 import { keyIn, keyIs } from '../support/keys';
-import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../support/pgbouncer';
+import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../../packages/idempotency/test/support/pgbouncer';
 import { histogram, timed } from '../support/race';
 import { lockTableWrites } from '../support/table-lock';
 import { suitesNeeding } from '../support/tool-suites';

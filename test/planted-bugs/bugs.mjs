@@ -122,7 +122,7 @@ RETURNING lease::text AS lease\`;
     file: 'packages/idempotency/src/consumer/idempotent-consumer.ts',
     find: 'ON CONFLICT (source, message_id) DO NOTHING RETURNING 1 AS claimed',
     replace: 'ON CONFLICT (source, message_id) DO UPDATE SET expires_at = EXCLUDED.expires_at RETURNING 1 AS claimed',
-    tests: ['test/e2e/idempotent-consumer.spec.ts', 'test/e2e/webhooks.spec.ts'],
+    tests: ['packages/idempotency/test/contexts/idempotent-consumer.spec.ts', 'test/e2e/webhooks.spec.ts'],
   },
   {
     id: 'charge-released-on-an-ambiguous-answer',

@@ -10,6 +10,7 @@ import { ConfigChange } from './config';
 import { TestDatabase, createTestDatabase } from './database';
 
 export { failedAuthLimit } from './config';
+export { countRows } from '../../packages/idempotency/test/support/test-services';
 
 export const CLIENT_A = { name: 'client-a', key: 'sk_test_client_a_0123456789abcdef' };
 export const CLIENT_B = { name: 'client-b', key: 'sk_test_client_b_0123456789abcdef' };
@@ -121,10 +122,5 @@ function quietDefaults(config: AppConfig, env: Record<string, string>): AppConfi
   };
 }
 
-/** Rows in a table (for "nothing was written" assertions). */
-export async function countRows(dataSource: DataSource, table: string, where = 'true', params: unknown[] = []): Promise<number> {
-  const rows = await dataSource.query<{ n: string }[]>(`SELECT count(*)::text AS n FROM ${table} WHERE ${where}`, params);
-  return Number(rows[0].n);
-}
 
 export type { Provider };

@@ -9,11 +9,10 @@ import { DataSource } from 'typeorm';
 import { IdempotencyModule, IdempotencyModuleOptions, IdempotencyPurgeService, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IdempotentConsumer, InvalidMessageIdError } from 'safe-retries/messages';
-import { IdempotencyMetrics } from '../../packages/idempotency/src/telemetry/idempotency.metrics';
-import { resolveIdempotencyOptions } from '../../packages/idempotency/src/config/idempotency.options';
-import { countRows } from '../support/app';
-import { TestDatabase, createTestDatabase } from '../support/database';
-import { waitFor } from '../support/http-client';
+import { IdempotencyMetrics } from '../../src/telemetry/idempotency.metrics';
+import { resolveIdempotencyOptions } from '../../src/config/idempotency.options';
+import { TestDatabase, countRows, createDatabase } from '../support/test-services';
+import { waitFor } from '../support/wait-for';
 
 /**
  * IdempotentConsumer in a Nest app that has nothing but TypeORM, nestjs-cls and
@@ -30,7 +29,7 @@ interface ConsumerApp {
 }
 
 async function createConsumerApp(options: IdempotencyModuleOptions = {}): Promise<ConsumerApp> {
-  const db = await createTestDatabase();
+  const db = await createDatabase();
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({

@@ -10,12 +10,11 @@ import { DataSource } from 'typeorm';
 import request from 'supertest';
 import { IdempotencyModule, IdempotencyPurgeService, IdempotencyRecovery, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
-import { IDEMPOTENCY_TX_HOST } from '../../packages/idempotency/src/config/idempotency.options';
-import { keyId } from '../../packages/idempotency/src/contract/key-id';
-import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/demo/library-app';
-import { countRows } from '../support/app';
-import { TestDatabase, createTestDatabase } from '../support/database';
-import { waitFor } from '../support/http-client';
+import { IDEMPOTENCY_TX_HOST } from '../../src/config/idempotency.options';
+import { keyId } from '../../src/contract/key-id';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
+import { TestDatabase, countRows, createDatabase } from '../support/test-services';
+import { waitFor } from '../support/wait-for';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
 
 /**
@@ -155,7 +154,7 @@ describe.each(['express', 'fastify'] as const)('the idempotency module as a libr
 describe('the idempotency module at startup (e2e)', () => {
   let db: TestDatabase;
   beforeAll(async () => {
-    db = await createTestDatabase();
+    db = await createDatabase();
   });
   afterAll(() => db.drop());
 
@@ -224,7 +223,7 @@ describe('the idempotency module at startup (e2e)', () => {
   });
 
   it('runs its migrations once when instances boot together, and not at all with migrations: false', async () => {
-    const own = await createTestDatabase();
+    const own = await createDatabase();
     const jobsOff = { purge: { enabled: false }, recovery: { enabled: false } };
     try {
       const off = await (await boot([IdempotencyModule.forRoot({ migrations: false, ...jobsOff })], own.url)).createNestApplication({ logger: false }).init();

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { IdempotencyKeys } from 'safe-retries';
-import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, WidgetGates, createLibraryApp } from '../support/demo/library-app';
-import { countRows } from '../support/app';
-import { waitFor } from '../support/http-client';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, WidgetGates, createLibraryApp } from '../support/library-app';
+import { countRows } from '../support/test-services';
+import { waitFor } from '../support/wait-for';
 import { PgCountingProxy, PgCounts, startPgCountingProxy } from '../support/pg-counting-proxy';
 
 /**

@@ -7,7 +7,7 @@ import { DataSource } from 'typeorm';
 import { HttpResponse } from 'safe-retries';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { IdempotencyModule, IdempotencyModuleOptions, Idempotent, Operation, PhasedOperation } from 'safe-retries';
-import { TestDatabase, createTestDatabase } from '../database';
+import { TestDatabase, createDatabase } from './test-services';
 
 /**
  * The idempotency module as a library, in a Nest app that has nothing of this
@@ -157,7 +157,7 @@ export async function createLibraryApp(
   platform: Platform = 'express',
   options: { databaseUrl?(url: string): string; idempotency?: IdempotencyModuleOptions } = {},
 ): Promise<LibraryApp> {
-  const db = await createTestDatabase();
+  const db = await createDatabase();
   const url = options.databaseUrl ? options.databaseUrl(db.url) : db.url;
   const moduleRef = await Test.createTestingModule({
     imports: [

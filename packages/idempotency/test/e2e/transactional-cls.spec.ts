@@ -6,7 +6,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { CLS_REQ, ClsModule, ClsService, InjectableProxy } from 'nestjs-cls';
 import request from 'supertest';
 import { transactionalClsModule } from 'safe-retries';
-import { TestDatabase, createTestDatabase } from '../support/database';
+import { TestDatabase, createDatabase } from '../support/test-services';
 
 /** A nestjs-cls Proxy Provider: one instance per request, built when the request's context is set up. */
 @InjectableProxy()
@@ -79,7 +79,7 @@ describe('transactionalClsModule() (e2e)', () => {
   }
 
   beforeAll(async () => {
-    db = await createTestDatabase();
+    db = await createDatabase();
   });
   afterAll(async () => {
     for (const app of apps) await app.close();

@@ -9,7 +9,7 @@ import { Client } from 'pg';
 import request from 'supertest';
 import { IdempotencyModule, IdempotencyRecovery, Idempotent, Operation, PhasedOperation, Resumes, phasedOperation, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
-import { TestDatabase, createTestDatabase } from '../support/database';
+import { TestDatabase, createDatabase } from '../support/test-services';
 
 /**
  * Resumers found, not registered: a phased operation declared once with its
@@ -142,7 +142,7 @@ describe('phased operations resumed by @Resumes() methods (e2e)', () => {
   const apps: INestApplication[] = [];
 
   beforeAll(async () => {
-    db = await createTestDatabase();
+    db = await createDatabase();
     const client = new Client({ connectionString: db.url });
     await client.connect();
     try {

@@ -1,5 +1,5 @@
 import { PGBOUNCER_MISSING, pgbouncerBinary, startPgBouncer } from '../support/pgbouncer';
-import { createTestDatabase } from '../support/database';
+import { createDatabase } from '../support/test-services';
 import {
   OutboxProducer,
   Receiver,
@@ -9,7 +9,7 @@ import {
   startChild,
   startOutboxProducer,
   until,
-} from '../../packages/idempotency/test/support/outbox-processes';
+} from '../support/outbox-processes';
 
 /**
  * The library's outbox relay behind a real PgBouncer in transaction mode: two
@@ -23,7 +23,7 @@ describe('the outbox relay behind PgBouncer in transaction mode (e2e)', () => {
   }, 120_000);
 
   it('relays through PgBouncer in transaction mode (polling, no session), every message once and in order', async () => {
-    const db = await createTestDatabase();
+    const db = await createDatabase();
     const bouncer = await startPgBouncer({ serverUrl: process.env.TEST_ADMIN_DATABASE_URL!, poolSize: 2 });
     const receiver = new Receiver();
     let producer: OutboxProducer | undefined;
