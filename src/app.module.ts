@@ -95,6 +95,8 @@ export class AppModule {
           useFactory: (metrics: MetricsService, notifier: Notifier, webhooks: WebhookDeliveryPort) => ({
             // Its migrations run among the app's own (migrations/index.ts), by DatabaseModule.
             migrations: false,
+            // The policy page app.setup.ts serves: the `type` and `Link` of the module's problems.
+            policyUrl: '/docs/idempotency',
             // Lease, retention, pools, jobs, replay cache and keys: the configuration's, as they are.
             ...config.idempotency,
             preparedStatements: mode.preparedStatements,

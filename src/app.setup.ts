@@ -244,8 +244,8 @@ function answerMalformedRequestWithProblem(error: Error & { code?: string }, soc
 function setupOpenApi(app: NestFastifyApplication, fastify: FastifyInstance): void {
   const policy = app.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
   const markdown = policyMarkdown(policy);
-  // The policy page is the `type` of every idempotency problem; it needs no key.
-  fastify.get(policy.policyUrl, { config: { access: 'public' } }, (_request, reply) => {
+  // The policy page is the `type` of every idempotency problem (the module's policyUrl); it needs no key.
+  fastify.get(policy.policyUrl ?? '/docs/idempotency', { config: { access: 'public' } }, (_request, reply) => {
     void reply.type('text/markdown; charset=utf-8').send(markdown);
   });
   // The header, problems and x-idempotency of every @Idempotent() route, before the document is built.

@@ -28,7 +28,8 @@ export interface ResolvedIdempotencyOptions {
   transactionPooler: boolean;
   /** Where waiting duplicates are woken: LISTEN on `url` (the data source's primary when absent), or `false`: they poll. */
   listen: { url?: string } | false;
-  policyUrl: string;
+  /** The published policy page, when the app serves one (safe-retries/swagger); none: problems have `type: about:blank` and no Link. */
+  policyUrl?: string;
   purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
   /** 0: no replay cache. */
   replayCacheBytes: number;
@@ -51,7 +52,6 @@ export const IDEMPOTENCY_DEFAULTS = {
   retention: '24h',
   claimPoolSize: 10,
   transactionPooler: false,
-  policyUrl: '/docs/idempotency',
   purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5_000, budget: '60s' },
   replayCache: { enabled: true, maxBytes: 16 * 1024 * 1024 },
   recovery: { enabled: true, interval: '1m', batchSize: 100 },
@@ -100,7 +100,7 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
     scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),
     claimPoolSize: o.claimPoolSize ?? d.claimPoolSize,
     ...resolveConnection(o),
-    policyUrl: o.policyUrl ?? d.policyUrl,
+    policyUrl: o.policyUrl,
     migrations: o.migrations ?? d.migrations,
     purge: {
       enabled: o.purge?.enabled ?? d.purge.enabled,

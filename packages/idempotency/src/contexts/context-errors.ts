@@ -16,6 +16,7 @@ export const CONTEXT_ERROR_CODES = {
   [IdempotencyErrorCode.InProgress]: 'IDEMPOTENCY_KEY_IN_USE',
   [IdempotencyErrorCode.LeaseLost]: 'IDEMPOTENCY_LEASE_LOST',
   [IdempotencyErrorCode.WriteOutsideTransaction]: 'IDEMPOTENCY_WRITE_OUTSIDE_TRANSACTION',
+  [IdempotencyErrorCode.ScopeMissing]: 'IDEMPOTENCY_SCOPE_MISSING',
 } as const satisfies Record<IdempotencyErrorCode, string>;
 
 /** A stored business outcome replayed where there is no HTTP status to give it. */

@@ -8,7 +8,8 @@ import { IdempotencyKeySource, IdempotencyRequest } from '../config/module-optio
 import { IdempotentRoutes } from '../routes/idempotent-routes';
 import { KeyedOperation } from '../core/keyed-operation';
 import { VALUE_ANSWERS } from './value-answers';
-import { checkScope } from '../core/scope';
+import { requestScope } from '../core/scope';
+import { RouteWarnings } from '../core/route-warnings';
 
 /** The default key of a mutation: the header of the HTTP request that carries it. */
 const DEFAULT_KEY: IdempotencyKeySource = { header: 'idempotency-key' };
@@ -66,6 +67,7 @@ export class GraphqlIdempotency {
     private readonly routes: IdempotentRoutes,
     private readonly options: ResolvedIdempotencyOptions,
     private readonly operations: KeyedOperation,
+    private readonly warnings: RouteWarnings,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -87,7 +89,9 @@ export class GraphqlIdempotency {
     if (key === undefined) return next.handle();
 
     if (!request) throw new Error('@Idempotent() on a GraphQL resolver: the GraphQL context carries no HTTP request (ctx.req or ctx.reply.request) to read the scope from');
-    const scope = checkScope(this.options.scope(request));
+    const scope = requestScope(this.options.scope(request), policyUrl, (fault) =>
+      this.warnings.once('scope', `${context.getClass().name}.${context.getHandler().name}`, `IdempotencyModule's \`scope\` ${fault} (the GraphQL operation's HTTP request); put the resolver behind the app's authentication, or give a \`scope\` that finds the principal there`),
+    );
     const field = `${info?.parentType?.name ?? 'Mutation'}.${info?.fieldName ?? route.operation}`;
     const source = route.key ?? DEFAULT_KEY;
     if (typeof source !== 'function' && 'header' in source && info?.fieldName) {

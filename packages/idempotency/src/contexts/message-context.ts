@@ -8,7 +8,8 @@ import { RouteSettings } from '../core/route-settings';
 import { IdempotentRoutes, messagePatterns } from '../routes/idempotent-routes';
 import { KeyedOperation } from '../core/keyed-operation';
 import { VALUE_ANSWERS } from './value-answers';
-import { checkScope } from '../core/scope';
+import { requestScope } from '../core/scope';
+import { RouteWarnings } from '../core/route-warnings';
 
 /** The default key of a message: its payload's `idempotencyKey` field. */
 const DEFAULT_KEY: IdempotencyKeySource = { field: 'idempotencyKey' };
@@ -46,6 +47,7 @@ export class MessageIdempotency {
     private readonly routes: IdempotentRoutes,
     private readonly options: ResolvedIdempotencyOptions,
     private readonly operations: KeyedOperation,
+    private readonly warnings: RouteWarnings,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -65,7 +67,9 @@ export class MessageIdempotency {
     const key = this.operations.keyOf(route, readMessageKey(route.key ?? DEFAULT_KEY, data, transport));
     if (key === undefined) return next.handle();
 
-    const scope = checkScope(scopeOf(route, context.getHandler(), data, transport));
+    const scope = requestScope(scopeOf(route, context.getHandler(), data, transport), this.options.policyUrl, (fault) =>
+      this.warnings.once('scope', `${context.getClass().name}.${context.getHandler().name}`, `@Idempotent({ messageScope }) ${fault}; give a constant, or a function that always finds one`),
+    );
     const answer = await this.operations.run(
       route,
       { scope, key, fingerprint: fingerprint('MESSAGE', scope, data) },

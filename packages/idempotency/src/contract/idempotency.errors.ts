@@ -2,9 +2,12 @@ import { HttpException } from '@nestjs/common';
 
 /**
  * The idempotency layer's problems: complete RFC 9457 responses on their own,
- * whatever exception filter the app has (or none). Their `type` is the
- * published policy page and they carry `Link: <policy>; rel="describedby"`
- * (IETF draft draft-ietf-httpapi-idempotency-key-header). The interceptor
+ * whatever exception filter the app has (or none). With a published policy
+ * page (the module's `policyUrl`) their `type` is that page's `#code` and they
+ * carry `Link: <policy>; rel="describedby"` (IETF draft
+ * draft-ietf-httpapi-idempotency-key-header); without one, `type` is
+ * `about:blank` (RFC 9457) and there is no Link, so no answer points at a page
+ * the app does not serve. Clients tell problems apart by `code` either way. The interceptor
  * writes them itself (status, `application/problem+json`, headers, body), so
  * they never depend on the app's filter; as an HttpException, `getResponse()`
  * is the same problem body for code that sees one anyway.
@@ -16,6 +19,7 @@ export enum IdempotencyErrorCode {
   InProgress = 'idempotency_request_in_progress',
   LeaseLost = 'idempotency_lease_lost',
   WriteOutsideTransaction = 'idempotency_write_outside_transaction',
+  ScopeMissing = 'idempotency_scope_missing',
 }
 
 /** RFC 9457 problem details, as the module sends them. */
@@ -35,18 +39,19 @@ export class IdempotencyProblem extends HttpException {
   readonly headers: Readonly<Record<string, string>>;
 
   constructor(
-    policyUrl: string,
+    policyUrl: string | undefined,
     status: number,
     code: IdempotencyErrorCode,
     title: string,
     detail: string,
     headers: Record<string, string> = {},
   ) {
-    const body: IdempotencyProblemBody = { type: `${policyUrl}#${code}`, title, status, detail, code };
+    const type = policyUrl === undefined ? 'about:blank' : `${policyUrl}#${code}`;
+    const body: IdempotencyProblemBody = { type, title, status, detail, code };
     super(body, status);
     this.name = 'IdempotencyProblem';
     this.code = code;
-    this.headers = { Link: `<${policyUrl}>; rel="describedby"`, ...headers };
+    this.headers = policyUrl === undefined ? { ...headers } : { Link: `<${policyUrl}>; rel="describedby"`, ...headers };
   }
 
   override getResponse(): IdempotencyProblemBody {
@@ -55,7 +60,7 @@ export class IdempotencyProblem extends HttpException {
 }
 
 export const idempotencyErrors = {
-  missing: (policyUrl: string) =>
+  missing: (policyUrl: string | undefined) =>
     new IdempotencyProblem(
       policyUrl,
       400,
@@ -63,7 +68,7 @@ export const idempotencyErrors = {
       'Idempotency-Key Missing',
       'This endpoint requires an Idempotency-Key header: one unique value per operation, reused on every retry.',
     ),
-  invalid: (policyUrl: string, reason: string) =>
+  invalid: (policyUrl: string | undefined, reason: string) =>
     new IdempotencyProblem(
       policyUrl,
       400,
@@ -72,7 +77,7 @@ export const idempotencyErrors = {
       `The Idempotency-Key header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
     ),
   /** A GraphQL operation that selects one keyed mutation field more than once (aliases) under one key. */
-  sharedByFields: (policyUrl: string, field: string, times: number) =>
+  sharedByFields: (policyUrl: string | undefined, field: string, times: number) =>
     new IdempotencyProblem(
       policyUrl,
       422,
@@ -80,7 +85,7 @@ export const idempotencyErrors = {
       'Idempotency-Key Reused',
       `One Idempotency-Key covers one operation, and this request selects ${field} ${times} times (aliases): nothing was run. Send each in a request of its own, with its own key.`,
     ),
-  reused: (policyUrl: string) =>
+  reused: (policyUrl: string | undefined) =>
     new IdempotencyProblem(
       policyUrl,
       422,
@@ -88,7 +93,7 @@ export const idempotencyErrors = {
       'Idempotency-Key Reused',
       'This Idempotency-Key was already used with a different request (method, path, query or body). Use a new key for a new operation.',
     ),
-  inProgress: (policyUrl: string, retryAfterSeconds: number) =>
+  inProgress: (policyUrl: string | undefined, retryAfterSeconds: number) =>
     new IdempotencyProblem(
       policyUrl,
       409,
@@ -97,7 +102,7 @@ export const idempotencyErrors = {
       'A request with this Idempotency-Key is still being processed. Retry after the delay in Retry-After with the same key and body.',
       { 'Retry-After': String(retryAfterSeconds) },
     ),
-  leaseLost: (policyUrl: string) =>
+  leaseLost: (policyUrl: string | undefined) =>
     new IdempotencyProblem(
       policyUrl,
       409,
@@ -105,6 +110,24 @@ export const idempotencyErrors = {
       'Lease Lost',
       'This request stalled past its lease (it could not renew it) and another attempt with the same Idempotency-Key took over; its work was rolled back. Retry with the same key to get the result.',
       { 'Retry-After': '1' },
+    ),
+  /** The app's `scope` gave no principal id for the request (the reason and the fix are in the server's log). */
+  scopeMissing: (policyUrl: string | undefined) =>
+    new IdempotencyProblem(
+      policyUrl,
+      500,
+      IdempotencyErrorCode.ScopeMissing,
+      'Idempotency Scope Missing',
+      'The server could not tell which client sent this request, so it cannot keep this Idempotency-Key apart from other clients\' keys. Nothing was run. This is an error in the server\'s configuration; the reason is in its log.',
+    ),
+  /** A unit of a keyed operation wrote outside its transaction (the route and the fix are in the server's log). */
+  writeOutsideTransaction: (policyUrl: string | undefined) =>
+    new IdempotencyProblem(
+      policyUrl,
+      500,
+      IdempotencyErrorCode.WriteOutsideTransaction,
+      'Write Outside The Idempotency Transaction',
+      'The server tried to write outside the transaction that stores this Idempotency-Key\'s response. Nothing was committed. This is an error in the server; the reason is in its log.',
     ),
 };
 

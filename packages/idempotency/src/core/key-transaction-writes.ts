@@ -6,7 +6,8 @@ import { ClsService } from 'nestjs-cls';
 import type { BeforeQueryEvent } from 'typeorm';
 import { DataSource, EntitySubscriberInterface } from 'typeorm';
 import { IdempotencyContext } from './idempotency.context';
-import { IdempotencyErrorCode, IdempotencyProblem } from '../contract/idempotency.errors';
+import { IdempotencyProblem, idempotencyErrors } from '../contract/idempotency.errors';
+import { RouteWarnings } from './route-warnings';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../config/idempotency.options';
 
 /**
@@ -24,7 +25,8 @@ import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdem
  * one). A statement that may write, on a query runner other than that of the
  * transaction TransactionHost holds (the unit's, or one the code opened
  * through TransactionHost, e.g. `Propagation.RequiresNew`), is refused: its query
- * rejects with a 500 problem naming the route and the fix, and the unit
+ * rejects with a 500 problem that names no internals (the server's log names
+ * the route and the fix, once per route), and the unit
  * fails and rolls back even if the code caught that rejection. Reads (SELECT,
  * SHOW, EXPLAIN, and transaction control) pass: a read outside the
  * transaction loses nothing. Statements sent on a driver's client directly
@@ -32,6 +34,8 @@ import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdem
  */
 @Injectable()
 export class KeyTransactionWrites implements EntitySubscriberInterface {
+  private readonly warnings = new RouteWarnings();
+
   constructor(
     @InjectDataSource() dataSource: DataSource,
     @Inject(IDEMPOTENCY_CLS) private readonly cls: ClsService,
@@ -65,16 +69,15 @@ export class KeyTransactionWrites implements EntitySubscriberInterface {
   }
 
   private refusal(route: string): IdempotencyProblem {
-    return new IdempotencyProblem(
-      this.options.policyUrl,
-      500,
-      IdempotencyErrorCode.WriteOutsideTransaction,
-      'Write Outside The Idempotency Transaction',
-      `${route} wrote through a connection of its own (a repository or manager of the DataSource: @InjectRepository(), ` +
-        `@InjectEntityManager(), dataSource.getRepository(), dataSource.manager, dataSource.query()), which would commit ` +
-        'without its Idempotency-Key. Nothing was committed. Write through the transaction: ' +
-        'TransactionHost.tx.getRepository(Entity), TransactionHost.tx.query(...).',
+    this.warnings.once(
+      'write',
+      route,
+      'wrote through a connection of its own (a repository or manager of the DataSource: @InjectRepository(), ' +
+        '@InjectEntityManager(), dataSource.getRepository(), dataSource.manager, dataSource.query()), which would commit ' +
+        'without its Idempotency-Key; the request was answered 500 idempotency_write_outside_transaction and nothing was committed. ' +
+        'Write through the transaction: inject TransactionHost<TransactionalAdapterTypeOrm> and use txHost.tx.getRepository(Entity), txHost.tx.query(...)',
     );
+    return idempotencyErrors.writeOutsideTransaction(this.options.policyUrl);
   }
 }
 

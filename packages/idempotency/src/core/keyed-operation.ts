@@ -60,7 +60,7 @@ export class KeyedOperation {
     private readonly metrics: IdempotencyMetrics,
     private readonly replays: ReplayCache,
     private readonly context: IdempotencyContext,
-    private readonly policyUrl: string,
+    private readonly policyUrl: string | undefined,
   ) {}
 
   /** The call's key (`raw`: as it came), or undefined when it has none and the route does not require one. */

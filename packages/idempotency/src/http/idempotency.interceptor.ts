@@ -12,12 +12,22 @@ import { IdempotentRoutes } from '../routes/idempotent-routes';
 import { fingerprint } from '../core/fingerprint';
 import { PHASED_OPERATION, PhasedOperation } from '../core/phased-operation';
 import { ReplayCache } from '../core/replay-cache';
-import { checkScope } from '../core/scope';
+import { requestScope } from '../core/scope';
+import { RouteWarnings } from '../core/route-warnings';
 import { GraphqlIdempotency } from '../contexts/graphql-context';
 import { KeyedOperation } from '../core/keyed-operation';
 import { MessageIdempotency } from '../contexts/message-context';
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** The log line of a request whose `scope` gave no principal: the reason and both fixes. */
+export function scopeFix(fault: string): string {
+  return (
+    `IdempotencyModule's \`scope\` ${fault}, so the request was answered 500 idempotency_scope_missing. ` +
+    "Put the route behind the app's authentication, so that `scope` finds the principal (e.g. `scope: (req) => req.user?.id` after a guard that sets req.user); " +
+    "in an app without authentication, `scope: () => 'public'` keeps every client's keys in one space (then keys must be unguessable, e.g. UUIDs)"
+  );
+}
 
 /**
  * @Idempotent() on an HTTP route, a GraphQL resolver or a message handler:
@@ -36,6 +46,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly operations: KeyedOperation;
   private readonly graphql: GraphqlIdempotency;
   private readonly messages: MessageIdempotency;
+  private readonly warnings = new RouteWarnings();
 
   constructor(
     private readonly routes: IdempotentRoutes,
@@ -46,8 +57,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     @Inject(IDEMPOTENCY_CLS) private readonly cls: ClsService,
   ) {
     this.operations = new KeyedOperation(metrics, replays, context, options.policyUrl);
-    this.graphql = new GraphqlIdempotency(routes, options, this.operations);
-    this.messages = new MessageIdempotency(routes, options, this.operations);
+    this.graphql = new GraphqlIdempotency(routes, options, this.operations, this.warnings);
+    this.messages = new MessageIdempotency(routes, options, this.operations, this.warnings);
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -82,7 +93,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const key = this.operations.keyOf(route, Array.isArray(header) ? header.join(', ') : header);
     if (key === undefined) return next.handle();
 
-    const scope = checkScope(this.options.scope(req));
+    const scope = requestScope(this.options.scope(req), this.options.policyUrl, (fault) =>
+      this.warnings.once('scope', `${req.method} ${context.getClass().name}.${context.getHandler().name}`, scopeFix(fault)),
+    );
     const body = route.fingerprint ? route.fingerprint(req) : (req.body as unknown);
     const answer = await this.operations.run(
       route,

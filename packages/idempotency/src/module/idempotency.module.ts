@@ -90,7 +90,7 @@ export const {
     Outbox,
     OutboxRelay,
   ],
-  // The interceptor is instantiated in each module that declares @Idempotent() routes: what it injects is exported.
+  // What an app injects, and what the module's own parts in other modules read.
   exports: [
     IDEMPOTENCY_TX_HOST,
     IDEMPOTENCY_CLS,
