@@ -23,8 +23,7 @@ import { RefundsService } from './refunds/refunds.service';
 import { RefundEntity } from './model/refund.entity';
 import { CardNetworkWebhooksController } from './card-network-webhooks/card-network-webhooks.controller';
 import { CardNetworkWebhooks } from './card-network-webhooks/card-network-webhooks.service';
-import { CardNetworkSignature } from './card-network-webhooks/card-network-signature';
-import { RequestSignature } from '../auth/request-signature';
+import { WebhookSignatureLimiter } from './card-network-webhooks/webhook-signature.limiter';
 
 @Module({
   imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule, EventsModule],
@@ -46,8 +45,7 @@ import { RequestSignature } from '../auth/request-signature';
     ChargeAdmission,
     CardNetworkWebhooks,
     NetworkContradictions,
-    // The credential of the webhooks' route, which auth's Authentication checks (configureApp hands it over).
-    { provide: RequestSignature, useClass: CardNetworkSignature },
+    WebhookSignatureLimiter,
   ],
   exports: [PaymentsService, ChargeAdmission, OperationAttention],
 })

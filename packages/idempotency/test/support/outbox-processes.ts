@@ -9,8 +9,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule } from 'safe-retries';
-import { Outbox } from 'safe-retries/outbox';
+import { IdempotencyModule, Outbox } from '../../src';
 
 /**
  * What the outbox suites with real processes share: relays as OS processes
