@@ -306,7 +306,7 @@ describe('client webhooks in production (e2e)', () => {
       await t.dataSource.query('UPDATE webhook_endpoints SET url = $2 WHERE id = $1', [endpoint.id, `https://localhost:${receiver.port}/hooks`]);
       const order = await createOrder(t);
       const event = (await eventsOf(t)).data.find((e) => e.data.id === order.id)!;
-      await eventually(async () => (await countRows(t.dataSource, 'webhook_deliveries', 'event_id = $1', [event.id])) > 0);
+      await eventually(async () => (await countRows(t.dataSource, 'webhook_deliveries', 'event_id = $1 AND finished_at IS NOT NULL', [event.id])) > 0);
       const [attempt] = await t.dataSource.query<{ status: number | null; error: string; endpoint_id: string }[]>(
         'SELECT status, error, endpoint_id FROM webhook_deliveries WHERE event_id = $1',
         [event.id],
