@@ -25,7 +25,15 @@ module.exports = {
   // that reaches a package's internals shares every class and token with the app under test.
   moduleNameMapper: {
     '^safe-retries$': '<rootDir>/packages/idempotency/src/index.ts',
-    '^safe-retries/(.*)$': '<rootDir>/packages/idempotency/src/$1',
+    '^safe-retries/outbox$': '<rootDir>/packages/idempotency/src/outbox/index.ts',
+    '^safe-retries/migrations$': '<rootDir>/packages/idempotency/src/migrations/index.ts',
+    '^safe-retries/messages$': '<rootDir>/packages/idempotency/src/contexts/messages.ts',
+    '^safe-retries/graphql$': '<rootDir>/packages/idempotency/src/contexts/graphql.ts',
+    '^safe-retries/telemetry$': '<rootDir>/packages/idempotency/src/telemetry/index.ts',
+    '^safe-retries/redis$': '<rootDir>/packages/idempotency/src/stores/redis/index.ts',
+    '^safe-retries/nats$': '<rootDir>/packages/idempotency/src/outbox/nats/index.ts',
+    '^safe-retries/swagger$': '<rootDir>/packages/idempotency/src/swagger/index.ts',
+    '^safe-retries/testing$': '<rootDir>/packages/idempotency/src/testing/index.ts',
     '^@safe-retries/dev-postgres$': '<rootDir>/packages/dev-postgres/src/index.ts',
     '^@safe-retries/card-network-simulator$': '<rootDir>/packages/card-network-simulator/src/index.ts',
     '^@safe-retries/client$': '<rootDir>/packages/client/src/index.ts',

@@ -6,7 +6,7 @@
  * `npm run bench:encryption`.
  */
 import { performance } from 'node:perf_hooks';
-import { ResponseCipher } from '../packages/idempotency/src/response-cipher';
+import { ResponseCipher } from '../packages/idempotency/src/contract/response-cipher';
 
 const ROW = '0b9d3a3e-7d4f-4f7e-9d2a-6f1e8b0c2a11';
 const ROUNDS = 20_000;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { DEFAULT_CARD_NETWORK_SECRET } from '../src/config/config';
 import { Attempt, Lookup, checkHistory, digest, keyOf } from '../test/support/history';
-import { startPgBouncer } from '../test/support/pgbouncer';
+import { startPgBouncer } from '../packages/idempotency/test/support/pgbouncer';
 import { startNetwork } from './lib/payment-load';
 import { BENCH_CLIENT } from './lib/app';
 import { openBenchDatabase } from './lib/database';

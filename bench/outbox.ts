@@ -7,7 +7,9 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsService } from 'nestjs-cls';
-import { IdempotencyModule, Outbox, OutboxMessage, createIdempotencyMigrations, transactionalClsModule } from 'safe-retries';
+import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
+import { Outbox, OutboxMessage } from 'safe-retries/outbox';
 import { Client } from 'pg';
 import { cannon, startServer } from './http';
 import { BENCH_CLIENT } from './lib/app';
@@ -91,7 +93,7 @@ function outboxApp(databaseUrl: string, receiver: Receiver): Promise<INestApplic
   };
   @Module({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, migrations: createIdempotencyMigrations(), migrationsRun: true }),
+      TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, migrations: idempotencyMigrations(), migrationsRun: true }),
       transactionalClsModule(),
       IdempotencyModule.forRoot({ outbox: { publish } }),
     ],

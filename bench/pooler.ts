@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
 import { Client } from 'pg';
-import { startPgBouncer } from '../test/support/pgbouncer';
+import { startPgBouncer } from '../packages/idempotency/test/support/pgbouncer';
 import { call, startNetwork } from './lib/payment-load';
 import { BenchServer, startServer } from './http';
 import { BENCH_CLIENT, PAYMENT_BODY } from './lib/app';

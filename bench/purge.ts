@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { IdempotencyPurgeService } from 'safe-retries';
-import { keyIdSql } from '../packages/idempotency/src/key-id';
+import { keyIdSql } from '../packages/idempotency/src/contract/key-id';
 import { StoreHarness } from './lib/app';
 import { Percentiles, msSince, round, summarize } from './lib/stats';
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { toPaymentResponse } from '../src/payments/model/payment-response';
 import { JSON_TYPE, PAYMENT_BODY, StoreHarness } from './lib/app';
 import { round } from './lib/stats';
-import type { ClaimRequest, StoredResponse } from '../packages/idempotency/src/idempotency.store';
+import type { ClaimRequest, StoredResponse } from '../packages/idempotency/src/contract/idempotency.store';
 
 /**
  * §4 Storage: `keys` completed keys (UUIDv4) whose stored response has the

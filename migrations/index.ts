@@ -1,4 +1,4 @@
-import { idempotencyMigrations } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
 import { CreateClients1764460800000 } from './1764460800000-CreateClients';
 import { CreateOrdersPaymentsRefunds1764460800002 } from './1764460800002-CreateOrdersPaymentsRefunds';
 import { PaymentPhases1764460800003 } from './1764460800003-PaymentPhases';
@@ -10,9 +10,12 @@ import { ClientWebhooks1796600000000 } from './1796600000000-ClientWebhooks';
 import { AttentionNetworkWord1797300000000 } from './1797300000000-AttentionNetworkWord';
 import { RefundSettlementCursor1797400000000 } from './1797400000000-RefundSettlementCursor';
 import { WebhookAttempts1797500000000 } from './1797500000000-WebhookAttempts';
+import { WebhookRetries1797600000000 } from './1797600000000-WebhookRetries';
+import { WebhookSecretOverlap1797700000000 } from './1797700000000-WebhookSecretOverlap';
+import { EventsRetention1797800000000 } from './1797800000000-EventsRetention';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
-  idempotencyMigrations;
+  idempotencyMigrations();
 
 /**
  * Every migration, in order: the app's and the idempotency module's (which
@@ -39,4 +42,7 @@ export const migrations = [
   AttentionNetworkWord1797300000000,
   RefundSettlementCursor1797400000000,
   WebhookAttempts1797500000000,
+  WebhookRetries1797600000000,
+  WebhookSecretOverlap1797700000000,
+  EventsRetention1797800000000,
 ];

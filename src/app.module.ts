@@ -13,7 +13,8 @@ import { EventsModule } from './events/events.module';
 import { WEBHOOK_DELIVERY_TOPIC, WebhookDeliveryPort, WebhookDeliveryPortModule } from './events/webhook-delivery.port';
 import { GraphqlApiModule } from './graphql/graphql-api.module';
 import { HealthModule } from './health/health.module';
-import { IdempotencyModule, IdempotencyModuleOptions, OutboxPublisher } from 'safe-retries';
+import { IdempotencyModule, IdempotencyModuleOptions } from 'safe-retries';
+import { OutboxPublisher } from 'safe-retries/outbox';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
@@ -94,6 +95,8 @@ export class AppModule {
           useFactory: (metrics: MetricsService, notifier: Notifier, webhooks: WebhookDeliveryPort) => ({
             // Its migrations run among the app's own (migrations/index.ts), by DatabaseModule.
             migrations: false,
+            // The policy page app.setup.ts serves: the `type` and `Link` of the module's problems.
+            policyUrl: '/docs/idempotency',
             // Lease, retention, pools, jobs, replay cache and keys: the configuration's, as they are.
             ...config.idempotency,
             preparedStatements: mode.preparedStatements,

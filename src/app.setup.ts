@@ -4,9 +4,8 @@ import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { CLS_REQ, ClsService } from 'nestjs-cls';
-import { authenticateOnRequest } from './auth/authenticate-on-request';
-import { ClientsService } from './auth/clients.service';
-import { FailedAuthLimiter } from './auth/failed-auth.limiter';
+import { Authentication } from './auth/authentication';
+import { RequestSignature } from './auth/request-signature';
 import { warnOfDominantAddress, warnOfUntrustedProxy } from './auth/untrusted-proxy.warning';
 import { limitConnections } from './http/connection-fairness';
 import { connectionLimits, describeLimits } from './http/connection-limits';
@@ -30,7 +29,6 @@ import { connectionMetrics } from './metrics/connection.metrics';
 import { observeHttpRequests } from './metrics/http-metrics.hook';
 import { MetricsService } from './metrics/metrics.service';
 import { ChargeAdmission } from './payments/admission/charge-admission';
-import { WebhookSignatureLimiter } from './payments/card-network-webhooks/webhook-signature.limiter';
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
 /** Where the Swagger UI and the OpenAPI document are served (`/docs`, `/docs/*`, `/docs-json`, `/docs-yaml`): public. */
@@ -116,12 +114,11 @@ export function configureApp(app: NestFastifyApplication, config: AppConfig): Ne
   // A preflight reads no body: one that announces a body is refused before it is read, ahead
   // of the adapter's CORS hook (Nest's first request hook, the adapter's documented slot).
   (app.getHttpAdapter() as FastifyAdapter).setOnRequestHook(refuseOptionsBody);
-  // Every route that needs a key is authenticated here, before its body is read: without a
-  // valid key, 401 (counted against the address) or 429 (the address is over its budget),
-  // with no body read, no query for a made-up key from a blocked address, no slot taken.
-  // Public routes pass; the webhooks' signatures have a budget of their own.
-  fastify.addHook('onRequest', authenticateOnRequest(app.get(ClientsService), app.get(FailedAuthLimiter), config));
-  app.get(WebhookSignatureLimiter).install(fastify);
+  // Every request is authenticated here, by its route's declared access, before its body is
+  // read (a signature, which is over the body, once it has arrived, before it is parsed):
+  // without a valid credential, no body read, no query for a made-up key from a blocked
+  // address, no slot taken.
+  app.get(Authentication).install(fastify, app.get(RequestSignature));
   fastify.addHook('onRequest', rejectNonJsonBody);
   // The routes that reach the card network (@ChargeRoute()), authenticated above, take turns
   // once their body has arrived: a request without a valid key never takes or waits for a
@@ -247,8 +244,8 @@ function answerMalformedRequestWithProblem(error: Error & { code?: string }, soc
 function setupOpenApi(app: NestFastifyApplication, fastify: FastifyInstance): void {
   const policy = app.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
   const markdown = policyMarkdown(policy);
-  // The policy page is the `type` of every idempotency problem; it needs no key.
-  fastify.get(policy.policyUrl, { config: { access: 'public' } }, (_request, reply) => {
+  // The policy page is the `type` of every idempotency problem (the module's policyUrl); it needs no key.
+  fastify.get(policy.policyUrl ?? '/docs/idempotency', { config: { access: 'public' } }, (_request, reply) => {
     void reply.type('text/markdown; charset=utf-8').send(markdown);
   });
   // The header, problems and x-idempotency of every @Idempotent() route, before the document is built.

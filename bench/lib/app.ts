@@ -6,7 +6,7 @@ import { ClsService } from 'nestjs-cls';
 import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { AppConfig, loadConfig } from '../../src/config/config';
-import { fingerprint } from '../../packages/idempotency/src/fingerprint';
+import { fingerprint } from '../../packages/idempotency/src/core/fingerprint';
 // Through the installed package, as the app's own module is: its tokens and classes are the app's.
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from 'safe-retries/swagger';
 import { IdempotencyStore, Ownership, StoredResponse, idempotencyStoreOf } from 'safe-retries/testing';

@@ -4,7 +4,7 @@ import { ThrottlerModule } from '@nestjs/throttler';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
-import { ApiKeyGuard } from './api-key.guard';
+import { Authentication } from './authentication';
 import { ClientThrottlerGuard } from './client-throttler.guard';
 import { ClientKeyEntity } from './client-key.entity';
 import { ClientKeysRepository } from './client-keys.repository';
@@ -12,6 +12,7 @@ import { ClientEntity } from './client.entity';
 import { ClientsService } from './clients.service';
 import { FailedAuthLimiter } from './failed-auth.limiter';
 import { MetricsTokenAccess } from './metrics-token.access';
+import { WebhookSignatureLimiter } from './webhook-signature.limiter';
 import { REDELIVERIES_PER_HOUR, isRedeliveryRoute } from '../http/route-access';
 
 @Module({
@@ -34,10 +35,11 @@ import { REDELIVERIES_PER_HOUR, isRedeliveryRoute } from '../http/route-access';
     ClientsService,
     FailedAuthLimiter,
     MetricsTokenAccess,
-    // Guards run in this order: the client is known before it is throttled.
-    { provide: APP_GUARD, useClass: ApiKeyGuard },
+    WebhookSignatureLimiter,
+    // Its hooks are installed by configureApp: every request is authenticated before any guard runs.
+    Authentication,
     { provide: APP_GUARD, useClass: ClientThrottlerGuard },
   ],
-  exports: [ClientsService, FailedAuthLimiter, MetricsTokenAccess],
+  exports: [ClientsService, FailedAuthLimiter, MetricsTokenAccess, Authentication],
 })
 export class AuthModule {}

@@ -3,7 +3,8 @@ import { ThrottlerGuard } from '@nestjs/throttler';
 import type { ThrottlerLimitDetail } from '@nestjs/throttler';
 import { httpReplyOf, httpRequestOf } from '../http/http-request';
 import { problems } from '../http/problem';
-import { isPublicRoute } from '../http/route-access';
+import type { FastifyRequest } from 'fastify';
+import { routeAccess } from '../http/route-access';
 import { RequestWithClient } from './current-client.decorator';
 
 /**
@@ -11,9 +12,11 @@ import { RequestWithClient } from './current-client.decorator';
  * @nestjs/throttler's guard and storage, changed only through the guard's
  * documented hooks.
  *
- * - `shouldSkip`: public routes (health, docs, metrics) are not counted.
- * - `getTracker`: the client ApiKeyGuard set, not the address (this guard is
- *   registered after ApiKeyGuard, so every route it counts has one).
+ * - `shouldSkip`: routes reached without an API key (health, metrics, the
+ *   card network's webhooks: a declared RouteAccess) are not counted.
+ * - `getTracker`: the client Authentication set before the body was read, not
+ *   the address. A route that needs a key reached without a client (the
+ *   authentication hooks not installed) is a 500, never served.
  * - `generateKey`: one budget per client for every route (the library's key is
  *   per controller and handler too).
  * - `throwThrottlingException`: 429 problem+json `rate_limited` with Retry-After.
@@ -27,12 +30,13 @@ import { RequestWithClient } from './current-client.decorator';
 @Injectable()
 export class ClientThrottlerGuard extends ThrottlerGuard {
   protected override shouldSkip(context: ExecutionContext): Promise<boolean> {
-    return Promise.resolve(isPublicRoute(this.reflector, context));
+    const request = httpRequestOf<FastifyRequest>(context);
+    return Promise.resolve(request !== undefined && routeAccess(request) !== undefined);
   }
 
   protected override getTracker(req: Record<string, unknown>): Promise<string> {
     const client = (req as Partial<RequestWithClient>).client;
-    if (!client) return Promise.reject(new Error('ClientThrottlerGuard ran on a route without a client: it must run after ApiKeyGuard'));
+    if (!client) return Promise.reject(new Error('ClientThrottlerGuard ran on a route without a client: Authentication must be installed (configureApp)'));
     return Promise.resolve(client.id);
   }
 

@@ -32,7 +32,7 @@ const UNKNOWN = 'unknown';
  * by another instance since the last read is not held yet: `lookUp` asks the
  * database for it (one index probe, concurrent lookups of one hash share it),
  * and remembers a hash it did not find for 5 s. The caller decides whether a
- * key may be looked up at all (authenticateOnRequest: not from an address
+ * key may be looked up at all (Authentication: not from an address
  * over its failed-auth budget).
  */
 @Injectable()

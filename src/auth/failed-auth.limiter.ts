@@ -29,8 +29,12 @@ export interface Blocked {
  * address is Fastify's `request.ip`: the peer's, or with HTTP_TRUST_PROXY the one a
  * trusted proxy forwarded.
  *
- * The authentication hook (authenticateOnRequest) consults it before the body
- * is read; public routes (health, docs, the card network's webhooks) never do.
+ * Authentication consults it before the body is read, for every request
+ * without a valid credential; public routes (health, docs) and the card
+ * network's webhooks (a budget of their own, WebhookSignatureLimiter) never
+ * do. Why a budget per address, and why a valid credential passes whatever its
+ * address: a flood of bad keys must cost at most a few queries, and must not
+ * lock out the clients that share its address (a NAT, a load balancer).
  */
 @Injectable()
 export class FailedAuthLimiter extends AddressBudget implements OnApplicationShutdown {
@@ -48,6 +52,18 @@ export class FailedAuthLimiter extends AddressBudget implements OnApplicationShu
       failures: 'failed authentications',
       logger: new Logger('Auth'),
     });
+  }
+
+  /**
+   * A request from `address` without a valid credential: Blocked when the
+   * address is over its budget already (nothing counted), else its failure is
+   * counted (undefined).
+   */
+  fail(address: string): Blocked | undefined {
+    const blockedFor = this.blockedFor(address);
+    if (blockedFor !== undefined) return { blockedFor };
+    this.recordFailure(address);
+    return undefined;
   }
 
   /**

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
-import { MetricsAccess } from '../metrics/metrics-access';
+import { MetricsAccess, MetricsVerdict } from '../metrics/metrics-access';
 import { bearerToken } from './api-key';
 import { FailedAuthLimiter } from './failed-auth.limiter';
 
@@ -11,7 +11,7 @@ import { FailedAuthLimiter } from './failed-auth.limiter';
  * they are read only with a token. The comparison is constant-time: both sides
  * are hashed to 32 bytes first, so neither the content nor the length leaks.
  */
-export function isMetricsTokenValid(authorization: string | undefined, token: string): boolean {
+function isMetricsTokenValid(authorization: string | undefined, token: string): boolean {
   const presented = bearerToken(authorization);
   if (presented === undefined) return false;
   const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
@@ -19,10 +19,13 @@ export function isMetricsTokenValid(authorization: string | undefined, token: st
 }
 
 /**
- * The app's MetricsAccess: METRICS_TOKEN opens /metrics (without one set,
- * anyone who reaches it may read it: only MetricsServer's own port serves it
- * then), and a wrong or missing token is a failed authentication of the
- * address, on the budget of FailedAuthLimiter.
+ * The one check of the metrics token, for /metrics on the API port
+ * (Authentication) and on its own port (MetricsServer): METRICS_TOKEN opens
+ * /metrics (without one set, anyone who reaches it may read it: only
+ * MetricsServer's own port, on loopback, serves it then), and a wrong or
+ * missing token is a failed authentication of the address, on the budget of
+ * FailedAuthLimiter (the same budget on both ports: a scraper guessing tokens
+ * gains nothing by switching).
  */
 @Injectable()
 export class MetricsTokenAccess extends MetricsAccess {
@@ -33,15 +36,10 @@ export class MetricsTokenAccess extends MetricsAccess {
     super();
   }
 
-  allows(authorization: string | undefined): boolean {
+  check(authorization: string | undefined, address: string): MetricsVerdict {
     const { token } = this.config.metrics;
-    return token === undefined || isMetricsTokenValid(authorization, token);
-  }
-
-  refuse(address: string): { retryAfterSeconds: number } | undefined {
-    const seconds = this.failedAuth.blockedFor(address);
-    if (seconds !== undefined) return { retryAfterSeconds: Math.max(1, Math.ceil(seconds)) };
-    this.failedAuth.recordFailure(address);
-    return undefined;
+    if (token === undefined || isMetricsTokenValid(authorization, token)) return 'allowed';
+    const blocked = this.failedAuth.fail(address);
+    return blocked ? { retryAfterSeconds: Math.max(1, Math.ceil(blocked.blockedFor)) } : 'unauthorized';
   }
 }

@@ -1,7 +1,7 @@
 import { DataSource, MigrationExecutor } from 'typeorm';
 import { PostgresDataSourceOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions';
 import { migrations } from '../../migrations';
-import { IdempotencyKeyEntity } from 'safe-retries';
+import { idempotencyKeyEntity } from 'safe-retries/migrations';
 
 /**
  * One place that says how we talk to PostgreSQL. Migrations are given as classes,
@@ -22,7 +22,7 @@ export function dataSourceOptions(url: string, poolSize: number, deadlineMs: num
     migrations,
     // The module's table, so that migration:generate compares it too; the
     // features' entities come through TypeOrmModule.forFeature (autoLoadEntities).
-    entities: [IdempotencyKeyEntity],
+    entities: [idempotencyKeyEntity()],
     migrationsTableName: 'migrations',
     migrationsTransactionMode: 'all',
     extra: {

@@ -20,6 +20,7 @@ export const EVENT_TYPES = [
   'refund.failed',
   'refund.requires_attention',
   'refund.contradicted',
+  'webhook_endpoint.disabled',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

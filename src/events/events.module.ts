@@ -3,15 +3,20 @@ import { WebhookEndpointsModule } from '../webhook-endpoints/webhook-endpoints.m
 import { EventsController } from './events.controller';
 import { EventsRepository } from './events.repository';
 import { EventsService } from './events.service';
+import { EventsPurgeJob } from './retention/events-purge.job';
+import { EventsPurgeRepository } from './retention/events-purge.repository';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WebhookDeliveryPortModule } from './webhook-delivery.port';
 import { WebhookPublisher } from './webhook-publisher';
 
-/** Events of payments, refunds and orders: recorded with their changes, listed, and delivered to the clients' endpoints. */
+/**
+ * Events of payments, refunds and orders: recorded with their changes, listed,
+ * delivered to the clients' endpoints, and purged past their retention (retention/).
+ */
 @Module({
   imports: [WebhookEndpointsModule, WebhookDeliveryPortModule],
   controllers: [EventsController],
-  providers: [EventsService, EventsRepository, WebhookDeliveriesRepository, WebhookPublisher],
+  providers: [EventsService, EventsRepository, WebhookDeliveriesRepository, WebhookPublisher, EventsPurgeJob, EventsPurgeRepository],
   exports: [EventsService],
 })
 export class EventsModule {}

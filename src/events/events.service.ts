@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { randomBytes } from 'node:crypto';
-import { Outbox } from 'safe-retries';
+import { Outbox } from 'safe-retries/outbox';
 import { invalidCursor } from '../http/pagination';
 import { problems } from '../http/problem';
 import { WebhookEndpointsService } from '../webhook-endpoints/webhook-endpoints.service';

@@ -18,6 +18,20 @@ export interface AttemptOutcome {
   error: string | null;
 }
 
+/** A failed attempt's retry: the schedule (seconds from the first attempt) and the receiver's Retry-After, if any. */
+export interface RetryRule {
+  offsetsS: readonly number[];
+  afterSeconds: number | null;
+  afterAt: string | null;
+}
+
+/** Where a message stands in its schedule: attempts made, and whether the next is due (`over`: none is left). */
+export interface MessageTurn {
+  made: number;
+  due: boolean;
+  over: boolean;
+}
+
 /** An attempt as the API lists it; times are the database's, as text. */
 export interface AttemptRow {
   id: string;
@@ -44,7 +58,9 @@ function storable(text: string | null): string | null {
 /**
  * Each attempt to deliver an event to an endpoint, written outside any
  * transaction by the relay: started before the request is sent, finished with
- * its outcome, so an attempt cut short (a process killed) keeps its row.
+ * its outcome, so an attempt cut short (a process killed) keeps its row. The
+ * attempts of one outbox message (`message_id`) are its place in the retry
+ * schedule: a failed one holds the time of the next (`retry_at`).
  */
 @Injectable()
 export class WebhookDeliveriesRepository extends SqlRepository {
@@ -56,11 +72,39 @@ export class WebhookDeliveriesRepository extends SqlRepository {
     return row.id;
   }
 
-  async finish(clientId: string, id: string, o: AttemptOutcome): Promise<void> {
+  /** The message's attempts so far, and whether its next one is due: the latest attempt's retry_at (none while unfinished: due). */
+  async turn(clientId: string, messageId: string): Promise<MessageTurn> {
+    const [row] = await this.rows<MessageTurn>(
+      `SELECT count(*)::int AS made,
+              coalesce((array_agg(retry_at IS NULL OR retry_at <= now() ORDER BY created_at DESC, id DESC))[1], true) AS due,
+              coalesce((array_agg(retry_at = 'infinity' ORDER BY created_at DESC, id DESC))[1], false) AS over
+         FROM webhook_deliveries WHERE client_id = $1 AND message_id = $2`,
+      [clientId, messageId],
+    );
+    return row;
+  }
+
+  /**
+   * The attempt's outcome; a failed one (`retry` given) also gets its
+   * message's next time, on the database's clock: the first step of the
+   * schedule (counted from the message's first attempt) still ahead and not
+   * before the Retry-After; a Retry-After past the last step, the last step
+   * still ahead; none left, 'infinity'.
+   */
+  async finish(clientId: string, id: string, o: AttemptOutcome, retry?: RetryRule): Promise<void> {
     await this.rows(
-      `UPDATE webhook_deliveries SET status = $3, response_excerpt = $4, error_class = $5, error = $6, finished_at = now()
+      `WITH first AS (
+         SELECT min(created_at) AS at FROM webhook_deliveries
+          WHERE client_id = $1 AND message_id = (SELECT message_id FROM webhook_deliveries WHERE client_id = $1 AND id = $2)),
+       steps AS (SELECT first.at + o * interval '1 second' AS at FROM first, unnest($8::int[]) o WHERE first.at + o * interval '1 second' > now()),
+       asked AS (SELECT coalesce(now() + $9::int8 * interval '1 second', $10::timestamptz) AS at)
+       UPDATE webhook_deliveries SET status = $3, response_excerpt = $4, error_class = $5, error = $6, finished_at = now(),
+              retry_at = CASE WHEN $7::boolean THEN coalesce(
+                (SELECT min(steps.at) FROM steps, asked WHERE asked.at IS NULL OR steps.at >= asked.at),
+                (SELECT max(at) FROM steps),
+                'infinity') END
         WHERE client_id = $1 AND id = $2`,
-      [clientId, id, o.status, storable(o.excerpt), o.errorClass, storable(o.error)],
+      [clientId, id, o.status, storable(o.excerpt), o.errorClass, storable(o.error), retry !== undefined, retry?.offsetsS ?? [], retry?.afterSeconds ?? null, retry?.afterAt ?? null],
     );
   }
 

@@ -1,5 +1,5 @@
 import { Injectable, Module } from '@nestjs/common';
-import type { OutboxPublisher } from 'safe-retries';
+import type { OutboxPublisher } from 'safe-retries/outbox';
 
 /** The outbox topic of one event's delivery to one endpoint; its payload is a WebhookDeliveryPayload. */
 export const WEBHOOK_DELIVERY_TOPIC = 'webhook.delivery';

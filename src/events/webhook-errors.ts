@@ -36,3 +36,13 @@ export function errorClass(error: unknown): AttemptErrorClass {
   if (code?.startsWith('ERR_TLS') || code?.includes('CERT') || code?.startsWith('ERR_SSL')) return 'tls';
   return (code && CODES[code]) || 'network';
 }
+
+/**
+ * A delivery the publisher holds without sending (the message's next attempt
+ * is not due, its schedule is over, or its endpoint is paused or disabled):
+ * the outbox counts it as failed and hands the message over again later, and
+ * no attempt is made or recorded. Cheap: a statement or two, no request.
+ */
+export class DeliveryHeldError extends Error {
+  override name = 'DeliveryHeldError';
+}

@@ -1,28 +1,49 @@
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
-import type { OutboxMessage } from 'safe-retries';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import type { OutboxMessage } from 'safe-retries/outbox';
 import { Webhook } from 'standardwebhooks';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { BackgroundConnections } from '../database/background-connections';
-import { WebhookEndpointsService } from '../webhook-endpoints/webhook-endpoints.service';
-import { toEventResponse } from './events.service';
-import { EventsRepository } from './events.repository';
+import { DeliveryTarget, WebhookEndpointsService } from '../webhook-endpoints/webhook-endpoints.service';
+import { EventsService, toEventResponse } from './events.service';
+import { EventRow, EventsRepository } from './events.repository';
 import { AttemptOutcome, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
-import { errorClass } from './webhook-errors';
+import { DeliveryHeldError, errorClass } from './webhook-errors';
 import { WebhookDeliveryPayload, WebhookDeliveryPort } from './webhook-delivery.port';
 import { postWebhook } from './webhook-request';
+import { RETRY_OFFSETS_S, retryAfter } from './webhook-schedule';
+
+/** What a 410 Gone's endpoint is disabled with. */
+export const GONE_REASON = 'the endpoint answered 410 Gone';
+
+/** A delivery that may go now: where, what, and its attempt's number. */
+interface Ready {
+  target: DeliveryTarget;
+  event: EventRow;
+  attempt: number;
+}
 
 /**
  * Delivers one event to one endpoint (an outbox message of WEBHOOK_DELIVERY_TOPIC),
  * signed per Standard Webhooks: `webhook-id` is the event's id (the same on
  * every attempt and redelivery: the receiver deduplicates by it),
  * `webhook-timestamp` the attempt's time, `webhook-signature` the HMAC of both
- * and the body under the endpoint's secret. Every attempt is recorded
- * (webhook_deliveries): started before the request is sent, finished with its
- * outcome; a 2xx is delivered even when its record cannot be finished (the
- * receiver has it: sending again would only repeat it). A refusal, an error or
- * an answer other than 2xx throws,
- * and the outbox retries on its schedule, then keeps it as a dead letter. A
+ * and the body under the endpoint's secret (and under the one a rotation
+ * replaced, while the overlap lasts: ROTATION_OVERLAP).
+ *
+ * The pace is the app's, not the outbox's: a message is sent only when its
+ * next attempt is due on the retry schedule (webhook-schedule.ts) and its
+ * endpoint admits it (not disabled; paused, only as its one probe:
+ * endpoint-pacing.ts). Otherwise it is held (DeliveryHeldError): nothing is
+ * sent or recorded, and the outbox hands it over again later. Every attempt
+ * is recorded (webhook_deliveries): started before the request is sent,
+ * finished with its outcome and, failed, the time of the next. A 2xx is
+ * delivered even when its record cannot be finished (the receiver has it:
+ * sending again would only repeat it). A refusal, an error or an answer other
+ * than 2xx throws, after counting against the endpoint (a 410 disables it at
+ * once, with a `webhook_endpoint.disabled` event in the same transaction). A
  * deleted endpoint gets nothing: the message resolves unsent. The secret
  * appears in no error and no log line. Its statements run in turns of
  * BackgroundConnections: a batch of deliveries never holds the pool that
@@ -37,8 +58,10 @@ export class WebhookPublisher implements OnModuleInit {
     private readonly port: WebhookDeliveryPort,
     private readonly endpoints: WebhookEndpointsService,
     private readonly events: EventsRepository,
+    private readonly eventsService: EventsService,
     private readonly deliveries: WebhookDeliveriesRepository,
     private readonly connections: BackgroundConnections,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.production = config.production;
@@ -49,44 +72,82 @@ export class WebhookPublisher implements OnModuleInit {
   }
 
   async deliver(message: OutboxMessage, signal: AbortSignal): Promise<void> {
-    const { clientId, eventId, endpointId } = message.payload as WebhookDeliveryPayload;
-    const found = await this.connections.run(async () => {
-      const target = await this.endpoints.target(clientId, endpointId);
-      return target && { target, event: await this.events.find(clientId, eventId) };
-    });
-    if (!found?.event) return;
-    const { target, event } = found;
+    const payload = message.payload as WebhookDeliveryPayload;
+    const { clientId, eventId, endpointId } = payload;
+    const ready = await this.connections.run(() => this.ready(message.id, payload));
+    if (!ready) return;
+    const { target, event, attempt } = ready;
     const body = JSON.stringify(toEventResponse(event));
     const timestamp = new Date();
     const headers = {
       'webhook-id': event.id,
       'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
-      'webhook-signature': new Webhook(target.secret).sign(event.id, timestamp, body),
+      // Standard Webhooks: several signatures, space-separated; the receiver accepts the delivery when any verifies.
+      'webhook-signature': target.secrets.map((secret) => new Webhook(secret).sign(event.id, timestamp, body)).join(' '),
     };
-    const attemptId = await this.connections.run(() =>
-      this.deliveries.start({ clientId, eventId, endpointId, messageId: message.id, attempt: message.attempt }),
-    );
-    let answer: { status: number; excerpt: string };
+    const attemptId = await this.connections.run(() => this.deliveries.start({ clientId, eventId, endpointId, messageId: message.id, attempt }));
+    let answer: Awaited<ReturnType<typeof postWebhook>>;
     try {
       answer = await postWebhook(new URL(target.url), headers, body, this.production, signal);
     } catch (error) {
       const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
-      await this.finish(clientId, attemptId, { status: null, excerpt: null, errorClass: errorClass(error), error: reason });
+      await this.failed(payload, attemptId, { status: null, excerpt: null, errorClass: errorClass(error), error: reason });
       throw new Error(`webhook to endpoint ${endpointId} failed: ${reason}`, { cause: error });
     }
     const ok = answer.status >= 200 && answer.status < 300;
     const outcome = { status: answer.status, excerpt: answer.excerpt, errorClass: ok ? null : 'http_status', error: ok ? null : `answered ${answer.status}` };
     if (!ok) {
-      await this.finish(clientId, attemptId, outcome);
+      await this.failed(payload, attemptId, outcome, answer);
       throw new Error(`webhook to endpoint ${endpointId} answered ${answer.status}`);
     }
-    await this.finish(clientId, attemptId, outcome).catch((error: unknown) =>
-      this.logger.warn(`delivered event ${eventId} to endpoint ${endpointId}, but its attempt ${attemptId} was not finished: ${(error as Error).message}`),
-    );
+    await this.connections
+      .run(async () => {
+        await this.deliveries.finish(clientId, attemptId, outcome);
+        await this.endpoints.succeeded(clientId, endpointId);
+      })
+      .catch((error: unknown) =>
+        this.logger.warn(`delivered event ${eventId} to endpoint ${endpointId}, but its attempt ${attemptId} was not finished: ${(error as Error).message}`),
+      );
   }
 
-  /** The attempt's outcome, written in a turn of the background's share of the pool (a batch's records queue among themselves). */
-  private finish(clientId: string, attemptId: string, outcome: AttemptOutcome): Promise<void> {
-    return this.connections.run(() => this.deliveries.finish(clientId, attemptId, outcome));
+  /**
+   * The delivery, when it may go now; undefined when its endpoint or event is
+   * gone (nothing to send). Throws DeliveryHeldError when it must wait. The
+   * message's turn is read first: only a due message can take a paused
+   * endpoint's probe.
+   */
+  private async ready(messageId: string, { clientId, eventId, endpointId }: WebhookDeliveryPayload): Promise<Ready | undefined> {
+    const turn = await this.deliveries.turn(clientId, messageId);
+    if (turn.over) {
+      if (!(await this.endpoints.exists(clientId, endpointId))) return undefined;
+      throw new DeliveryHeldError(`message ${messageId}: all ${turn.made} attempts were made; it waits for the outbox's horizon`);
+    }
+    if (!turn.due) throw new DeliveryHeldError(`message ${messageId}: its next attempt is not due`);
+    const admission = await this.endpoints.admit(clientId, endpointId);
+    if (!admission) return undefined;
+    if (admission.held) throw new DeliveryHeldError(`endpoint ${endpointId} is ${admission.held}: message ${messageId} waits`);
+    const event = await this.events.find(clientId, eventId);
+    return event && { target: admission.target, event, attempt: turn.made + 1 };
+  }
+
+  /**
+   * A failed attempt: finished with its message's next time, then counted
+   * against the endpoint; an endpoint this disables gets its event in the
+   * same transaction.
+   */
+  private failed({ clientId, endpointId }: WebhookDeliveryPayload, attemptId: string, outcome: AttemptOutcome, answer?: { status: number; retryAfter?: string }): Promise<void> {
+    const after = answer && retryAfter(answer.status, answer.retryAfter);
+    const afterSeconds = after && 'seconds' in after ? after.seconds : null;
+    const afterAt = after && 'at' in after ? after.at : null;
+    return this.connections.run(async () => {
+      await this.deliveries.finish(clientId, attemptId, outcome, { offsetsS: RETRY_OFFSETS_S, afterSeconds, afterAt });
+      const goneReason = answer?.status === 410 ? GONE_REASON : null;
+      const disabled = await this.txHost.withTransaction(async () => {
+        const endpoint = await this.endpoints.failed(clientId, endpointId, { goneReason, retryAfterSeconds: afterSeconds, retryAfterAt: afterAt });
+        if (endpoint) await this.eventsService.record(clientId, 'webhook_endpoint.disabled', endpoint);
+        return endpoint;
+      });
+      if (disabled) this.logger.warn(`webhook endpoint ${endpointId} is disabled: ${disabled.disabled_reason}`);
+    });
   }
 }

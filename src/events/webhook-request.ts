@@ -21,6 +21,8 @@ export const EXCERPT_BYTES = 1_024;
 export interface WebhookAnswer {
   status: number;
   excerpt: string;
+  /** The answer's Retry-After header, as sent. */
+  retryAfter?: string;
 }
 
 /**
@@ -32,7 +34,8 @@ export interface WebhookAnswer {
  * an unreachable IPv6 address, then IPv4). The Host header and TLS's SNI
  * still name the host. A fresh connection each time (no agent
  * pool): nothing checked earlier is reused. Connect and response times are
- * bounded; of the answer, the status and at most EXCERPT_BYTES are kept.
+ * bounded; of the answer, the status, its Retry-After and at most
+ * EXCERPT_BYTES are kept.
  */
 export async function postWebhook(url: URL, headers: Record<string, string>, body: string, production: boolean, signal: AbortSignal): Promise<WebhookAnswer> {
   let pinned: ResolvedAddress[] | undefined;
@@ -65,7 +68,7 @@ export async function postWebhook(url: URL, headers: Record<string, string>, bod
       let kept = 0;
       const done = () => {
         clearTimeout(timer);
-        resolve({ status: res.statusCode ?? 0, excerpt: Buffer.concat(chunks).subarray(0, EXCERPT_BYTES).toString('utf8') });
+        resolve({ status: res.statusCode ?? 0, excerpt: Buffer.concat(chunks).subarray(0, EXCERPT_BYTES).toString('utf8'), retryAfter: res.headers['retry-after'] });
       };
       res.on('data', (chunk: Buffer) => {
         if (kept < EXCERPT_BYTES) chunks.push(chunk);

@@ -1,19 +1,18 @@
-import { ExecutionContext, SetMetadata, applyDecorators } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
+import { ExecutionContext, SetMetadata } from '@nestjs/common';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyRequest } from 'fastify';
 
 /*
- * How a route is reached, declared where the route lives (health, metrics, the
- * webhooks) and enforced by auth's guards and hooks: the declaration needs
- * nothing of auth, so a feature that declares it imports nothing of auth.
+ * How a route is reached, declared once where the route lives (health, metrics,
+ * the webhooks) and enforced by auth (Authentication, once per request): the
+ * declaration needs nothing of auth, so a feature that declares it imports
+ * nothing of auth.
  */
-
-export const IS_PUBLIC = 'auth:public';
 
 /**
  * How a route that needs no API key is reached, as its Fastify route config
- * `access` says (so the hooks that run before the body is read know it):
+ * `access` says (the one declaration: the hooks that run before the body is
+ * read and the guards read it from the request):
  *
  * - `public`: anyone (health, the docs). Never blocked or counted by the
  *   failed-auth limit.
@@ -25,7 +24,7 @@ export const IS_PUBLIC = 'auth:public';
  *   failed authentication of the address.
  *
  * A route without `access` needs an API key, checked before its body is read
- * (authenticateOnRequest).
+ * (Authentication).
  */
 export type RouteAccess = 'public' | 'signed' | 'metrics-token';
 
@@ -43,15 +42,15 @@ declare module 'fastify' {
 }
 
 /**
- * A route decorator (never a controller's: Nest's Fastify adapter reads route
- * config from the handler only, and a controller-wide mark would leave its
- * routes needing a key before the body is read while the guards let them pass).
+ * A route decorator, never a controller's: Nest's Fastify adapter reads route
+ * config from the handler only, so a controller-wide mark would be silently
+ * ignored.
  */
 function routeWithoutApiKey(access: RouteAccess, extra: { maxBodyBytes?: number } = {}): MethodDecorator {
-  const decorators = applyDecorators(SetMetadata(IS_PUBLIC, true), RouteConfig({ access, ...extra }));
+  const decorator = RouteConfig({ access, ...extra });
   return (target, key, descriptor) => {
     if (descriptor === undefined) throw new Error(`@${access} access is declared on a route handler, not on a controller`);
-    decorators(target, key, descriptor);
+    decorator(target, key, descriptor);
   };
 }
 
@@ -77,23 +76,6 @@ export function routeAccess(request: FastifyRequest): RouteAccess | undefined {
  */
 export function isCorsPreflight(request: FastifyRequest): boolean {
   return request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined;
-}
-
-/** Per controller class, per handler: whether the route needs no API key (metadata never changes once the app runs). */
-const publicRoutes = new WeakMap<object, WeakMap<object, boolean>>();
-
-/** Whether the route of a request needs no API key (Public, MetricsTokenRoute, SignedRoute), looked up once per route. */
-export function isPublicRoute(reflector: Reflector, context: ExecutionContext): boolean {
-  const handler = context.getHandler();
-  const controller = context.getClass();
-  let routes = publicRoutes.get(controller);
-  if (routes === undefined) publicRoutes.set(controller, (routes = new WeakMap()));
-  let known = routes.get(handler);
-  if (known === undefined) {
-    known = reflector.getAllAndOverride<boolean>(IS_PUBLIC, [handler, controller]) === true;
-    routes.set(handler, known);
-  }
-  return known;
 }
 
 const REDELIVERY = 'auth:redelivery';

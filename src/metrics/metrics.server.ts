@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { Server, ServerResponse, createServer } from 'node:http';
+import { Server, createServer } from 'node:http';
 import { APP_CONFIG } from '../config/config.module';
 import type { AppConfig } from '../config/config';
 import { MetricsAccess } from './metrics-access';
@@ -9,10 +9,10 @@ import { MetricsService } from './metrics.service';
  * With METRICS_PORT, /metrics is served on its own listener (on every address
  * with METRICS_TOKEN, else loopback only), away from the API port a load
  * balancer exposes.
- * MetricsAccess decides who reads it, as on the API port: in the app,
- * METRICS_TOKEN when set, a wrong or missing one a failed authentication of
- * the peer's address (the same budget as on the API port), and an address over
- * its budget gets 429 unless its token is right.
+ * MetricsAccess decides who reads it, the same check as on the API port: in
+ * the app, METRICS_TOKEN when set, a wrong or missing one a failed
+ * authentication of the peer's address (the same budget as on the API port),
+ * and an address over its budget gets 429 unless its token is right.
  */
 @Injectable()
 export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -32,13 +32,18 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
       const path = (req.url ?? '').split('?')[0];
       if (req.method !== 'GET' || path !== '/metrics') {
         res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found\n');
-      } else if (!this.access.allows(req.headers.authorization)) {
-        this.refuse(req.socket.remoteAddress ?? 'unknown', res);
-      } else {
+        return;
+      }
+      const verdict = this.access.check(req.headers.authorization, req.socket.remoteAddress ?? 'unknown');
+      if (verdict === 'allowed') {
         this.metrics.registry.metrics().then(
           (text) => res.writeHead(200, { 'Content-Type': this.metrics.registry.contentType, 'Cache-Control': 'no-store' }).end(text),
           () => res.writeHead(500).end(),
         );
+      } else if (verdict === 'unauthorized') {
+        res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' }).end('unauthorized\n');
+      } else {
+        res.writeHead(429, { 'Content-Type': 'text/plain', 'Retry-After': String(verdict.retryAfterSeconds) }).end('too many failed authentications\n');
       }
     });
     await new Promise<void>((resolve, reject) => {
@@ -47,16 +52,6 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
     });
     this.server = server;
     this.logger.log(`metrics on http://${host}:${port}/metrics${token ? ' (token required)' : ''}`);
-  }
-
-  /** A wrong or missing token: 429 from an address over its failed-auth budget, else counted and 401. */
-  private refuse(address: string, res: ServerResponse): void {
-    const blocked = this.access.refuse(address);
-    if (blocked) {
-      res.writeHead(429, { 'Content-Type': 'text/plain', 'Retry-After': String(blocked.retryAfterSeconds) }).end('too many failed authentications\n');
-      return;
-    }
-    res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' }).end('unauthorized\n');
   }
 
   async onApplicationShutdown(): Promise<void> {

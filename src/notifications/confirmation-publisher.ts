@@ -1,4 +1,4 @@
-import type { OutboxPublisher } from 'safe-retries';
+import type { OutboxPublisher } from 'safe-retries/outbox';
 import { Notification, Notifier } from './notifier';
 
 /** The outbox topic of an order confirmation; its payload is the Notification. */

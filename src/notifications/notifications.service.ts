@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Outbox } from 'safe-retries';
+import { Outbox } from 'safe-retries/outbox';
 import { OrdersService } from '../orders/orders.service';
 import { ConfirmationLimits } from './confirmation-limits';
 import { ORDER_CONFIRMATION_TOPIC } from './confirmation-publisher';

@@ -23,7 +23,8 @@ import { RefundsService } from './refunds/refunds.service';
 import { RefundEntity } from './model/refund.entity';
 import { CardNetworkWebhooksController } from './card-network-webhooks/card-network-webhooks.controller';
 import { CardNetworkWebhooks } from './card-network-webhooks/card-network-webhooks.service';
-import { WebhookSignatureLimiter } from './card-network-webhooks/webhook-signature.limiter';
+import { CardNetworkSignature } from './card-network-webhooks/card-network-signature';
+import { RequestSignature } from '../auth/request-signature';
 
 @Module({
   imports: [TypeOrmModule.forFeature([PaymentEntity, RefundEntity]), OrdersModule, CardNetworkModule, EventsModule],
@@ -45,7 +46,8 @@ import { WebhookSignatureLimiter } from './card-network-webhooks/webhook-signatu
     ChargeAdmission,
     CardNetworkWebhooks,
     NetworkContradictions,
-    WebhookSignatureLimiter,
+    // The credential of the webhooks' route, which auth's Authentication checks (configureApp hands it over).
+    { provide: RequestSignature, useClass: CardNetworkSignature },
   ],
   exports: [PaymentsService, ChargeAdmission, OperationAttention],
 })

@@ -9,6 +9,13 @@ const TAG_BYTES = 16;
 const SEALED = 'sealed:v1:';
 
 /**
+ * How long a rotated secret keeps signing beside the new one (on the
+ * database's clock, from the rotation): a receiver that switched and one that
+ * has not both verify every delivery meanwhile. The client may end it sooner.
+ */
+export const ROTATION_OVERLAP = '24 hours';
+
+/**
  * Endpoints' signing secrets at rest. A secret signs (HMAC), so it cannot be
  * hashed like an API key: with IDEMPOTENCY_ENCRYPTION_KEYS set, it is sealed
  * as stored responses are, AES-256-GCM under the ring's newest key

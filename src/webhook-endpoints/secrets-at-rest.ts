@@ -18,7 +18,8 @@ export class SecretKeyMissingError extends Error {
  *   stops, naming the key and how many endpoints need it.
  * - then every secret not sealed under the ring's newest key is sealed under
  *   it: those kept in clear before the ring was turned on, and those of an
- *   older key (so that key can leave the ring at the next deploy).
+ *   older key (so that key can leave the ring at the next deploy); the
+ *   secret a rotation replaced (still signing during the overlap) with it.
  *   `npm run webhook-secrets:reseal` does the same without a restart.
  *
  * Every instance may run it: each secret is replaced only if it is still what
@@ -58,8 +59,9 @@ export class SecretsAtRest implements OnApplicationBootstrap {
     for (;;) {
       const batch = await this.endpoints.notSealedUnder(newest, BATCH);
       for (const row of batch) {
-        const secret = this.secrets.unseal(row.id, row.secret);
-        if (await this.endpoints.resealed(row.client_id, row.id, row.secret, this.secrets.seal(row.id, secret))) sealed++;
+        const anew = (stored: string) => this.secrets.seal(row.id, this.secrets.unseal(row.id, stored));
+        const previous = row.previous_secret === null ? null : anew(row.previous_secret);
+        if (await this.endpoints.resealed(row, { secret: anew(row.secret), previous_secret: previous })) sealed++;
       }
       if (batch.length < BATCH) return sealed;
     }

@@ -7,9 +7,47 @@ export interface WebhookEndpointRow {
   event_types: string[];
   secret: string;
   created_at: Date;
+  failing_since: Date | null;
+  disabled_at: Date | null;
+  disabled_reason: string | null;
 }
 
-const COLUMNS = 'id, url, event_types, secret, created_at';
+const COLUMNS = 'id, url, event_types, secret, created_at, failing_since, disabled_at, disabled_reason';
+
+/** An endpoint's secrets as stored (sealed, or in clear without a key ring). */
+export interface StoredSecrets {
+  client_id: string;
+  id: string;
+  secret: string;
+  previous_secret: string | null;
+}
+
+/** Whether a delivery may go to the endpoint now (admit): open, its probe, held (paused or disabled). */
+export interface Admission {
+  url: string;
+  secret: string;
+  /** The secret the last rotation replaced, while it still signs (within the overlap); null after. */
+  previous_secret: string | null;
+  disabled: boolean;
+  admitted: boolean;
+}
+
+/** A failed attempt, as the endpoint's health counts it (see endpoint-pacing.ts). */
+export interface EndpointFailure {
+  /** The endpoint answered 410 Gone: disabled at once, with this reason. */
+  goneReason: string | null;
+  /** A Retry-After: seconds from now, or the time it names. */
+  retryAfterSeconds: number | null;
+  retryAfterAt: string | null;
+}
+
+/** The endpoint's pacing (endpoint-pacing.ts). */
+export interface EndpointPacing {
+  failuresBeforePause: number;
+  pauseFirstS: number;
+  pauseMaxS: number;
+  disableAfter: string;
+}
 
 /** All SQL of webhook endpoints; every statement filters by client_id. */
 @Injectable()
@@ -38,39 +76,119 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return row;
   }
 
-  /** The endpoints that want events of `type` (listed, or all with `*`). */
+  /** The enabled endpoints that want events of `type` (listed, or all with `*`). */
   subscribed(clientId: string, type: string): Promise<{ id: string }[]> {
-    return this.rows<{ id: string }>(`SELECT id FROM webhook_endpoints WHERE client_id = $1 AND event_types && ARRAY[$2, '*']::text[]`, [clientId, type]);
+    return this.rows<{ id: string }>(
+      `SELECT id FROM webhook_endpoints WHERE client_id = $1 AND event_types && ARRAY[$2, '*']::text[] AND disabled_at IS NULL`,
+      [clientId, type],
+    );
+  }
+
+  /**
+   * The endpoint, and whether a delivery may go now: when it is paused
+   * (next_probe_at set), only the one delivery that moves next_probe_at
+   * past now() by the probe's lease (a compare-and-set: one winner among
+   * relays) is admitted, as its probe.
+   */
+  async admit(clientId: string, id: string, probeLeaseS: number, overlap: string): Promise<Admission | undefined> {
+    const [row] = await this.rows<Admission>(
+      `WITH probe AS (
+         UPDATE webhook_endpoints SET next_probe_at = now() + $3::int * interval '1 second'
+          WHERE client_id = $1 AND id = $2 AND disabled_at IS NULL AND next_probe_at <= now()
+         RETURNING id)
+       SELECT url, secret, CASE WHEN rotated_at > now() - $4::interval THEN previous_secret END AS previous_secret,
+              disabled_at IS NOT NULL AS disabled,
+              disabled_at IS NULL AND (next_probe_at IS NULL OR EXISTS (SELECT 1 FROM probe)) AS admitted
+         FROM webhook_endpoints WHERE client_id = $1 AND id = $2`,
+      [clientId, id, probeLeaseS, overlap],
+    );
+    return row;
+  }
+
+  /** A 2xx: the failures in a row end, the pause too (written only when there is something to clear). */
+  async succeeded(clientId: string, id: string): Promise<void> {
+    await this.rows(
+      `UPDATE webhook_endpoints SET failures = 0, failing_since = NULL, next_probe_at = NULL
+        WHERE client_id = $1 AND id = $2 AND (failures > 0 OR next_probe_at IS NOT NULL)`,
+      [clientId, id],
+    );
+  }
+
+  /**
+   * A failed attempt: counted; past `failuresBeforePause` in a row the
+   * endpoint pauses (1 min, doubling, at most `pauseMaxS`), and a Retry-After
+   * pauses it until then (at most `pauseMaxS` ahead); a 410, or failing since
+   * `disableAfter` ago, disables it. Answers the endpoint when this attempt
+   * disabled it.
+   */
+  async failed(clientId: string, id: string, f: EndpointFailure, p: EndpointPacing): Promise<WebhookEndpointRow | undefined> {
+    const [row] = await this.rows<WebhookEndpointRow & { disabled: boolean }>(
+      `UPDATE webhook_endpoints SET
+         failures = failures + 1,
+         failing_since = coalesce(failing_since, now()),
+         next_probe_at = CASE WHEN failures + 1 >= $6 OR $4::int8 IS NOT NULL OR $5::timestamptz IS NOT NULL THEN greatest(
+             CASE WHEN failures + 1 >= $6 THEN now() + least($8, $7 * power(2, least(failures + 1 - $6, 20))) * interval '1 second' END,
+             least(coalesce(now() + $4::int8 * interval '1 second', $5::timestamptz), now() + $8 * interval '1 second'),
+             now()) END,
+         disabled_at = CASE WHEN $3::text IS NOT NULL OR failing_since <= now() - $9::interval THEN now() END,
+         disabled_reason = CASE
+           WHEN $3::text IS NOT NULL THEN $3::text
+           WHEN failing_since <= now() - $9::interval THEN
+             'every delivery failed since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' (' || $9::text || ')'
+         END
+       WHERE client_id = $1 AND id = $2 AND disabled_at IS NULL
+       RETURNING ${COLUMNS}, disabled_at IS NOT NULL AS disabled`,
+      [clientId, id, f.goneReason, f.retryAfterSeconds, f.retryAfterAt, p.failuresBeforePause, p.pauseFirstS, p.pauseMaxS, p.disableAfter],
+    );
+    return row?.disabled ? row : undefined;
+  }
+
+  /** Enabled again, its failures forgotten: its held deliveries go at their next turn. */
+  async enable(clientId: string, id: string): Promise<WebhookEndpointRow | undefined> {
+    const [row] = await this.rows<WebhookEndpointRow>(
+      `UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL, failures = 0, failing_since = NULL, next_probe_at = NULL
+        WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+      [clientId, id],
+    );
+    return row;
   }
 
   // The secrets at rest (SecretsAtRest) are read and resealed at boot, every client's: sent
   // unnamed, as migrations are, so that a pooler that cannot keep prepared statements never
   // stops a boot by chance (the request path names its statements, see SqlRepository).
 
-  /** How many secrets each key seals (null: in clear). The key id is the third field of `sealed:v1:<key id>:…` (EndpointSecrets). */
+  /**
+   * How many secrets each key seals (null: in clear), the current ones and the
+   * previous ones alike. The key id is the third field of `sealed:v1:<key id>:…`
+   * (EndpointSecrets).
+   */
   sealedBy(): Promise<{ key_id: string | null; n: number }[]> {
     return this.txHost.tx.query(
-      `SELECT CASE WHEN secret LIKE 'sealed:v1:%' THEN split_part(secret, ':', 3) END AS key_id, count(*)::int AS n
-         FROM webhook_endpoints GROUP BY 1`,
+      `SELECT CASE WHEN s LIKE 'sealed:v1:%' THEN split_part(s, ':', 3) END AS key_id, count(*)::int AS n
+         FROM webhook_endpoints CROSS JOIN LATERAL (VALUES (secret), (previous_secret)) AS both_secrets (s)
+        WHERE s IS NOT NULL GROUP BY 1`,
     );
   }
 
-  /** Up to `limit` endpoints whose secret is not sealed under `keyId` (in clear, or under another key). */
-  notSealedUnder(keyId: string, limit: number): Promise<{ client_id: string; id: string; secret: string }[]> {
+  /** Up to `limit` endpoints with a secret (current or previous) not sealed under `keyId` (in clear, or under another key). */
+  notSealedUnder(keyId: string, limit: number): Promise<StoredSecrets[]> {
     return this.txHost.tx.query(
-      `SELECT client_id, id, secret FROM webhook_endpoints
-        WHERE secret NOT LIKE 'sealed:v1:' || $1 || ':%'
+      `SELECT client_id, id, secret, previous_secret FROM webhook_endpoints
+        WHERE secret NOT LIKE 'sealed:v1:' || $1 || ':%' OR previous_secret NOT LIKE 'sealed:v1:' || $1 || ':%'
         ORDER BY client_id, id LIMIT $2`,
       [keyId, limit],
     );
   }
 
-  /** The secret replaced only if it is still `was` (another instance may have sealed it first). */
-  async resealed(clientId: string, id: string, was: string, sealed: string): Promise<boolean> {
+  /** Both secrets replaced only if they are still what was read (another instance may have sealed them first, or a rotation replaced them). */
+  async resealed(was: StoredSecrets, sealed: { secret: string; previous_secret: string | null }): Promise<boolean> {
     const rows = (await this.txHost.tx.query(
-      `WITH replaced AS (UPDATE webhook_endpoints SET secret = $4 WHERE client_id = $1 AND id = $2 AND secret = $3 RETURNING id)
+      `WITH replaced AS (
+         UPDATE webhook_endpoints SET secret = $5, previous_secret = $6
+          WHERE client_id = $1 AND id = $2 AND secret = $3 AND previous_secret IS NOT DISTINCT FROM $4
+         RETURNING id)
        SELECT id FROM replaced`,
-      [clientId, id, was, sealed],
+      [was.client_id, was.id, was.secret, was.previous_secret, sealed.secret, sealed.previous_secret],
     )) as unknown[];
     return rows.length === 1;
   }
@@ -79,10 +197,22 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return (await this.rows(`DELETE FROM webhook_endpoints WHERE client_id = $1 AND id = $2 RETURNING id`, [clientId, id])).length > 0;
   }
 
+  /** The new secret in force; the one it replaces kept as the previous one, from now() (whatever was previous before is dropped). */
   async replaceSecret(clientId: string, id: string, sealedSecret: string): Promise<WebhookEndpointRow | undefined> {
     const [row] = await this.rows<WebhookEndpointRow>(
-      `UPDATE webhook_endpoints SET secret = $3 WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+      `UPDATE webhook_endpoints SET previous_secret = secret, rotated_at = now(), secret = $3
+        WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
       [clientId, id, sealedSecret],
+    );
+    return row;
+  }
+
+  /** The previous secret dropped: from now on only the current one signs. */
+  async expirePrevious(clientId: string, id: string): Promise<WebhookEndpointRow | undefined> {
+    const [row] = await this.rows<WebhookEndpointRow>(
+      `UPDATE webhook_endpoints SET previous_secret = NULL, rotated_at = NULL
+        WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+      [clientId, id],
     );
     return row;
   }

@@ -4,7 +4,7 @@ import { AddressInfo } from 'node:net';
 import { Client } from 'pg';
 import request from 'supertest';
 import { RELAY_CONNECTIONS } from '../../packages/idempotency/src/outbox/outbox-relay';
-import { DEFAULT_OUTBOX_TABLE_NAME } from '../../packages/idempotency/src/outbox/outbox-statements';
+import { DEFAULT_OUTBOX_TABLE_NAME } from '../../packages/idempotency/src/config/idempotency-table';
 import { BACKGROUND_CONNECTIONS } from '../../src/database/background-connections';
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { paymentBody } from '../support/fixtures';

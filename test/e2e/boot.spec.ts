@@ -123,7 +123,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
       app = await startAppProcess({ env: { DATABASE_URL: db.url, API_KEYS: '' } });
       const started = app;
       const line = await waitFor('the no-client warning', () =>
-        started.output().split('\n').find((l) => l.includes('npm run client:create -- <name>')), { timeoutMs: 5_000 },
+        started.output().split('\n').find((l) => l.includes('npm run client:create -- <name>')),
       );
       expect(JSON.parse(line)).toMatchObject({ level: 40, context: 'ClientsService' });
       expect((await fetch(`${app.url}/orders`)).status).toBe(401);

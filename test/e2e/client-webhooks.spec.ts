@@ -91,13 +91,30 @@ describe('client webhooks: endpoints and events (e2e)', () => {
 
   it('registers an endpoint: its whsec_ secret in this answer only, sealed at rest, never listed', async () => {
     const created = await register(t, { url: 'https://hooks.example.com/a', event_types: ['payment.succeeded'] }).expect(201);
-    expect(created.body).toEqual({ id: expect.any(String), url: 'https://hooks.example.com/a', event_types: ['payment.succeeded'], created_at: expect.any(String), secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/) });
+    expect(created.body).toEqual({
+      id: expect.any(String),
+      url: 'https://hooks.example.com/a',
+      event_types: ['payment.succeeded'],
+      created_at: expect.any(String),
+      status: 'enabled',
+      disabled_reason: null,
+      failing_since: null,
+      secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
+    });
     const [stored] = await t.dataSource.query<{ secret: string }[]>('SELECT secret FROM webhook_endpoints WHERE id = $1', [created.body.id]);
     expect(stored.secret).toMatch(/^sealed:v1:k1:/);
     expect(stored.secret).not.toContain(created.body.secret.slice(6));
     const listed = await request(t.app.getHttpServer()).get('/webhook-endpoints').set(t.auth()).expect(200);
     const mine = listed.body.data.find((e: { id: string }) => e.id === created.body.id);
-    expect(mine).toEqual({ id: created.body.id, url: 'https://hooks.example.com/a', event_types: ['payment.succeeded'], created_at: created.body.created_at });
+    expect(mine).toEqual({
+      id: created.body.id,
+      url: 'https://hooks.example.com/a',
+      event_types: ['payment.succeeded'],
+      created_at: created.body.created_at,
+      status: 'enabled',
+      disabled_reason: null,
+      failing_since: null,
+    });
     expect(JSON.stringify(listed.body)).not.toContain('whsec_');
     // Removed, so that the later cases send nothing to it.
     await request(t.app.getHttpServer()).delete(`/webhook-endpoints/${created.body.id}`).set(t.auth()).expect(204);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import type { IdempotencyStoreKind } from '../../packages/idempotency/src/module-options';
+import type { IdempotencyStoreKind } from '../../packages/idempotency/src/config/module-options';
 import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { IdempotencyKeys } from 'safe-retries';
 import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';
@@ -8,8 +8,8 @@ import { TimedResponse, histogram, peakConcurrency, timed } from '../support/rac
 import { hasRedisSuites, redisSuites, redisUrl } from '../support/redis-server';
 import { StalledRenewals } from '../support/stalled-renewals';
 import { holdKey } from '../support/claim-window';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from '../../packages/idempotency/src/redis/redis-idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { RedisIdempotencyStore } from '../../packages/idempotency/src/stores/redis/redis-idempotency.store';
 
 /**
  * The contract of @Idempotent() over HTTP, on each store on a real server:
@@ -33,7 +33,7 @@ const VARIANTS: { route: string; store: IdempotencyStoreKind; commit?: 'one' }[]
 
 describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, commit }) => {
   // A leased owner's renewal and takeover are the durable claim's; a one-commit owner's lease
-  // bounds its transaction instead (test/e2e/idempotency-one-commit.spec.ts).
+  // bounds its transaction instead (packages/idempotency/test/e2e/idempotency-one-commit.spec.ts).
   const leased = commit === 'one' ? it.skip : it;
   jest.setTimeout(120_000);
   let t: TestApp;
@@ -160,14 +160,16 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
     const body = { name: name('renewed'), hold: true };
     const original = send('short-lease', key, body);
     await effects.executionStarted(body.name, 1);
-    // Ten leases of 300 ms: a lease that was not renewed would have been taken over by now.
-    const until = Date.now() + 3_000;
-    while (Date.now() < until) {
+    // Retries until the owner has kept its lease through 30 renewals, one every third of
+    // it (ten leases): a lease that was not renewed would have been taken over by one of them.
+    const deadline = Date.now() + 30_000;
+    do {
       const retry = await send('short-lease', key, body);
       expect(retry.status).toBe(409);
       expect(retry.body.code).toBe('idempotency_request_in_progress');
+      if (Date.now() > deadline) throw new Error(`only ${renewals.renewals(key)} renewals in 30 s`);
       await new Promise((r) => setTimeout(r, 100));
-    }
+    } while (renewals.renewals(key) < 30);
     effects.release(body.name, 1);
     const done = await original;
     expect(done.status).toBe(202);

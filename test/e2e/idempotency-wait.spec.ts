@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { IdempotencyMetrics } from '../../packages/idempotency/src/idempotency.metrics';
+import { IdempotencyMetrics } from '../../packages/idempotency/src/telemetry/idempotency.metrics';
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { DemoModule } from '../support/demo/demo.module';
 import { waitFor } from '../support/http-client';

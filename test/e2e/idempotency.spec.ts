@@ -4,10 +4,10 @@ import { CLIENT_B, TestApp, countRows, createTestApp, metricsAuth } from '../sup
 import { NOW_US } from '../support/db-clock';
 import { DemoModule } from '../support/demo/demo.module';
 import { waitFor } from '../support/http-client';
-import { MISSING_KEY_PROBLEM } from '../support/problems';
+import { MISSING_KEY_PROBLEM } from '../../packages/idempotency/test/support/problems';
 import { keyIs } from '../support/keys';
 import { StalledRenewals } from '../support/stalled-renewals';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
 
 /**
  * Every path of the @Idempotent() request flow, through HTTP, on a real

@@ -8,7 +8,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import request from 'supertest';
 import { IdempotencyModule, Idempotent } from 'safe-retries';
 import { Column, DataSource, Entity, EntityManager, PrimaryGeneratedColumn, Repository } from 'typeorm';
-import { keyId } from '../../packages/idempotency/src/key-id';
+import { keyId } from '../../packages/idempotency/src/contract/key-id';
 import { countRows } from '../support/app';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
@@ -147,14 +147,14 @@ describe.each(['express', 'fastify'] as const)('writes of an @Idempotent() handl
   });
 
   describe.each(['durable', 'one'])('a route that commits %s', (route) => {
-    it.each(REFUSED)('refuses a write through %s: 500 naming the route, nothing committed, the key free', async (way) => {
+    it.each(REFUSED)('refuses a write through %s: 500 naming no internals, nothing committed, the key free', async (way) => {
       const key = randomUUID();
       const text = `${route}-${way}-${key}`;
       const res = await post(route, key, { way, text }).expect(500);
       expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8');
       expect(res.body).toMatchObject({ status: 500, code: 'idempotency_write_outside_transaction' });
-      expect(res.body.detail).toContain(`NotesController.${route}`);
-      expect(res.body.detail).toContain('TransactionHost.tx');
+      // The route and the fix are in the server's log (packages/idempotency/test/new-user), not in the client's answer.
+      expect(res.text).not.toMatch(/NotesController|TransactionHost|INSERT/);
       expect(await notes(text)).toBe(0);
       expect(await keys(key)).toBe(0);
       // The retry runs again, and is refused again.

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { IdempotencyPurgeService, IdempotencyRecovery } from 'safe-retries';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
 import { TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
 import { CardNetworkProcess, Ledger, paymentsDescribed as paymentsDescribedIn, reconcilePayment, startCardNetworkProcess } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';

@@ -3,8 +3,8 @@ import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import { Client } from 'pg';
 import request from 'supertest';
 import { migrations } from '../../migrations';
-import { IdempotencyMetrics } from '../../packages/idempotency/src/idempotency.metrics';
-import { PURGE_LOCK_ID } from '../../packages/idempotency/src/idempotency-purge.service';
+import { IdempotencyMetrics } from '../../packages/idempotency/src/telemetry/idempotency.metrics';
+import { PURGE_LOCK_ID } from '../../packages/idempotency/src/purge/idempotency-purge.service';
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { AppProcess, PROCESS_CLIENT, startAppProcesses, stopAll } from '../support/app-process';
 import { CardNetworkProcess, startCardNetworkProcess } from '../support/card-network';
@@ -15,7 +15,7 @@ import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { RawResponse, authHeaders, send, waitFor } from '../support/http-client';
 import { keyIn, keyIs } from '../support/keys';
-import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../support/pgbouncer';
+import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../../packages/idempotency/test/support/pgbouncer';
 import { histogram, timed } from '../support/race';
 import { lockTableWrites } from '../support/table-lock';
 import { suitesNeeding } from '../support/tool-suites';
@@ -161,14 +161,21 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
        * A client that retries with its key, as the bundled client does: on 8 server
        * connections a claim or a lease renewal may wait its turn long enough for a
        * retryable answer (503, or 409 when an owner could not renew its 3 s lease);
-       * the retry with the same key resumes the same payment.
+       * the retry with the same key resumes the same payment. A connection lost
+       * before its answer (on a loaded machine, one can outlive the server's
+       * connection timeout) is retried the same way, as status 0.
        */
       const payUntilDone = async (app: AppProcess, key: string, body: object) => {
         const answers: RawResponse[] = [];
         for (let attempt = 0; attempt < 30; attempt++) {
-          const answer = await pay(app, key, body);
+          const started = performance.now();
+          const answer = await pay(app, key, body).catch((error: Error): RawResponse => {
+            if (!/socket hang up|ECONNRESET/.test(String(error))) throw error;
+            const ended = performance.now();
+            return { status: 0, headers: {}, text: String(error), ms: ended - started, started, ended, json: () => { throw error; } };
+          });
           answers.push(answer);
-          if (answer.status !== 409 && answer.status !== 503) break;
+          if (answer.status !== 0 && answer.status !== 409 && answer.status !== 503) break;
           await new Promise((r) => setTimeout(r, 1000 * Number(answer.headers['retry-after'] ?? 1)));
         }
         return answers;

@@ -7,7 +7,7 @@ import { CardNetworkProcess, startCardNetworkProcess } from '../support/card-net
 import { TestDatabase, adminUrl, createTestDatabase } from '../support/database';
 import { RawResponse, authHeaders, send, waitFor } from '../support/http-client';
 import { LatencyProxy, startLatencyProxy } from '../support/latency-proxy';
-import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../support/pgbouncer';
+import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../../packages/idempotency/test/support/pgbouncer';
 import { suitesNeeding } from '../support/tool-suites';
 
 /**

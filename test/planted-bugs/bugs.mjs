@@ -5,7 +5,7 @@
  * test/unit/planted-bugs.spec.ts in `npm test`): the list must follow the code
  * it breaks.
  */
-const STATEMENTS = 'packages/idempotency/src/postgres/statements.ts';
+const STATEMENTS = 'packages/idempotency/src/stores/postgres/statements.ts';
 const STORE_TESTS = ['packages/idempotency/test/store-contract/postgres.spec.ts', 'packages/idempotency/test/model/model.spec.ts'];
 
 export const BUGS = [
@@ -90,7 +90,7 @@ RETURNING lease::text AS lease\`;
   {
     id: 'fingerprint-without-body',
     what: 'a fingerprint of the method and path only: another body under the same key is replayed, not refused',
-    file: 'packages/idempotency/src/fingerprint.ts',
+    file: 'packages/idempotency/src/core/fingerprint.ts',
     find: '.update(canonicalJson(body))',
     replace: ".update('')",
     tests: ['packages/idempotency/test/unit/fingerprint.spec.ts', 'test/e2e/idempotency.spec.ts'],
@@ -98,7 +98,7 @@ RETURNING lease::text AS lease\`;
   {
     id: 'replay-with-route-status',
     what: "a replay sent with the route's status instead of the stored one: a stored 402 replays as 201",
-    file: 'packages/idempotency/src/idempotency.interceptor.ts',
+    file: 'packages/idempotency/src/http/idempotency.interceptor.ts',
     find: '    res.setStatus(response.status);\n',
     replace: '    if (!replayed) res.setStatus(response.status);\n',
     tests: ['test/e2e/idempotency.spec.ts', 'test/e2e/idempotency-contract.spec.ts'],
@@ -106,7 +106,7 @@ RETURNING lease::text AS lease\`;
   {
     id: 'claims-from-a-replica',
     what: 'claims and replay lookups sent to a read replica: a lagging replica sees no key and the retry charges again',
-    file: 'packages/idempotency/src/postgres/claim-pool.ts',
+    file: 'packages/idempotency/src/stores/postgres/claim-pool.ts',
     // The claim pool's (primaryClientConfig has the same line).
     find: `    extra?: { connectionTimeoutMillis?: number; query_timeout?: number };
   };
@@ -119,10 +119,10 @@ RETURNING lease::text AS lease\`;
   {
     id: 'webhook-event-processed-twice',
     what: "an idempotent consumer whose claim of the message id also wins for a repeat: a card network's webhook event is applied twice",
-    file: 'packages/idempotency/src/idempotent-consumer.ts',
+    file: 'packages/idempotency/src/consumer/idempotent-consumer.ts',
     find: 'ON CONFLICT (source, message_id) DO NOTHING RETURNING 1 AS claimed',
     replace: 'ON CONFLICT (source, message_id) DO UPDATE SET expires_at = EXCLUDED.expires_at RETURNING 1 AS claimed',
-    tests: ['test/e2e/idempotent-consumer.spec.ts', 'test/e2e/webhooks.spec.ts'],
+    tests: ['packages/idempotency/test/contexts/idempotent-consumer.spec.ts', 'test/e2e/webhooks.spec.ts'],
   },
   {
     id: 'charge-released-on-an-ambiguous-answer',

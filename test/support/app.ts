@@ -1,6 +1,7 @@
 import { DynamicModule, ForwardReference, INestApplication, Provider, Type } from '@nestjs/common';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
+import type { RouteOptions } from 'fastify';
 import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { configureApp, createHttpAdapter } from '../../src/app.setup';
@@ -9,6 +10,7 @@ import { ConfigChange } from './config';
 import { TestDatabase, createTestDatabase } from './database';
 
 export { failedAuthLimit } from './config';
+export { countRows } from '../../packages/idempotency/test/support/test-services';
 
 export const CLIENT_A = { name: 'client-a', key: 'sk_test_client_a_0123456789abcdef' };
 export const CLIENT_B = { name: 'client-b', key: 'sk_test_client_b_0123456789abcdef' };
@@ -32,6 +34,8 @@ export interface TestAppOptions {
   database?: TestDatabase;
   /** Listen on a real port (separate sockets for race tests). */
   listen?: boolean;
+  /** Sees every route the app registers (Fastify's onRoute), the app's own hooks after it. */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 export interface TestApp {
@@ -69,6 +73,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
   }
   const moduleRef = await builder.compile();
   const app = moduleRef.createNestApplication<NestFastifyApplication>(createHttpAdapter(config), { bodyParser: false, bufferLogs: true });
+  if (options.onRoute) app.getHttpAdapter().getInstance().addHook('onRoute', options.onRoute);
   configureApp(app, config);
   let url: string | undefined;
   try {
@@ -117,10 +122,5 @@ function quietDefaults(config: AppConfig, env: Record<string, string>): AppConfi
   };
 }
 
-/** Rows in a table (for "nothing was written" assertions). */
-export async function countRows(dataSource: DataSource, table: string, where = 'true', params: unknown[] = []): Promise<number> {
-  const rows = await dataSource.query<{ n: string }[]>(`SELECT count(*)::text AS n FROM ${table} WHERE ${where}`, params);
-  return Number(rows[0].n);
-}
 
 export type { Provider };

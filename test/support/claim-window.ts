@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { keyIdSql } from '../../packages/idempotency/src/key-id';
+import { keyIdSql } from '../../packages/idempotency/src/contract/key-id';
 
 /**
  * Opens the one window a claim leaves to a concurrent one, for as long as a

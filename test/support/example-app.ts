@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
+import { createTestDatabase } from './database';
 import { REPO_ROOT, assertDistIsCurrent } from './dist';
 
 /**
@@ -62,4 +63,30 @@ export async function installExample(name: string, workspaces: string[]): Promis
   expectSuccess('npm ci', await run('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], app));
   expectSuccess('install:library', await run('npm', ['run', 'install:library', '--', '--from', packDir], app));
   return { work, app, packDir };
+}
+
+/** Where `name` resolves from the example's folder (real path), checked to be outside this repository. */
+export async function resolvedFrom(app: string, name: string): Promise<string> {
+  const r = await run(process.execPath, ['-p', `require('fs').realpathSync(require.resolve('${name}'))`], app);
+  expectSuccess('require.resolve', r);
+  const resolved = r.output.trim();
+  if (resolved.startsWith(REPO_ROOT + sep)) throw new Error(`${name} resolves into the repository: ${resolved}`);
+  return resolved;
+}
+
+/**
+ * Runs the example's own `npm test` on a fresh database of this run's PostgreSQL (dropped
+ * after) and checks that every test passed; answers its output and jest's counts.
+ */
+export async function runExampleTests(app: string): Promise<{ output: string; passed: number }> {
+  const db = await createTestDatabase();
+  try {
+    const r = await run('npm', ['test'], app, { DATABASE_URL: db.url });
+    expectSuccess("the example's npm test", r);
+    const tests = jestSummary(r.output);
+    if (tests.failed > 0 || tests.passed !== tests.total) throw new Error(`the example's tests did not all pass:\n${r.output}`);
+    return { output: r.output, passed: tests.passed };
+  } finally {
+    await db.drop();
+  }
 }

@@ -1,4 +1,4 @@
-import { keyIdSql } from '../../packages/idempotency/src/key-id';
+import { keyIdSql } from '../../packages/idempotency/src/contract/key-id';
 
 /*
  * The keys table stores neither scope nor key, only their hash (keyId): these

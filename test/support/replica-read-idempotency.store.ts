@@ -3,12 +3,12 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../../packages/idempotency/src/idempotency.options';
-import { ClaimRequest, ClaimResult } from '../../packages/idempotency/src/idempotency.store';
-import { keyId } from '../../packages/idempotency/src/key-id';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/postgres/postgres-idempotency.store';
-import { NOW_US } from '../../packages/idempotency/src/postgres/statements';
-import { decodeResponse } from '../../packages/idempotency/src/response-cipher';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../../packages/idempotency/src/config/idempotency.options';
+import { ClaimRequest, ClaimResult } from '../../packages/idempotency/src/contract/idempotency.store';
+import { keyId } from '../../packages/idempotency/src/contract/key-id';
+import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { NOW_US } from '../../packages/idempotency/src/stores/postgres/statements';
+import { decodeResponse } from '../../packages/idempotency/src/contract/response-cipher';
 import { ReadReplicas } from '../../src/database/read-replicas';
 
 /**

@@ -1,6 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import { builtinModules } from 'node:module';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve, sep } from 'node:path';
+import { dirname, join, posix, relative, resolve, sep } from 'node:path';
 
 /**
  * The README and the docs say only what runs: every import in them resolves the way Node
@@ -192,6 +193,45 @@ function npmScriptsOf(markdown: string): { script: string; workspace?: string }[
   return found;
 }
 
+/** The files `npm pack` puts in the library's tarball (package-relative paths), scripts skipped. */
+function packedFiles(): string[] {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k)));
+  const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts', '-w', 'safe-retries'], { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
+  return (JSON.parse(out) as { files: { path: string }[] }[])[0].files.map((f) => f.path);
+}
+
+/** Why a relative link of a packed page does not resolve inside the tarball, or undefined. */
+function brokenPackedLink(files: Set<string>, page: string, href: string, read: (file: string) => string): string | undefined {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(href)) return undefined; // an absolute URL
+  const [path, anchor] = href.split('#', 2);
+  const target = path === '' ? page : posix.normalize(posix.join(posix.dirname(page), decodeURIComponent(path))).replace(/\/$/, '');
+  if (target.startsWith('..')) return `${href} leaves the package`;
+  if (!files.has(target) && ![...files].some((f) => f.startsWith(`${target}/`))) return `${href}: not in the tarball`;
+  if (anchor && target.endsWith('.md') && !anchorsOf(read(target)).has(anchor)) return `${href}: no heading #${anchor} in ${target}`;
+  return undefined;
+}
+
+/** The names a TypeScript entry file exports (values and types), as written. */
+function exportedNames(source: string): string[] {
+  const names: string[] = [];
+  for (const m of source.matchAll(/^export\s+(?:type\s+)?\{([^}]*)\}/gm)) {
+    names.push(...m[1].split(',').map((n) => n.trim().replace(/^type\s+/, '').split(/\s+as\s+/).pop() ?? '').filter(Boolean));
+  }
+  for (const m of source.matchAll(/^export\s+(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:function\*?|class|const|let|enum|interface|type)\s+([A-Za-z_$][\w$]*)/gm)) names.push(m[1]);
+  return names;
+}
+
+/** The library's entry points: each `exports` subpath with the source file of its types. */
+function libraryEntries(): { subpath: string; source: string }[] {
+  const dir = join(ROOT, 'packages', 'idempotency');
+  const exportsMap = readJson(join(dir, 'package.json')).exports as Record<string, unknown>;
+  return Object.entries(exportsMap).flatMap(([subpath, entry]) => {
+    const types = exportTarget(entry, true);
+    if (!types?.startsWith('./dist/')) return [];
+    return [{ subpath, source: join(dir, 'src', types.slice('./dist/'.length).replace(/\.d\.ts$/, '.ts')) }];
+  });
+}
+
 describe('README and docs', () => {
   const checked = pages();
 
@@ -251,6 +291,40 @@ describe('README and docs', () => {
       });
     });
     expect(problems).toEqual([]);
+  });
+
+  describe("the library's tarball", () => {
+    const pkg = join(ROOT, 'packages', 'idempotency');
+    const read = (file: string): string => readFileSync(join(pkg, file), 'utf8');
+
+    it('links only to what it holds (or to absolute URLs)', () => {
+      const files = new Set(packedFiles());
+      const pagesPacked = [...files].filter((f) => f.endsWith('.md'));
+      expect(pagesPacked).toEqual(expect.arrayContaining(['README.md', 'docs/options.md']));
+      const problems = pagesPacked.flatMap((page) => linksOf(read(page)).flatMap((href) => [brokenPackedLink(files, page, href, read)].filter(Boolean).map((why) => `${page}: ${why}`)));
+      expect(problems).toEqual([]);
+    });
+
+    it('names every export of every entry point in docs/options.md', () => {
+      const options = read('docs/options.md');
+      const entries = libraryEntries();
+      expect(entries.map((e) => e.subpath)).toEqual(expect.arrayContaining(['.', './testing', './swagger']));
+      const missing = entries.flatMap(({ subpath, source }) =>
+        exportedNames(readFileSync(source, 'utf8'))
+          .filter((name) => !new RegExp(`\\b${name.replace(/\$/g, '\\$')}\\b`).test(options))
+          .map((name) => `${subpath}: ${name}`),
+      );
+      expect(missing).toEqual([]);
+    });
+
+    it('catch a link out of the package and an unnamed export', () => {
+      const files = new Set(['README.md', 'docs/a.md']);
+      expect(brokenPackedLink(files, 'README.md', '../../docs/idempotency.md', () => '')).toMatch(/leaves the package/);
+      expect(brokenPackedLink(files, 'docs/a.md', '../docs/b.md', () => '')).toMatch(/not in the tarball/);
+      expect(brokenPackedLink(files, 'docs/a.md', '../README.md', () => '')).toBeUndefined();
+      expect(brokenPackedLink(files, 'README.md', 'https://example.com/x', () => '')).toBeUndefined();
+      expect(exportedNames("export { A, B as C } from './x';\nexport type { D } from './y';\nexport function e() {}\nexport type F = string;")).toEqual(['A', 'C', 'D', 'e', 'F']);
+    });
   });
 
   describe('the checks fail on what they exist to catch', () => {

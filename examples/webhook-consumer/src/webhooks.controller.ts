@@ -2,7 +2,7 @@ import { BadRequestException, Controller, HttpCode, Inject, Post, Req } from '@n
 import type { RawBodyRequest } from '@nestjs/common';
 import { verifyWebhook, WebhookVerificationError } from '@safe-retries/client';
 import type { Request } from 'express';
-import { IdempotentConsumer } from 'safe-retries';
+import { IdempotentConsumer } from 'safe-retries/messages';
 import { PaymentEventsService } from './payment-events.service';
 
 /** The endpoint's `whsec_…` secret, or several while it is rotated. */

@@ -3,7 +3,7 @@ import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { INestApplication } from '@nestjs/common';
 import { Test as NestTest, TestingModuleBuilder } from '@nestjs/testing';
-import { IdempotentConsumer } from 'safe-retries';
+import { IdempotentConsumer } from 'safe-retries/messages';
 import { Webhook } from 'standardwebhooks';
 import request from 'supertest';
 import { DataSource } from 'typeorm';

@@ -272,9 +272,9 @@ describe('card network simulator: faults', () => {
 
   describe('close()', () => {
     it('ends hung sockets, pending delays and held requests at once', async () => {
-      // A close() that waited for the pending answer would take at least its delay.
-      const delayMs = 10_000;
-      const sim = await start({ delayMs });
+      // The answer is due long after the test's timeout: a close() that waited for it
+      // (or for the hung socket, or the held request) fails the test.
+      const sim = await start({ delayMs: 10 * 60_000 });
       const delayed = call(sim.url, { path: '/v1/payment_intents', form: VISA });
       const hung = call(sim.url, { path: '/v1/payment_intents', form: { ...VISA, payment_method: 'pm_card_chargeThenHang' }, secret: OTHER_SECRET });
       await waitFor(async () => (await listIntents(sim.url)).length === 1 && (await listIntents(sim.url, OTHER_SECRET)).length === 1);
@@ -283,9 +283,8 @@ describe('card network simulator: faults', () => {
       await waitFor(async () => (await stats(sim.url)).held === 1, async () => (await stats(sim.url)).held);
 
       const outcomes = Promise.allSettled([delayed, hung, held]);
-      const t0 = performance.now();
       await sim.close();
-      expect(performance.now() - t0).toBeLessThan(delayMs);
+      // Each socket was ended by close(): none got an answer.
       expect((await outcomes).map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
       await sim.close();
     });

@@ -141,6 +141,8 @@ export interface Delivery {
   payload: string;
   event: { id: string; type: string; data: { object: Record<string, unknown> }; [field: string]: unknown };
   at: number;
+  /** Whether its connection has ended (answered, or closed by the sender). */
+  closed: boolean;
 }
 
 export interface Receiver {
@@ -166,7 +168,8 @@ export function receivers(): (answer?: (n: number, delivery: Delivery) => number
         req.on('data', (c: Buffer) => chunks.push(c));
         req.on('end', () => {
           const payload = Buffer.concat(chunks).toString('utf8');
-          const delivery: Delivery = { headers: req.headers, payload, event: JSON.parse(payload) as Delivery['event'], at: performance.now() };
+          const delivery: Delivery = { headers: req.headers, payload, event: JSON.parse(payload) as Delivery['event'], at: performance.now(), closed: false };
+          res.once('close', () => (delivery.closed = true));
           deliveries.push(delivery);
           const status = answer(deliveries.length, delivery);
           if (status === null) return;

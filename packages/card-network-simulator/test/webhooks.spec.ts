@@ -231,16 +231,21 @@ describe('card network simulator: events and webhooks', () => {
   });
 
   it('close() ends deliveries in flight and pending retries at once', async () => {
-    const endpoint = await receiver(() => null);
-    // The retry is due 10 s on: a close() that waited for it, or for the unanswered
-    // delivery, would take at least that long.
-    const retryMs = 10_000;
-    const sim = await start({ webhook: { url: endpoint.url, secret: WHSEC, retryScheduleMs: [retryMs] } });
+    // The first event's delivery fails and waits for its retry; the second's is never
+    // answered. Both the retry and the attempt's timeout are due long after the test's
+    // timeout: a close() that waited for either fails the test, and only close() can
+    // end the unanswered delivery.
+    const endpoint = await receiver((n) => (n === 1 ? 500 : null));
+    const muchLater = 10 * 60_000;
+    const sim = await start({ webhook: { url: endpoint.url, secret: WHSEC, retryScheduleMs: [muchLater], timeoutMs: muchLater } });
     await pay(sim);
-    await waitFor(() => endpoint.deliveries.length === 1, () => endpoint.deliveries.length);
-    const t0 = performance.now();
+    await waitFor(async () => (await stats(sim)).failed_attempts === 1, () => stats(sim));
+    await pay(sim);
+    await waitFor(() => endpoint.deliveries.length === 2, () => endpoint.deliveries.length);
+    expect(await stats(sim)).toMatchObject({ pending: 2, delivered: 0 });
     await sim.close();
-    expect(performance.now() - t0).toBeLessThan(retryMs);
+    await waitFor(() => endpoint.deliveries[1].closed);
+    expect(endpoint.deliveries).toHaveLength(2);
   });
 
   describe('GET /v1/events', () => {

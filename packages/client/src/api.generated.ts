@@ -188,10 +188,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List webhook endpoints (without their secrets) */
+        /** List webhook endpoints (without their secrets), with their status: a disabled one says why */
         get: operations["WebhookEndpointsController_list"];
         put?: never;
-        /** Register a webhook endpoint; its signing secret is shown only in this answer */
+        /**
+         * Register a webhook endpoint; its signing secret is shown only in this answer
+         * @description Deliveries are retried on a fixed schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, then every 10 h: 12 attempts within 67 h 35 min of the first, a dead letter at 3 days (`POST /events/{id}/redeliver`). A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to the first step at or after it (past the last step: the last), and pauses the endpoint until then (at most 1 h). After 5 failed attempts in a row the endpoint is paused as a whole: one probe delivery (after 1 min, doubling, at most 1 h) and, once it succeeds, the rest. A `410 Gone` disables it at once, 5 days of failures with no success at its next failed attempt, with a `webhook_endpoint.disabled` event and `disabled_reason`; `POST /webhook-endpoints/{id}/enable` enables it again.
+         */
         post: operations["WebhookEndpointsController_create"];
         delete?: never;
         options?: never;
@@ -216,6 +219,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhook-endpoints/{id}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enable a disabled endpoint (200 whatever it was): its held deliveries resume, new events are queued for it again
+         * @description Deliveries are retried on a fixed schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, then every 10 h: 12 attempts within 67 h 35 min of the first, a dead letter at 3 days (`POST /events/{id}/redeliver`). A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to the first step at or after it (past the last step: the last), and pauses the endpoint until then (at most 1 h). After 5 failed attempts in a row the endpoint is paused as a whole: one probe delivery (after 1 min, doubling, at most 1 h) and, once it succeeds, the rest. A `410 Gone` disables it at once, 5 days of failures with no success at its next failed attempt, with a `webhook_endpoint.disabled` event and `disabled_reason`; `POST /webhook-endpoints/{id}/enable` enables it again.
+         */
+        post: operations["WebhookEndpointsController_enable"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhook-endpoints/{id}/rotate": {
         parameters: {
             query?: never;
@@ -225,7 +248,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Replace the signing secret; the new one is shown only in this answer */
+        /**
+         * Replace the signing secret; the new one is shown only in this answer. The replaced one keeps signing beside it for 24 h
+         * @description Deliveries are signed with the new secret and, for 24 h from the rotation, with the one it replaces too: `webhook-signature` holds both (`v1,<new> v1,<previous>`), so a receiver verifies with either while it switches. A rotation within those 24 h drops the older one: only the secret it replaces keeps signing. With `{ "expire_previous": true }` no new secret is made: the replaced one stops signing now, and the answer has no `secret`. Neither secret is ever listed or shown again.
+         */
         post: operations["WebhookEndpointsController_rotate"];
         delete?: never;
         options?: never;
@@ -240,7 +266,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List events, newest first (cursor pagination: limit, starting_after) */
+        /**
+         * List events, newest first (cursor pagination: limit, starting_after)
+         * @description An event is kept 30 days from its creation, and longer while one of its delivery attempts is kept or a delivery of it is waiting or a dead letter (a dead letter is kept 30 days from its death); then it is deleted: no longer listed, found or redelivered.
+         */
         get: operations["EventsController_list"];
         put?: never;
         post?: never;
@@ -257,7 +286,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get an event */
+        /**
+         * Get an event
+         * @description An event is kept 30 days from its creation, and longer while one of its delivery attempts is kept or a delivery of it is waiting or a dead letter (a dead letter is kept 30 days from its death); then it is deleted: no longer listed, found or redelivered.
+         */
         get: operations["EventsController_get"];
         put?: never;
         post?: never;
@@ -274,7 +306,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The event's delivery attempts to your endpoints, newest first */
+        /**
+         * The event's delivery attempts to your endpoints, newest first
+         * @description Each attempt is kept 30 days from its end (its finish, or the start of one cut short).
+         */
         get: operations["EventsController_attempts"];
         put?: never;
         post?: never;
@@ -506,7 +541,7 @@ export interface components {
              *       "refund.succeeded"
              *     ]
              */
-            event_types: ("order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted" | "*")[];
+            event_types: ("order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted" | "webhook_endpoint.disabled" | "*")[];
         };
         WebhookEndpointWithSecretResponse: {
             /** Format: uuid */
@@ -521,6 +556,21 @@ export interface components {
             event_types: string[];
             /** Format: date-time */
             created_at: string;
+            /**
+             * @description `disabled`: after a 410 Gone, or 5 days of failed deliveries; nothing is sent until it is enabled again
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /**
+             * @description Why it was disabled (null while enabled)
+             * @example the endpoint answered 410 Gone
+             */
+            disabled_reason: string | null;
+            /**
+             * Format: date-time
+             * @description Since when every delivery has failed (null after a success); failing, it is paused as a whole, one probe delivery at a time
+             */
+            failing_since: string | null;
             /**
              * @description The signing secret (Standard Webhooks); shown only now
              * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
@@ -540,11 +590,30 @@ export interface components {
             event_types: string[];
             /** Format: date-time */
             created_at: string;
+            /**
+             * @description `disabled`: after a 410 Gone, or 5 days of failed deliveries; nothing is sent until it is enabled again
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /**
+             * @description Why it was disabled (null while enabled)
+             * @example the endpoint answered 410 Gone
+             */
+            disabled_reason: string | null;
+            /**
+             * Format: date-time
+             * @description Since when every delivery has failed (null after a success); failing, it is paused as a whole, one probe delivery at a time
+             */
+            failing_since: string | null;
         };
         WebhookEndpointList: {
             /** @enum {string} */
             object: "list";
             data: components["schemas"]["WebhookEndpointResponse"][];
+        };
+        RotateWebhookEndpointDto: {
+            /** @description true: no new secret; the overlap of the last rotation ends now, and only the current secret signs from now on */
+            expire_previous?: boolean;
         };
         EventResponse: {
             /** @example evt_3f6c2a1e9b0d4c7f8a5e2d1c0b9a8f7e */
@@ -555,8 +624,8 @@ export interface components {
              * @example payment.succeeded
              * @enum {string}
              */
-            type: "order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted";
-            /** @description The resource (payment, refund or order) as the API answers it, at the change */
+            type: "order.created" | "order.canceled" | "order.paid" | "payment.succeeded" | "payment.failed" | "payment.requires_attention" | "payment.contradicted" | "refund.pending" | "refund.succeeded" | "refund.failed" | "refund.requires_attention" | "refund.contradicted" | "webhook_endpoint.disabled";
+            /** @description The resource (payment, refund, order or webhook endpoint) as the API answers it, at the change */
             data: {
                 [key: string]: unknown;
             };
@@ -1373,7 +1442,7 @@ export interface operations {
             };
         };
     };
-    WebhookEndpointsController_rotate: {
+    WebhookEndpointsController_enable: {
         parameters: {
             query?: never;
             header?: never;
@@ -1389,7 +1458,60 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WebhookEndpointWithSecretResponse"];
+                    "application/json": components["schemas"]["WebhookEndpointResponse"];
+                };
+            };
+            /** @description Missing or invalid API key (`unauthorized`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource for this client (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_rotate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateWebhookEndpointDto"];
+            };
+        };
+        responses: {
+            /** @description The endpoint with its new `secret`; with `expire_previous`, the endpoint alone */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecretResponse"] | components["schemas"]["WebhookEndpointResponse"];
+                };
+            };
+            /** @description Invalid request (`validation_failed` lists the fields); nothing was written and the key was not consumed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Missing or invalid API key (`unauthorized`). */

@@ -18,7 +18,7 @@ export class EventResponse {
   @ApiProperty({ enum: EVENT_TYPES, example: 'payment.succeeded' })
   type!: string;
 
-  @ApiProperty({ type: 'object', additionalProperties: true, description: 'The resource (payment, refund or order) as the API answers it, at the change' })
+  @ApiProperty({ type: 'object', additionalProperties: true, description: 'The resource (payment, refund, order or webhook endpoint) as the API answers it, at the change' })
   data!: Record<string, unknown>;
 
   @ApiProperty({ format: 'date-time' })

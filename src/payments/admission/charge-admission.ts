@@ -2,7 +2,6 @@ import { Inject, Injectable } from '@nestjs/common';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyReply, preHandlerHookHandler } from 'fastify';
 import { Gauge } from 'prom-client';
-import { AUTHENTICATE_ON_REQUEST } from '../../auth/authenticate-on-request';
 import { sendProblem } from '../../http/http';
 import { UNAVAILABLE_RETRY_AFTER_SECONDS, problems } from '../../http/problem';
 import type { AppConfig } from '../../config/config';
@@ -18,10 +17,10 @@ declare module 'fastify' {
 
 /**
  * Marks a route as reaching the card network: its API key is checked on request
- * (authenticateOnRequest), then, once its body has arrived, it takes its turn in
- * ChargeAdmission.
+ * (auth's Authentication, as for every route that needs one), then, once its
+ * body has arrived, it takes its turn in ChargeAdmission.
  */
-export const ChargeRoute = () => RouteConfig({ chargeAdmission: true, ...AUTHENTICATE_ON_REQUEST });
+export const ChargeRoute = () => RouteConfig({ chargeAdmission: true });
 
 /** A request's hold on ChargeTurns: a slot, or a place in the queue until it gets one. */
 export interface Turn {
@@ -195,7 +194,7 @@ export class ChargeTurns {
  *
  * A Fastify preHandler hook (`hook()`): the turn is taken once the body has
  * arrived and been parsed, by a client authenticated on request
- * (authenticateOnRequest, before the body). A request whose body is slow or
+ * (auth's Authentication, before the body). A request whose body is slow or
  * never comes holds a socket, never a slot or a queue place (Node's
  * requestTimeout answers it 408); a request turned away has cost its body read,
  * but no claim and no query. A slot or a queue place is given back when the
@@ -229,7 +228,7 @@ export class ChargeAdmission {
       if (this.turns === undefined || request.routeOptions.config?.chargeAdmission !== true) return done();
       const clientId = request.client?.id;
       // Fails closed: a slot is never taken for a request whose client is not known.
-      if (clientId === undefined) return done(new Error('ChargeAdmission: the charge route was not authenticated on request (authenticateOnRequest must run first)'));
+      if (clientId === undefined) return done(new Error('ChargeAdmission: the charge route was not authenticated on request (Authentication must be installed first)'));
       // Gone while its body was read: its connection's close has passed, so nothing would give back what it took.
       if (request.raw.socket.destroyed) return;
 

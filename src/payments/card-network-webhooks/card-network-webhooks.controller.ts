@@ -1,9 +1,8 @@
-import { Controller, HttpCode, Post, Req, UseGuards } from '@nestjs/common';
+import { Controller, HttpCode, Post, Req } from '@nestjs/common';
 import { ApiBadRequestResponse, ApiConflictResponse, ApiHeader, ApiOkResponse, ApiOperation, ApiPayloadTooLargeResponse, ApiTags, ApiTooManyRequestsResponse } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import { SignedRoute } from '../../http/route-access';
 import { CardNetworkWebhooks, WebhookReceipt } from './card-network-webhooks.service';
-import { WebhookSignatureGuard } from './webhook-signature.guard';
 
 /** Where the card network delivers its events (CARD_NETWORK_WEBHOOK_URL of a standalone simulator, Stripe's dashboard). */
 export const WEBHOOK_PATH = '/webhooks/card-network';
@@ -22,7 +21,6 @@ export class CardNetworkWebhooksController {
 
   @Post('card-network')
   @SignedRoute(WEBHOOK_BODY_LIMIT)
-  @UseGuards(WebhookSignatureGuard)
   @HttpCode(200)
   @ApiOperation({
     summary: "The card network's events (Stripe's webhook format)",
@@ -37,7 +35,7 @@ export class CardNetworkWebhooksController {
   @ApiTooManyRequestsResponse({ description: 'Too many deliveries with an invalid signature from this address (problem+json, Retry-After); a delivery that verifies is never refused.' })
   @ApiConflictResponse({ description: "The operation is still held by its client's request; the network delivers the event again later." })
   receive(@Req() request: FastifyRequest): Promise<WebhookReceipt> {
-    // WebhookSignatureGuard let the request through: its event verified.
+    // Authentication let the request through: its signature verified, and CardNetworkSignature kept its event.
     return this.webhooks.receive(request.webhookEvent!);
   }
 }

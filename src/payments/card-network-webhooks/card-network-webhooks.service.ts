@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ProblemException } from '../../http/problem';
-import { IdempotencyRecovery, IdempotentConsumer, PhasedOperation, PhasedOperationName } from 'safe-retries';
+import { IdempotencyRecovery, PhasedOperation, PhasedOperationName } from 'safe-retries';
+import { IdempotentConsumer } from 'safe-retries/messages';
 import { NetworkEvent } from '../card-network/card-network';
 import { Contradiction, NetworkContradictions } from './network-contradictions';
 import { PAYMENT_OPERATION, REFUND_OPERATION, unknownOutcome } from '../model/payment-operations';
@@ -25,7 +26,7 @@ type Event<K extends NetworkEvent['object']> = NetworkEvent & { object: K };
 
 /**
  * The card network's webhooks, consumed the idempotent-consumer way: each
- * event, verified (WebhookSignatureGuard: its signature over the exact bytes,
+ * event, verified (CardNetworkSignature: its signature over the exact bytes,
  * at most 5 minutes old), has its id claimed in the same transaction as its effect, so a
  * repeat or a concurrent duplicate delivery is answered 2xx with no second
  * effect (a duplicate waits on the first one's claim, then sees it).

@@ -1,5 +1,9 @@
 import { ApiProperty } from '@nestjs/swagger';
 
+/** An endpoint's statuses: `disabled` gets nothing until POST /webhook-endpoints/{id}/enable. */
+export const WEBHOOK_ENDPOINT_STATUSES = ['enabled', 'disabled'] as const;
+export type WebhookEndpointStatus = (typeof WEBHOOK_ENDPOINT_STATUSES)[number];
+
 /** An endpoint as listed: never its secret. */
 export class WebhookEndpointResponse {
   @ApiProperty({ format: 'uuid' })
@@ -13,6 +17,15 @@ export class WebhookEndpointResponse {
 
   @ApiProperty({ format: 'date-time' })
   created_at!: string;
+
+  @ApiProperty({ enum: WEBHOOK_ENDPOINT_STATUSES, description: '`disabled`: after a 410 Gone, or 5 days of failed deliveries; nothing is sent until it is enabled again' })
+  status!: WebhookEndpointStatus;
+
+  @ApiProperty({ type: String, nullable: true, example: 'the endpoint answered 410 Gone', description: 'Why it was disabled (null while enabled)' })
+  disabled_reason!: string | null;
+
+  @ApiProperty({ type: String, format: 'date-time', nullable: true, description: 'Since when every delivery has failed (null after a success); failing, it is paused as a whole, one probe delivery at a time' })
+  failing_since!: string | null;
 }
 
 /** An endpoint as created or rotated: with its signing secret, shown only in this answer. */

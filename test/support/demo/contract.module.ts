@@ -4,8 +4,8 @@ import { CurrentClient } from '../../../src/auth/current-client.decorator';
 import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
 import type { ResponseHeaders } from '../../../src/http/http';
 import { BusinessOutcomeException } from '../../../src/http/problem';
-import type { IdempotencyStoreKind } from '../../../packages/idempotency/src/module-options';
-import { Idempotent } from '../../../packages/idempotency/src/idempotent.decorator';
+import type { IdempotencyStoreKind } from '../../../packages/idempotency/src/config/module-options';
+import { Idempotent } from '../../../packages/idempotency/src/module/idempotent.decorator';
 
 /**
  * Routes for the idempotency contract that both stores must keep

@@ -9,7 +9,7 @@ import { CurrentClient } from '../../../src/auth/current-client.decorator';
 import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
 import type { ResponseHeaders } from '../../../src/http/http';
 import { BusinessOutcomeException } from '../../../src/http/problem';
-import { Idempotent } from '../../../packages/idempotency/src/idempotent.decorator';
+import { Idempotent } from '../../../packages/idempotency/src/module/idempotent.decorator';
 
 /**
  * A small demo feature for the idempotency module's own e2e tests: it writes a

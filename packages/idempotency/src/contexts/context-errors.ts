@@ -1,7 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { Observable, throwError } from 'rxjs';
-import { IdempotencyErrorCode, IdempotencyProblem } from '../idempotency.errors';
-import { ReplayedOutcome } from './keyed-operation';
+import { IdempotencyErrorCode, IdempotencyProblem } from '../contract/idempotency.errors';
+import { ReplayedOutcome } from './value-answers';
 
 /**
  * The module's problems as a GraphQL resolver or a message handler answers
@@ -16,6 +16,7 @@ export const CONTEXT_ERROR_CODES = {
   [IdempotencyErrorCode.InProgress]: 'IDEMPOTENCY_KEY_IN_USE',
   [IdempotencyErrorCode.LeaseLost]: 'IDEMPOTENCY_LEASE_LOST',
   [IdempotencyErrorCode.WriteOutsideTransaction]: 'IDEMPOTENCY_WRITE_OUTSIDE_TRANSACTION',
+  [IdempotencyErrorCode.ScopeMissing]: 'IDEMPOTENCY_SCOPE_MISSING',
 } as const satisfies Record<IdempotencyErrorCode, string>;
 
 /** A stored business outcome replayed where there is no HTTP status to give it. */

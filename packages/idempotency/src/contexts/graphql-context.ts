@@ -1,14 +1,15 @@
 import { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable, lastValueFrom, of } from 'rxjs';
 import { asGraphQLError } from './context-errors';
-import { fingerprint } from '../fingerprint';
-import { idempotencyErrors } from '../idempotency.errors';
-import { ResolvedIdempotencyOptions } from '../idempotency.options';
-import { IdempotencyKeySource, IdempotencyRequest } from '../module-options';
-import { parseIdempotencyKey } from '../idempotency-key';
-import { IdempotentRoutes } from '../idempotent-routes';
-import { KeyedOperation } from './keyed-operation';
-import { checkScope } from '../scope';
+import { fingerprint } from '../core/fingerprint';
+import { idempotencyErrors } from '../contract/idempotency.errors';
+import { ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { IdempotencyKeySource, IdempotencyRequest } from '../config/module-options';
+import { IdempotentRoutes } from '../routes/idempotent-routes';
+import { KeyedOperation } from '../core/keyed-operation';
+import { VALUE_ANSWERS } from './value-answers';
+import { requestScope } from '../core/scope';
+import { RouteWarnings } from '../core/route-warnings';
 
 /** The default key of a mutation: the header of the HTTP request that carries it. */
 const DEFAULT_KEY: IdempotencyKeySource = { header: 'idempotency-key' };
@@ -66,6 +67,7 @@ export class GraphqlIdempotency {
     private readonly routes: IdempotentRoutes,
     private readonly options: ResolvedIdempotencyOptions,
     private readonly operations: KeyedOperation,
+    private readonly warnings: RouteWarnings,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -83,16 +85,13 @@ export class GraphqlIdempotency {
     const { policyUrl } = this.options;
     const request = graphqlHttpRequest(ctx);
 
-    const raw = readGraphqlKey(route.key ?? DEFAULT_KEY, args, ctx, request);
-    if (raw === undefined) {
-      if (!route.required) return next.handle();
-      throw idempotencyErrors.missing(policyUrl);
-    }
-    const parsed = parseIdempotencyKey(raw);
-    if (!parsed.ok) throw idempotencyErrors.invalid(policyUrl, parsed.reason);
+    const key = this.operations.keyOf(route, readGraphqlKey(route.key ?? DEFAULT_KEY, args, ctx, request));
+    if (key === undefined) return next.handle();
 
     if (!request) throw new Error('@Idempotent() on a GraphQL resolver: the GraphQL context carries no HTTP request (ctx.req or ctx.reply.request) to read the scope from');
-    const scope = checkScope(this.options.scope(request));
+    const scope = requestScope(this.options.scope(request), policyUrl, (fault) =>
+      this.warnings.once('scope', `${context.getClass().name}.${context.getHandler().name}`, `IdempotencyModule's \`scope\` ${fault} (the GraphQL operation's HTTP request); put the resolver behind the app's authentication, or give a \`scope\` that finds the principal there`),
+    );
     const field = `${info?.parentType?.name ?? 'Mutation'}.${info?.fieldName ?? route.operation}`;
     const source = route.key ?? DEFAULT_KEY;
     if (typeof source !== 'function' && 'header' in source && info?.fieldName) {
@@ -101,8 +100,9 @@ export class GraphqlIdempotency {
     }
     const answer = await this.operations.run(
       route,
-      { scope, key: parsed.key, fingerprint: fingerprint('GRAPHQL', field, args), leaseMs: route.leaseMs, retentionMs: route.retentionMs },
+      { scope, key, fingerprint: fingerprint('GRAPHQL', field, args) },
       () => lastValueFrom(next.handle(), { defaultValue: undefined }),
+      VALUE_ANSWERS,
     );
     if (answer.replayed) ctx?.reply?.header?.('Idempotent-Replayed', 'true');
     return of(answer.value);

@@ -1,14 +1,15 @@
 import { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable, lastValueFrom, of } from 'rxjs';
 import { asMessageError } from './context-errors';
-import { fingerprint } from '../fingerprint';
-import { idempotencyErrors } from '../idempotency.errors';
-import { ResolvedIdempotencyOptions } from '../idempotency.options';
-import { IdempotencyKeySource } from '../module-options';
-import { parseIdempotencyKey } from '../idempotency-key';
-import { IdempotentRoutes, RouteSettings, messagePatterns } from '../idempotent-routes';
-import { KeyedOperation } from './keyed-operation';
-import { checkScope } from '../scope';
+import { fingerprint } from '../core/fingerprint';
+import { ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { IdempotencyKeySource } from '../config/module-options';
+import { RouteSettings } from '../core/route-settings';
+import { IdempotentRoutes, messagePatterns } from '../routes/idempotent-routes';
+import { KeyedOperation } from '../core/keyed-operation';
+import { VALUE_ANSWERS } from './value-answers';
+import { requestScope } from '../core/scope';
+import { RouteWarnings } from '../core/route-warnings';
 
 /** The default key of a message: its payload's `idempotencyKey` field. */
 const DEFAULT_KEY: IdempotencyKeySource = { field: 'idempotencyKey' };
@@ -46,6 +47,7 @@ export class MessageIdempotency {
     private readonly routes: IdempotentRoutes,
     private readonly options: ResolvedIdempotencyOptions,
     private readonly operations: KeyedOperation,
+    private readonly warnings: RouteWarnings,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -61,21 +63,18 @@ export class MessageIdempotency {
     const data: unknown = rpc.getData();
     const transport = rpc.getContext<TransportContext | undefined>();
     const route = this.routes.of(context);
-    const { policyUrl } = this.options;
 
-    const raw = readMessageKey(route.key ?? DEFAULT_KEY, data, transport);
-    if (raw === undefined) {
-      if (!route.required) return next.handle();
-      throw idempotencyErrors.missing(policyUrl);
-    }
-    const parsed = parseIdempotencyKey(raw);
-    if (!parsed.ok) throw idempotencyErrors.invalid(policyUrl, parsed.reason);
+    const key = this.operations.keyOf(route, readMessageKey(route.key ?? DEFAULT_KEY, data, transport));
+    if (key === undefined) return next.handle();
 
-    const scope = checkScope(scopeOf(route, context.getHandler(), data, transport));
+    const scope = requestScope(scopeOf(route, context.getHandler(), data, transport), this.options.policyUrl, (fault) =>
+      this.warnings.once('scope', `${context.getClass().name}.${context.getHandler().name}`, `@Idempotent({ messageScope }) ${fault}; give a constant, or a function that always finds one`),
+    );
     const answer = await this.operations.run(
       route,
-      { scope, key: parsed.key, fingerprint: fingerprint('MESSAGE', scope, data), leaseMs: route.leaseMs, retentionMs: route.retentionMs },
+      { scope, key, fingerprint: fingerprint('MESSAGE', scope, data) },
       () => lastValueFrom(next.handle(), { defaultValue: undefined }),
+      VALUE_ANSWERS,
     );
     return of(answer.value);
   }

@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { IdempotencyTable } from '../idempotency-table';
+import { IdempotencyTable } from '../config/idempotency-table';
 
 /** The keys table as first released (client_id then uuid; see IdempotencyKeysAnyScope). */
 export const createIdempotencyKeys = (t: IdempotencyTable) =>

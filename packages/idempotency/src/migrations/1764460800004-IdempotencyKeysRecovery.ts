@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { IdempotencyTable } from '../idempotency-table';
+import { IdempotencyTable } from '../config/idempotency-table';
 
 /**
  * Where a phased operation stands while it is in progress (see PhasedOperation;

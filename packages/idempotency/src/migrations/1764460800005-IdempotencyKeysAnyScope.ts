@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { IdempotencyTable } from '../idempotency-table';
+import { IdempotencyTable } from '../config/idempotency-table';
 
 /**
  * Keys are scoped by any principal id (`42`, `acct_9f3`, a UUID), not only a

@@ -1,6 +1,6 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { IdempotencyTable } from '../idempotency-table';
-import { keyIdSql } from '../key-id';
+import { IdempotencyTable } from '../config/idempotency-table';
+import { keyIdSql } from '../contract/key-id';
 
 /**
  * Keys are stored hashed: one 16-byte `id` (keyId: SHA-256 of scope and key,

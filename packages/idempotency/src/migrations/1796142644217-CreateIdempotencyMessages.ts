@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { IdempotencyTable } from '../idempotency-table';
+import { IdempotencyTable } from '../config/idempotency-table';
 
 /**
  * The processed messages of IdempotentConsumer: one row per (source, message

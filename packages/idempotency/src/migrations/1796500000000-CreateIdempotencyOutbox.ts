@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { IdempotencyTable } from '../idempotency-table';
+import { IdempotencyTable } from '../config/idempotency-table';
 
 /**
  * The outbox (see Outbox and OutboxRelay): one row per message, inserted in

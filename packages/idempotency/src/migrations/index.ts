@@ -1,13 +1,13 @@
 import { MigrationInterface } from 'typeorm';
-import { DEFAULT_TABLE_NAME, idempotencyTable } from '../idempotency-table';
-import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from '../idempotency-messages-table';
+import { DEFAULT_TABLE_NAME, idempotencyTable } from '../config/idempotency-table';
+import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from '../config/idempotency-messages-table';
 import { createIdempotencyKeys } from './1764460800001-CreateIdempotencyKeys';
 import { idempotencyKeysRecovery } from './1764460800004-IdempotencyKeysRecovery';
 import { idempotencyKeysAnyScope } from './1764460800005-IdempotencyKeysAnyScope';
 import { idempotencyKeysHashed } from './1796081151558-IdempotencyKeysHashed';
 import { createIdempotencyMessages } from './1796142644217-CreateIdempotencyMessages';
 import { createIdempotencyOutbox } from './1796500000000-CreateIdempotencyOutbox';
-import { DEFAULT_OUTBOX_TABLE_NAME } from '../outbox/outbox-statements';
+import { DEFAULT_OUTBOX_TABLE_NAME } from '../config/idempotency-table';
 
 export type IdempotencyMigration = new () => MigrationInterface;
 
@@ -22,7 +22,7 @@ export type IdempotencyMigration = new () => MigrationInterface;
  * CreateIdempotencyMessages; the outbox's table, `idempotency_outbox`, the
  * CREATE TABLE and indexes of CreateIdempotencyOutbox.
  */
-export function createIdempotencyMigrations(
+export function idempotencyMigrations(
   tableName: string = DEFAULT_TABLE_NAME,
   messagesTableName: string = DEFAULT_MESSAGES_TABLE_NAME,
 ): IdempotencyMigration[] {
@@ -37,5 +37,4 @@ export function createIdempotencyMigrations(
   ];
 }
 
-/** The module's migrations for the default tables, `idempotency_keys` and `idempotency_messages`, and the outbox. */
-export const idempotencyMigrations: IdempotencyMigration[] = createIdempotencyMigrations();
+export { idempotencyKeyEntity } from '../stores/postgres/idempotency-key.entity';

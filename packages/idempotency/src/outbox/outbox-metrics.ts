@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Counter, Histogram, Registry } from 'prom-client';
-import { IDEMPOTENCY_REGISTRY } from '../idempotency.options';
+import { IDEMPOTENCY_REGISTRY } from '../config/idempotency.options';
 
 /** What a delivery attempt came to. */
 export type OutboxDeliveryResult = 'delivered' | 'failed' | 'dead';

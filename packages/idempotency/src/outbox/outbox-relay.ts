@@ -2,11 +2,11 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBoo
 import { InjectDataSource } from '@nestjs/typeorm';
 import { SpanStatusCode, trace } from '@opentelemetry/api';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../idempotency.options';
-import { primaryClientConfig } from '../postgres/claim-pool';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { primaryClientConfig } from '../stores/postgres/claim-pool';
 import { backoffMs } from './backoff';
 import { OutboxMetrics } from './outbox-metrics';
-import { OutboxMessage, OutboxPublisher } from './outbox-message';
+import { OutboxMessage, OutboxPublisher } from '../contract/outbox-message';
 import { OutboxStatements, outboxStatements } from './outbox-statements';
 import { OutboxWakeups, sleep } from './outbox-wakeups';
 import { Turns } from './turns';

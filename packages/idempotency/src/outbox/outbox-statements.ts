@@ -1,13 +1,11 @@
-/**
- * Every statement of the outbox, on its table. All run on the database clock
- * (now()) with bound parameters; durations travel as milliseconds.
- */
-export const DEFAULT_OUTBOX_TABLE_NAME = 'idempotency_outbox';
 
 /** Advisory lock class of the adders of one stream (two-key form: never meets the module's one-key locks). */
 export const STREAM_LOCK_CLASS = 0x5afe_0003;
 
-/** `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($4) and `replay` ($2). */
+/**
+ * Every statement of the outbox, on its table. All run on the database clock
+ * (now()) with bound parameters; durations travel as milliseconds.
+ * `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($4) and `replay` ($2). */
 export function outboxStatements(t: string) {
   return {
     /**

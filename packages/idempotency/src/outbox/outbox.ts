@@ -3,8 +3,8 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../idempotency.options';
-import { DeadLetter } from './outbox-message';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { DeadLetter } from '../contract/outbox-message';
 import { OutboxStatements, outboxStatements } from './outbox-statements';
 
 /** What `Outbox.add` takes. */

@@ -1,10 +1,10 @@
 import { INestApplicationContext, applyDecorators } from '@nestjs/common';
 import { ApiExtension, ApiHeader, ApiResponse } from '@nestjs/swagger';
-import { parseDuration } from '../duration';
-import { resolveTiming } from '../idempotency.options';
-import { MAX_KEY_LENGTH } from '../idempotency-key';
-import { IdempotentRoute, IdempotentRoutes, messagePatterns } from '../idempotent-routes';
-import { IdempotentOptions } from '../module-options';
+import { parseDuration } from '../config/duration';
+import { resolveTiming } from '../config/idempotency.options';
+import { MAX_KEY_LENGTH } from '../core/idempotency-key';
+import { IdempotentRoute, IdempotentRoutes, messagePatterns } from '../routes/idempotent-routes';
+import { IdempotentOptions } from '../config/module-options';
 
 /** The OpenAPI extension each @Idempotent() operation carries. */
 export const X_IDEMPOTENCY = 'x-idempotency';

@@ -1,6 +1,6 @@
-import { formatDuration } from '../duration';
-import { ResolvedIdempotencyOptions } from '../idempotency.options';
-import { IdempotencyErrorCode } from '../idempotency.errors';
+import { formatDuration } from '../config/duration';
+import { ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { IdempotencyErrorCode } from '../contract/idempotency.errors';
 import { X_IDEMPOTENCY } from './describe-idempotent-routes';
 
 /**
@@ -16,7 +16,7 @@ export function policySummary(o: ResolvedIdempotencyOptions): string {
     `The first request with a key runs once; its status, body, Content-Type and Location are stored in the same database transaction as its effect. Every retry with the same key and the same request (method, path, query and JSON body, key order ignored) gets the stored response back, byte for byte, with \`Idempotent-Replayed: true\`, and runs nothing.`,
     `A business outcome (a declined card answered 402, a business rule answered 422) is stored and replayed like a success. Any other failure (validation error 400, server error 5xx, database unavailable 503) rolls back and releases the key: retry with the same key. Routes that reach an outside system (a card network) run in phases: an unknown outcome there (503 with Retry-After) keeps the key, and your next retry resumes the same operation at once; it never runs twice.`,
     `Status codes: 400 \`${IdempotencyErrorCode.KeyMissing}\` / \`${IdempotencyErrorCode.KeyInvalid}\`; 409 \`${IdempotencyErrorCode.InProgress}\` while the first request runs (honour Retry-After) or \`${IdempotencyErrorCode.LeaseLost}\` when an attempt stalled past its ${lease} lease (a working attempt renews it) and another took over; 422 \`${IdempotencyErrorCode.KeyReused}\` when the key comes with a different request.`,
-    `Retry network errors, timeouts, 409, 429, 502, 503 and 504 with the same key and body, with exponential backoff and jitter; never retry 400, 401, 402, 404 or 422 unchanged. Full policy: ${o.policyUrl}`,
+    `Retry network errors, timeouts, 409, 429, 502, 503 and 504 with the same key and body, with exponential backoff and jitter; never retry 400, 401, 402, 404 or 422 unchanged.${o.policyUrl === undefined ? '' : ` Full policy: ${o.policyUrl}`}`,
   ].join('\n\n');
 }
 
@@ -51,7 +51,7 @@ export function applyIdempotencyPolicy<T extends object>(document: T, o: Resolve
     description: 'RFC 9457 problem details (application/problem+json)',
     required: ['type', 'title', 'status', 'detail', 'code'],
     properties: {
-      type: { type: 'string', example: `${o.policyUrl}#${IdempotencyErrorCode.InProgress}` },
+      type: { type: 'string', example: o.policyUrl === undefined ? 'about:blank' : `${o.policyUrl}#${IdempotencyErrorCode.InProgress}` },
       title: { type: 'string', example: 'Request In Progress' },
       status: { type: 'integer', example: 409 },
       detail: { type: 'string' },
@@ -82,7 +82,7 @@ export function applyIdempotencyPolicy<T extends object>(document: T, o: Resolve
       }
       op.description = [
         op.description,
-        `Idempotent: safe to retry with the same \`Idempotency-Key\`${ext.required ? ' (required)' : ''}. Retries replay the stored response with \`Idempotent-Replayed: true\`; responses are kept ${ext.retention} from the end of the operation; ${ext.commit === 'one' ? `one transaction, bounded by ${ext.lease}` : `lease ${ext.lease}`}. See ${o.policyUrl}.`,
+        `Idempotent: safe to retry with the same \`Idempotency-Key\`${ext.required ? ' (required)' : ''}. Retries replay the stored response with \`Idempotent-Replayed: true\`; responses are kept ${ext.retention} from the end of the operation; ${ext.commit === 'one' ? `one transaction, bounded by ${ext.lease}` : `lease ${ext.lease}`}.${o.policyUrl === undefined ? '' : ` See ${o.policyUrl}.`}`,
       ]
         .filter(Boolean)
         .join('\n\n');

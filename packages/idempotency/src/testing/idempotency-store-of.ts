@@ -1,8 +1,8 @@
 import { INestApplicationContext } from '@nestjs/common';
 import { ClsService } from 'nestjs-cls';
-import { IDEMPOTENCY_CLS } from '../idempotency.options';
-import { IdempotencyStores } from '../idempotency-stores';
-import { IdempotencyStoreKind } from '../module-options';
+import { IDEMPOTENCY_CLS } from '../config/idempotency.options';
+import { IdempotencyStores } from '../stores/idempotency-stores';
+import { IdempotencyStoreKind } from '../config/module-options';
 import { StoreContractSubject } from './store-contract-subject';
 
 /**

@@ -15,14 +15,13 @@
 export { describeStoreContract } from './describe-store-contract';
 export type { StoreContractOptions, TestRunner } from './describe-store-contract';
 export { STORE_CONTRACT } from './store-contract';
-export type { StoreContractCase } from './store-contract';
 export { ContractDriver } from './store-contract-subject';
-export type { ContractCommitMode, StoreContractSettings, StoreContractSubject } from './store-contract-subject';
+export type { ContractCommitMode, StoreContractCase, StoreContractSettings, StoreContractSubject } from './store-contract-subject';
 export { idempotencyStoreOf } from './idempotency-store-of';
 // The contract itself, for a store of your own (a completion that cannot be
 // stored after the work ran throws ResponseNotStoredError; one that is not the
 // owner's, LeaseLostError from the root).
-export { ResponseNotStoredError } from '../idempotency.errors';
+export { ResponseNotStoredError } from '../contract/idempotency.errors';
 export type {
   ClaimRequest,
   ClaimResult,
@@ -34,4 +33,4 @@ export type {
   RecoveryPoint,
   RecoveryPoints,
   StoredResponse,
-} from '../idempotency.store';
+} from '../contract/idempotency.store';

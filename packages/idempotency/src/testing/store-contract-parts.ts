@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RecoveryPoint, RecoveryPoints } from '../idempotency.store';
-import type { StoreContractCase } from './store-contract';
-import { ContractDriver } from './store-contract-subject';
+import { RecoveryPoint, RecoveryPoints } from '../contract/idempotency.store';
+import { ContractDriver, StoreContractCase } from './store-contract-subject';
 
 /** The cases of the contract's optional parts: recovery points, and waking waiting duplicates. */
 

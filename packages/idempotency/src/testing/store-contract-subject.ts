@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ClaimRequest, ClaimResult, IdempotencyStore, OneCommitKeys, Ownership, StoredResponse } from '../idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, OneCommitKeys, Ownership, StoredResponse } from '../contract/idempotency.store';
 
 /** A store under test, and what running it needs. */
 export interface StoreContractSubject {
@@ -163,4 +163,16 @@ export class ContractDriver {
 
 function heldKey(key: { scope: string; key: string }): string {
   return `${key.scope}\u0000${key.key}`;
+}
+
+/**
+ * One case of the store contract. `needs`: the optional part of the contract
+ * it tests. `modes`: how it claims keys (ContractCommitMode): a case for both
+ * runs once per mode the store has; default `durable` only.
+ */
+export interface StoreContractCase {
+  name: string;
+  needs?: 'recovery' | 'settlement';
+  modes?: readonly ContractCommitMode[];
+  run(driver: ContractDriver): Promise<void>;
 }

@@ -1,20 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ContractCommitMode, ContractDriver } from './store-contract-subject';
+import { ContractCommitMode, StoreContractCase } from './store-contract-subject';
 import { oneCommitCases, recoveryCases, settlementCases } from './store-contract-parts';
-
-/**
- * One case of the store contract. `needs`: the optional part of the contract
- * it tests. `modes`: how it claims keys (ContractCommitMode): a case for both
- * runs once per mode the store has; default `durable` only.
- */
-export interface StoreContractCase {
-  name: string;
-  needs?: 'recovery' | 'settlement';
-  modes?: readonly ContractCommitMode[];
-  run(driver: ContractDriver): Promise<void>;
-}
 
 const BOTH: readonly ContractCommitMode[] = ['durable', 'one'];
 

@@ -9,7 +9,8 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule, Idempotent, createIdempotencyMigrations, transactionalClsModule } from '../../src';
+import { IdempotencyModule, Idempotent, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
 import { createDatabase } from '../support/test-services';
 
 /**
@@ -70,7 +71,7 @@ describe('@Idempotent() on a GraphQL resolver (Mercurius)', () => {
     drop = db.drop;
     const moduleRef = await Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(), migrationsRun: true, extra: { max: 20 } }),
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(), migrationsRun: true, extra: { max: 20 } }),
         transactionalClsModule({ middleware: false }),
         IdempotencyModule.forRoot({
           purge: { enabled: false },

@@ -9,11 +9,15 @@ import { Propagation, TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { lastValueFrom } from 'rxjs';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyCommitMode, IdempotencyEvent, IdempotencyModule, Idempotent, createIdempotencyMigrations, transactionalClsModule } from '../../src';
-import { keyId } from '../../src/key-id';
-import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
+import { IdempotencyModule, Idempotent, IdempotentOptions, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
+import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent } from 'safe-retries/telemetry';
+import { keyId } from '../../src/contract/key-id';
+import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-idempotency.store';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { createDatabase } from '../support/test-services';
+
+type CommitMode = NonNullable<IdempotentOptions['commit']>;
 
 /**
  * @Idempotent() on microservice handlers over Nest's TCP transport (a real
@@ -59,11 +63,11 @@ interface Ledger {
   close(): Promise<void>;
 }
 
-async function startLedger(store?: Type, commit: IdempotencyCommitMode = 'durable'): Promise<Ledger> {
+async function startLedger(store?: Type, commit: CommitMode = 'durable'): Promise<Ledger> {
   const db = await createDatabase();
   let builder = Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(), migrationsRun: true, extra: { max: 20 } }),
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(), migrationsRun: true, extra: { max: 20 } }),
       transactionalClsModule({ middleware: false }),
       IdempotencyModule.forRoot({ commit, purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false } }),
     ],
@@ -154,7 +158,7 @@ describe('@Idempotent() on message handlers over TCP', () => {
   jest.setTimeout(120_000);
 
   // The module's default commit mode: the durable claim, or the claim inside the handler's transaction.
-  describe.each<IdempotencyCommitMode>(['durable', 'one'])('with the PostgreSQL store, commit %s', (commit) => {
+  describe.each<CommitMode>(['durable', 'one'])('with the PostgreSQL store, commit %s', (commit) => {
     let ledger: Ledger;
     beforeAll(async () => {
       ledger = await startLedger(undefined, commit);

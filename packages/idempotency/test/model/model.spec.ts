@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
-import { IdempotencyPurgeService } from '../../src/idempotency-purge.service';
-import { RedisIdempotencyStore } from '../../src/redis';
+import { IdempotencyPurgeService } from '../../src/purge/idempotency-purge.service';
+import { RedisIdempotencyStore } from '../../src/stores/redis';
 import { StoreContractSubject } from '../../src/testing';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { postgresStoreSubject } from '../support/store-apps';

@@ -6,8 +6,10 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { JetStreamManager, NatsConnection, connect } from 'nats';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule, Outbox, OutboxMessage, createIdempotencyMigrations, transactionalClsModule } from '../../src';
-import { natsOutboxPublisher } from '../../src/nats';
+import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
+import { Outbox, OutboxMessage } from 'safe-retries/outbox';
+import { natsOutboxPublisher } from '../../src/outbox/nats';
 import { TestNatsServer, natsSuites, startNatsServer } from '../support/nats-server';
 import { createDatabase } from '../support/test-services';
 
@@ -57,7 +59,7 @@ natsSuites()('Outbox to NATS JetStream (a real nats-server)', () => {
     );
     const moduleRef = await Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(), migrationsRun: true }),
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(), migrationsRun: true }),
         transactionalClsModule(),
         IdempotencyModule.forRoot({ scope: () => 'tenant', purge: { enabled: false }, recovery: { enabled: false }, outbox: { publish } }),
       ],

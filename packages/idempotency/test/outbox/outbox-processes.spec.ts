@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Outbox } from '../../src';
+import { Outbox } from 'safe-retries/outbox';
 import { OutboxProducer, Receiver, buildLibrary, children, kill, startChild, startOutboxProducer, until } from '../support/outbox-processes';
 import { createDatabase } from '../support/test-services';
 

@@ -6,19 +6,11 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import {
-  IdempotencyModule,
-  Idempotent,
-  IdempotentConsumer,
-  Operation,
-  Outbox,
-  OutboxMessage,
-  OutboxOutsideTransactionError,
-  PhasedOperation,
-  createIdempotencyMigrations,
-  transactionalClsModule,
-} from '../../src';
-import { IdempotencyPurgeService } from '../../src';
+import { IdempotencyModule, Idempotent, Operation, PhasedOperation, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
+import { IdempotentConsumer } from 'safe-retries/messages';
+import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
+import { IdempotencyPurgeService } from 'safe-retries';
 import { OutboxRelay } from '../../src/outbox/outbox-relay';
 import { createDatabase } from '../support/test-services';
 
@@ -76,7 +68,7 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     db = await createDatabase();
     const moduleRef = await Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(), migrationsRun: true }),
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(), migrationsRun: true }),
         transactionalClsModule(),
         IdempotencyModule.forRoot({
           scope: () => 'tenant',

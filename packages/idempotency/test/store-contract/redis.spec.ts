@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { RedisIdempotencyStore } from '../../src/redis';
+import { RedisIdempotencyStore } from '../../src/stores/redis';
 import { describeStoreContract } from '../../src/testing';
 import { hasRedis, redisUrl } from '../support/test-services';
 

@@ -3,9 +3,9 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { keyId } from '../../src/key-id';
-import { decodeResponse, encodeHeaders } from '../../src/response-cipher';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, OneCommitKeys, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from '../../src/idempotency.store';
+import { keyId } from '../../src/contract/key-id';
+import { decodeResponse, encodeHeaders } from '../../src/contract/response-cipher';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, OneCommitKeys, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from '../../src/contract/idempotency.store';
 
 /**
  * A DELIBERATELY NAIVE store, for the store contract and the race suite to

@@ -9,7 +9,8 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule, Outbox } from '../../src';
+import { IdempotencyModule } from 'safe-retries';
+import { Outbox } from 'safe-retries/outbox';
 
 /**
  * What the outbox suites with real processes share: relays as OS processes

@@ -1,8 +1,9 @@
 import { Type } from '@nestjs/common';
 import { Test, TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { IdempotencyModule, IdempotencyModuleOptions, createIdempotencyMigrations, transactionalClsModule } from '../../src';
-import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
+import { IdempotencyModule, IdempotencyModuleOptions, transactionalClsModule } from 'safe-retries';
+import { idempotencyMigrations } from 'safe-retries/migrations';
+import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-idempotency.store';
 import { StoreContractSubject, idempotencyStoreOf } from '../../src/testing';
 import { createDatabase } from './test-services';
 
@@ -16,7 +17,7 @@ export async function postgresStoreSubject(options: IdempotencyModuleOptions = {
   const db = await createDatabase();
   let builder = Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: createIdempotencyMigrations(options.tableName), migrationsRun: true }),
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(options.tableName), migrationsRun: true }),
       transactionalClsModule({ middleware: false }),
       IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false }, ...options }),
     ],

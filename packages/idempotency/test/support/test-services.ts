@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import type { DataSource } from 'typeorm';
 
 /**
  * The run's servers, as the repository's jest global setup provides them:
@@ -23,13 +24,25 @@ async function admin<T>(work: (client: Client) => Promise<T>): Promise<T> {
   }
 }
 
+export interface TestDatabase {
+  url: string;
+  name: string;
+  drop(): Promise<void>;
+}
+
 /** A new, empty database, and how to drop it. */
-export async function createDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createDatabase(): Promise<TestDatabase> {
   const name = `lib_${randomBytes(6).toString('hex')}`;
   await admin((c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`));
   const url = new URL(adminUrl());
   url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => admin((c) => c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`)).then(() => undefined) };
+  return { url: url.toString(), name, drop: () => admin((c) => c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`)).then(() => undefined) };
+}
+
+/** Rows in a table (for "nothing was written" assertions). */
+export async function countRows(dataSource: DataSource, table: string, where = 'true', params: unknown[] = []): Promise<number> {
+  const rows = await dataSource.query<{ n: string }[]>(`SELECT count(*)::text AS n FROM ${table} WHERE ${where}`, params);
+  return Number(rows[0].n);
 }
 
 /** Whether the run has a Redis (CI always must: its suites then fail without one). */

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { canonicalJson } from '../../src/fingerprint';
+import { canonicalJson } from '../../src/core/fingerprint';
 import { jsonBody, reorderKeys, reverse, shuffler } from '../support/json-values';
 
 describe('canonicalJson', () => {

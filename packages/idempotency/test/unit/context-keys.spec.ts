@@ -1,8 +1,8 @@
-import { IdempotencyErrorCode, IdempotencyProblem } from '../../src';
+import { IdempotencyErrorCode, IdempotencyProblem } from 'safe-retries';
 import { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, asGraphQLError, asMessageError } from '../../src/contexts/context-errors';
 import { graphqlHttpRequest, readGraphqlKey } from '../../src/contexts/graphql-context';
-import { idempotencyErrors } from '../../src/idempotency.errors';
-import { ReplayedOutcome } from '../../src/contexts/keyed-operation';
+import { idempotencyErrors } from '../../src/contract/idempotency.errors';
+import { ReplayedOutcome } from '../../src/contexts/value-answers';
 import { TransportContext, readMessageKey } from '../../src/contexts/message-context';
 
 const request = (headers: Record<string, string | string[]>) => ({ method: 'POST', url: '/graphql', headers });

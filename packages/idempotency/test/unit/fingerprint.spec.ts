@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { canonicalJson, canonicalQuery, fingerprint } from '../../src/fingerprint';
+import { canonicalJson, canonicalQuery, fingerprint } from '../../src/core/fingerprint';
 import { jsonBody, reorderKeys, shuffler } from '../support/json-values';
 
 /** The fingerprint's definition: the first 16 bytes of SHA-256. */

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { MAX_KEY_LENGTH, parseIdempotencyKey, quoteIdempotencyKey } from '../../src/idempotency-key';
+import { MAX_KEY_LENGTH, parseIdempotencyKey, quoteIdempotencyKey } from '../../src/core/idempotency-key';
 
 /** One printable ASCII character, 0x20..0x7E (the whole allowed alphabet). */
 const printableChar = fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code));

@@ -1,6 +1,6 @@
 import { Controller, Post } from '@nestjs/common';
-import { IDEMPOTENCY_DEFAULTS, Idempotent } from '../../src';
-import { resolveIdempotencyOptions, resolveTiming } from '../../src/idempotency.options';
+import { IDEMPOTENCY_DEFAULTS, Idempotent } from 'safe-retries';
+import { resolveIdempotencyOptions, resolveTiming } from '../../src/config/idempotency.options';
 
 /** The one resolver of the module's options: defaults, durations, lease < retention. */
 describe('idempotency options', () => {
@@ -10,7 +10,7 @@ describe('idempotency options', () => {
       leaseMs: 30_000,
       retentionMs: 86_400_000,
       claimPoolSize: IDEMPOTENCY_DEFAULTS.claimPoolSize,
-      policyUrl: '/docs/idempotency',
+      policyUrl: undefined,
       purge: { enabled: true, cron: IDEMPOTENCY_DEFAULTS.purge.cron, batchSize: 5_000, budgetMs: 60_000 },
       recovery: { enabled: true, intervalMs: 60_000, batchSize: 100 },
       replayCacheBytes: 16 * 1024 * 1024,

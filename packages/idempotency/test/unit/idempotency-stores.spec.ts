@@ -1,9 +1,9 @@
-import { IdempotencyStores } from '../../src/idempotency-stores';
-import { IdempotencyStore, OneCommitKeys } from '../../src/idempotency.store';
-import { resolveIdempotencyOptions } from '../../src/idempotency.options';
-import { IdempotencyModuleOptions } from '../../src/module-options';
-import { PostgresIdempotencyStore } from '../../src/postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from '../../src/redis/redis-idempotency.store';
+import { IdempotencyStores } from '../../src/stores/idempotency-stores';
+import { IdempotencyStore, OneCommitKeys } from '../../src/contract/idempotency.store';
+import { resolveIdempotencyOptions } from '../../src/config/idempotency.options';
+import { IdempotencyModuleOptions } from '../../src/config/module-options';
+import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-idempotency.store';
+import { RedisIdempotencyStore } from '../../src/stores/redis/redis-idempotency.store';
 
 /**
  * Which store and commit mode a route gets, decided once at startup: only the

@@ -1,4 +1,4 @@
-import { MAX_SCOPE_LENGTH, checkScope } from '../../src/scope';
+import { MAX_SCOPE_LENGTH, checkScope } from '../../src/core/scope';
 
 /** The scope a key is stored under (hashed into keyId, and kept in a recovery point). */
 describe('checkScope', () => {

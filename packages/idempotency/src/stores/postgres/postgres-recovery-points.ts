@@ -1,0 +1,61 @@
+import { keyId } from '../../contract/key-id';
+import { Ownership, RecoveryPoint, RecoveryPoints } from '../../contract/idempotency.store';
+import { KeyQueries } from './key-queries';
+import { KeyStatements } from './statements';
+
+/**
+ * A recovery point as stored: with the scope and key it belongs to, which the
+ * row itself does not keep (see keyId), and the route's retention, so that the
+ * recovery job can hand the operation its owner again. Cleared with the rest by
+ * the completion.
+ */
+export interface StoredRecoveryPoint extends RecoveryPoint {
+  scope: string;
+  key: string;
+  retentionMs?: number;
+}
+
+/**
+ * Recovery points in the keys table (the `recovery` column): each phase's point
+ * commits, fenced, in the phase's own transaction; takeovers are the lease's
+ * compare-and-set, one winner per key.
+ */
+export class PostgresRecoveryPoints implements RecoveryPoints {
+  constructor(
+    private readonly queries: KeyQueries,
+    private readonly sql: KeyStatements,
+    /** The retention of an operation whose recovery point does not name one. */
+    private readonly defaultRetentionMs: number,
+  ) {}
+
+  async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
+    const stored: StoredRecoveryPoint = { ...recovery, scope: owner.scope, key: owner.key, retentionMs: owner.retentionMs };
+    await this.queries.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.scope, owner.key), owner.token, JSON.stringify(stored)]);
+  }
+
+  async discard(owner: Ownership): Promise<void> {
+    await this.queries.fencedInTransaction('idempotency_discard', this.sql.discard, [keyId(owner.scope, owner.key), owner.token]);
+  }
+
+  async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
+    const rows = await this.queries.autocommit<{ lease: string; recovery: StoredRecoveryPoint }>('idempotency_take_over_abandoned', this.sql.takeOverAbandoned, [
+      limit,
+      leaseMs,
+    ]);
+    return rows.map((r) => this.ownerOf(r.lease, r.recovery));
+  }
+
+  async takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
+    const [row] = await this.queries.autocommit<{ lease: string; recovery: StoredRecoveryPoint }>('idempotency_take_over_operation', this.sql.takeOverOperation, [
+      keyId(scope, key),
+      leaseMs,
+    ]);
+    return row ? this.ownerOf(row.lease, row.recovery) : null;
+  }
+
+  /** A stored recovery point parted into the owner it belongs to (with the new token) and the point itself. */
+  ownerOf(token: string, stored: StoredRecoveryPoint): { owner: Ownership; recovery: RecoveryPoint } {
+    const { scope, key, retentionMs, ...recovery } = stored;
+    return { owner: { scope, key, token, retentionMs: retentionMs ?? this.defaultRetentionMs }, recovery };
+  }
+}

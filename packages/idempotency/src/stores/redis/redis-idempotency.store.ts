@@ -1,0 +1,187 @@
+import { Logger, OnModuleDestroy } from '@nestjs/common';
+import { LeaseLostError, ResponseNotStoredError } from '../../contract/idempotency.errors';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, StoredResponse } from '../../contract/idempotency.store';
+import { keyId } from '../../contract/key-id';
+import type { IdempotencyRedisClient, IdempotencyRedisOptions } from '../../config/redis-options';
+import { CLAIM_LUA, COMPLETE_LUA, IdempotencyCommands, OUTCOME_LUA, RELEASE_LUA, RENEW_LUA } from './redis-scripts';
+
+/**
+ * The claim/complete protocol in Redis, for routes whose side effect does not
+ * live in PostgreSQL (the library's README, "A Redis store"). One hash per key, named
+ * `<prefix><keyId(scope, key)>` (the key and the scope are never stored, as in
+ * PostgreSQL), with fields
+ *
+ *   f  fingerprint (16 bytes)    t  fencing token     l  lease deadline, µs
+ *   s  status (absent while in progress)   b  body   c  content type   o  Location
+ *
+ * Each step is one Lua script (EVALSHA through ioredis's defineCommand), so it
+ * is atomic on the server:
+ * - claim: claims an absent key, or answers the stored response, 422 or 409 in
+ *   the same round trip (the seed's SET NX GET), or takes an in-progress key
+ *   over once its lease has ended. The lease is judged on the Redis server's
+ *   clock (TIME inside the script), never the app's.
+ * - complete / release: only while the key still carries the owner's token and
+ *   is unfinished. A stale owner (its lease taken over) can neither overwrite
+ *   nor delete the newer claim: its completion throws LeaseLostError.
+ * - The token is the server's clock in µs at the claim, and a takeover makes
+ *   max(now, old + 1): strictly increasing per key while the key exists.
+ * - A completed key keeps only f, s, b (c, o): its token and lease are dropped.
+ * - Retention is the key's TTL, counted from the outcome as in PostgreSQL: the
+ *   completion sets it to the route's retention. The claim sets it too (a key
+ *   whose owner vanished is forgotten after that), and a takeover or a renewal
+ *   extends it to at least the new lease, so a key never vanishes under its
+ *   working owner.
+ * - renew: the owner's own compare-and-set, a later lease and a larger token.
+ * - A unit of work is the work itself (Redis has no transaction with it): the
+ *   completion follows the handler, and when it fails otherwise than by a lost
+ *   lease the work still stands (ResponseNotStoredError). No recovery points,
+ *   no waiting duplicates: routes that need them are refused at startup.
+ *
+ * What Redis cannot give: the response is not stored atomically with the
+ * side effect (a crash between the two lets a retry run it again after the
+ * lease), and a failover can lose acknowledged writes (a lost key is a second
+ * execution). Keys must be read from the primary: a replica rebuilds the
+ * double execution that a lagging read replica causes.
+ */
+
+export const DEFAULT_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** The Redis keys' prefix when the options name none. */
+export const DEFAULT_KEY_PREFIX = 'idempotency:';
+
+/** Commands are answered within this, or fail (a frozen Redis is an outage, as a frozen PostgreSQL). */
+const COMMAND_TIMEOUT_MS = 5_000;
+
+export class RedisIdempotencyStore implements IdempotencyStore, OnModuleDestroy {
+  private readonly logger = new Logger('Idempotency');
+  private readonly redis: IdempotencyRedisClient & IdempotencyCommands;
+
+  /**
+   * `owned`: the module made the client (from a URL) and quits it at shutdown;
+   * an app's own client is left open.
+   */
+  constructor(
+    client: IdempotencyRedisClient,
+    private readonly keyPrefix: string,
+    private readonly owned: boolean,
+  ) {
+    client.defineCommand('idempotencyClaim', { numberOfKeys: 1, lua: CLAIM_LUA });
+    client.defineCommand('idempotencyComplete', { numberOfKeys: 1, lua: COMPLETE_LUA });
+    client.defineCommand('idempotencyRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+    client.defineCommand('idempotencyRenew', { numberOfKeys: 1, lua: RENEW_LUA });
+    client.defineCommand('idempotencyOutcome', { numberOfKeys: 1, lua: OUTCOME_LUA });
+    this.redis = client as IdempotencyRedisClient & IdempotencyCommands;
+  }
+
+  /**
+   * The store of the module's `redis` option: connects (from a URL) before the
+   * app starts, so an unreachable Redis stops the startup with its reason.
+   * ioredis is loaded only here: an app without a Redis store need not install it.
+   */
+  static async create(options: IdempotencyRedisOptions): Promise<RedisIdempotencyStore> {
+    const keyPrefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
+    if (options.client) return new RedisIdempotencyStore(options.client, keyPrefix, false);
+    const { Redis: Client } = await import('ioredis');
+    const client = new Client(options.url!, {
+      lazyConnect: true,
+      connectTimeout: 3_000,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      // A request waits for one reconnection at most, then fails (500): never a queue of retries.
+      maxRetriesPerRequest: 1,
+      connectionName: 'safe-retries',
+    });
+    try {
+      await client.connect();
+    } catch (error) {
+      client.disconnect();
+      // Never the URL: it may carry a password.
+      throw new Error(`IdempotencyModule: cannot connect to Redis (${client.options.host}:${client.options.port}): ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    return new RedisIdempotencyStore(client, keyPrefix, true);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    if (!this.owned) return;
+    await this.redis.quit().catch((error: unknown) => this.logger.warn(`closing the Redis connection failed: ${(error as Error).message}`));
+  }
+
+  /** The Redis key of (scope, key): the prefix and keyId, as the PostgreSQL row's id. */
+  redisKey(scope: string, key: string): string {
+    return `${this.keyPrefix}${keyId(scope, key)}`;
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const { scope, key, fingerprint, leaseMs, retentionMs } = request;
+    const reply = await this.redis.idempotencyClaim(this.redisKey(scope, key), fingerprint, leaseMs, retentionMs);
+    switch (reply[0]) {
+      case 'claimed':
+      case 'taken_over':
+        // Its retention starts at the completion: at least retentionMs from the claim.
+        return { kind: 'claimed', owner: { scope, key, token: reply[1], retentionMs }, takenOver: reply[0] === 'taken_over', recovery: null, retainedForMs: retentionMs };
+      case 'mismatch':
+        return { kind: 'mismatch' };
+      case 'in_progress':
+        return { kind: 'in_progress', retryAfterMs: reply[1] };
+      case 'completed': {
+        const [, ttl, status, body, contentType, location] = reply;
+        return {
+          kind: 'completed',
+          response: { status: Number(status), body, contentType: contentType ?? DEFAULT_CONTENT_TYPE, ...(location ? { location } : {}) },
+          // PTTL is -1 only for a key someone made persistent: then no replay from memory.
+          ...(ttl >= 0 ? { retainedForMs: ttl } : {}),
+        };
+      }
+    }
+  }
+
+  /** The work itself: there is no transaction to run it in. */
+  runUnit<T>(work: () => Promise<T>): Promise<T> {
+    return work();
+  }
+
+  inUnit(): boolean {
+    return false;
+  }
+
+  async complete(owner: Ownership, response: StoredResponse): Promise<void> {
+    let stored: number;
+    try {
+      stored = await this.send(owner, response);
+    } catch (error) {
+      // The side effect happened: the response is answered rather than a retry invited to repeat it.
+      throw new ResponseNotStoredError(error);
+    }
+    if (stored !== 1) throw new LeaseLostError();
+  }
+
+  private send(owner: Ownership, response: StoredResponse): Promise<number> {
+    return this.redis.idempotencyComplete(
+      this.redisKey(owner.scope, owner.key),
+      owner.token,
+      response.status,
+      response.body,
+      response.contentType === DEFAULT_CONTENT_TYPE ? '' : response.contentType,
+      response.location ?? '',
+      owner.retentionMs,
+    );
+  }
+
+  async outcome(scope: string, key: string): Promise<KeyOutcome> {
+    const reply = await this.redis.idempotencyOutcome(this.redisKey(scope, key));
+    if (!reply) return { state: 'unknown' };
+    const [status, lease, ttl, now] = reply;
+    if (status === null) return { state: 'in_progress', retryAfterMs: Math.max(0, Math.ceil((Number(lease) - Number(now)) / 1000)) };
+    const expiresAt = new Date(Math.floor(Number(now) / 1000) + Math.max(ttl, 0)).toISOString();
+    return { state: 'completed', status: Number(status), expiresAt };
+  }
+
+  async renew(owner: Ownership, leaseMs: number): Promise<string | null> {
+    return this.redis.idempotencyRenew(this.redisKey(owner.scope, owner.key), owner.token, leaseMs);
+  }
+
+  async release(owner: Ownership): Promise<void> {
+    await this.redis.idempotencyRelease(this.redisKey(owner.scope, owner.key), owner.token);
+  }
+}

@@ -1,0 +1,106 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { channel } from 'node:diagnostics_channel';
+import { Attributes, Span, SpanStatusCode, context, trace } from '@opentelemetry/api';
+import { keyId } from '../contract/key-id';
+
+/**
+ * What the module tells observers, in two ways that cost nothing when no one
+ * listens:
+ * - OpenTelemetry spans, through `@opentelemetry/api` only (a no-op until the
+ *   app registers an SDK): `idempotency.request` around a request's claim and
+ *   work, with `idempotency.claim`, `idempotency.checkpoint <point>`,
+ *   `idempotency.finish`, `idempotency.release` and `idempotency.call <name>`
+ *   (each call to the outside world) inside it, and `idempotency.recovery`
+ *   around an operation the recovery job resumes. Outcomes (replayed, in
+ *   progress, mismatch, taken over, lease lost, released, yielded, held,
+ *   failed) are span events.
+ * - The same outcomes on `node:diagnostics_channel`, channel
+ *   IDEMPOTENCY_EVENTS_CHANNEL, for apps without OpenTelemetry.
+ * Every span and event carries the scope, the key's id (`keyId`, a hash: the
+ * key itself never leaves the module) and the operation (a phased route's
+ * name, or the route's path).
+ */
+export const IDEMPOTENCY_EVENTS_CHANNEL = 'safe-retries:idempotency';
+
+export type IdempotencyEventName =
+  | 'claimed'
+  | 'replayed'
+  | 'in_progress'
+  | 'mismatch'
+  | 'taken_over'
+  | 'lease_lost'
+  | 'released'
+  | 'yielded'
+  | 'held'
+  | 'recovered'
+  | 'failed';
+
+/** What a subscriber of IDEMPOTENCY_EVENTS_CHANNEL receives. */
+export interface IdempotencyEvent {
+  name: IdempotencyEventName;
+  scope: string;
+  keyId: string;
+  operation: string;
+  /** What ended the request: on `failed`, `released`, `yielded` and `lease_lost`. */
+  error?: unknown;
+}
+
+type Subject = Omit<IdempotencyEvent, 'name' | 'error'>;
+
+const events = channel(IDEMPOTENCY_EVENTS_CHANNEL);
+const tracer = trace.getTracer('safe-retries');
+const subjects = new AsyncLocalStorage<Subject>();
+
+function attributes(subject: Subject): Attributes {
+  return { 'idempotency.scope': subject.scope, 'idempotency.key_id': subject.keyId, 'idempotency.operation': subject.operation };
+}
+
+/** The subject of the spans and events of `work`: the operation at (scope, key). */
+export function aboutOperation<T>(scope: string, key: string, operation: string, work: () => T): T {
+  return subjects.run({ scope, keyId: keyId(scope, key), operation }, work);
+}
+
+/** An outcome of the current operation (with the error that ended it): an event of the active span and of the diagnostics channel. */
+export function emit(name: IdempotencyEventName, error?: unknown): void {
+  const subject = subjects.getStore();
+  if (!subject) return;
+  trace.getActiveSpan()?.addEvent(`idempotency.${name}`);
+  if (events.hasSubscribers) events.publish({ name, ...subject, ...(error === undefined ? {} : { error }) } satisfies IdempotencyEvent);
+}
+
+/** `work` in a span of its own, a child of the active one, with the operation's attributes. */
+export function inSpan<T>(name: string, work: () => Promise<T>): Promise<T> {
+  const subject = subjects.getStore();
+  return tracer.startActiveSpan(name, { attributes: subject ? attributes(subject) : {} }, async (span) => {
+    try {
+      return await work();
+    } catch (error) {
+      fail(span, error);
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/**
+ * A span that outlives the call that starts it (a request whose answer is an
+ * Observable): `run` starts its work inside it; `end` closes it.
+ */
+export function openSpan(name: string): { run<T>(work: () => T): T; end(error?: unknown): void } {
+  const subject = subjects.getStore();
+  const span = tracer.startSpan(name, { attributes: subject ? attributes(subject) : {} });
+  const active = trace.setSpan(context.active(), span);
+  return {
+    run: (work) => context.with(active, work),
+    end: (error) => {
+      if (error !== undefined) fail(span, error);
+      span.end();
+    },
+  };
+}
+
+function fail(span: Span, error: unknown): void {
+  if (error instanceof Error) span.recordException(error);
+  span.setStatus({ code: SpanStatusCode.ERROR });
+}
