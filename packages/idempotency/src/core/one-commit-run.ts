@@ -52,9 +52,9 @@ const logger = new Logger('Idempotency');
  *   together (the release is the rollback); the error goes on to the app.
  * - A business outcome (IdempotentOutcome) is stored as the response, and the
  *   unit commits, as on the durable path.
- * - The final insert lost to a unit that committed the key after this claim's
- *   snapshot: everything rolls back and the key is claimed again, which now
- *   reads the winner's response (a replay) or another request (422); that
+ * - The final insert lost to a row the claim could not see (the store's fence,
+ *   e.g. against a durable claim of the same key): everything rolls back and
+ *   the key is claimed again, which now reads the winner's response (a replay) or another request (422); that
  *   answer is the request's one outcome (the lost unit claimed nothing).
  * - The lease bounds the unit: the store ends it past the lease, so an owner
  *   paused that long cannot commit (answered `lease_lost`), and its key is free

@@ -195,13 +195,45 @@ export const oneCommitCases: StoreContractCase[] = [
     },
   },
   {
+    name: 'one commit: claims that meet a unit as it commits its key are told it is in progress or replay it, never claim it again',
+    modes: ['one'],
+    async run(d) {
+      // The window is a claim whose read predates the unit's commit and whose lock follows it:
+      // many claims, back to back, each round meeting one commit.
+      const ROUNDS = 60;
+      const CLAIMERS = 8;
+      for (let round = 0; round < ROUNDS; round++) {
+        const request = d.request();
+        const { owner } = await d.claimed(request);
+        let committed = false;
+        const again: string[] = [];
+        const claimer = async () => {
+          for (let settled = false; !settled; ) {
+            const claim = await d.claim(request);
+            if (claim.kind === 'claimed') {
+              again.push(claim.takenOver ? 'taken over' : 'claimed');
+              await d.release(claim.owner);
+            }
+            settled = committed && claim.kind === 'completed';
+          }
+        };
+        const claimers = Array.from({ length: CLAIMERS }, claimer);
+        await sleep(1);
+        await d.complete(owner, d.response('first'));
+        committed = true;
+        await Promise.all(claimers);
+        assert.deepEqual(again, [], `round ${round + 1}: a key being committed was claimed again`);
+      }
+    },
+  },
+  {
     name: 'one commit: the key is written once: a unit that believes it free after another committed it stores nothing (LeaseLostError)',
     modes: ['one'],
     async run(d) {
       const request = d.request();
       const { owner } = await d.claimed(request);
       await d.complete(owner, d.response('first'));
-      // As a unit whose claim's snapshot predates the first unit's commit would.
+      // As a unit that did not see the first unit's row (a durable claim of the same key) would.
       await d.leaseLost(d.unit(() => d.oneCommit.complete(request, d.response('second'))), 'a second insert of the key');
       const replay = await d.claim(request);
       assert.equal(replay.kind === 'completed' && replay.response.body, 'first');

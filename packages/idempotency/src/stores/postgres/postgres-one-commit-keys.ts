@@ -5,8 +5,8 @@ import { KeyQueries } from './key-queries';
 import { OneCommitStatements } from './one-commit-statements';
 
 interface OneCommitClaimRow {
-  /** Null when the lock was not tried: the row is final or another's. */
-  locked: boolean | null;
+  /** Null when the lock was not tried (the row is final or another's); absent on the read under the lock. */
+  locked?: boolean | null;
   found: boolean;
   same: boolean | null;
   status: number | null;
@@ -31,7 +31,9 @@ const HELD_RETRY_MS = 1_000;
  * it): a handler that hangs past the lease has its transaction ended by the
  * server, so it can never commit. The key's row is inserted with the response
  * just before COMMIT; its primary key fences two units that both believed the
- * key free. Responses are sealed at rest like the durable claim's.
+ * key free. A claim that takes the lock reads the row once more under it, so
+ * a unit that committed the key just before is replayed, never run again.
+ * Responses are sealed at rest like the durable claim's.
  */
 export class PostgresOneCommitKeys implements OneCommitKeys {
   constructor(
@@ -43,9 +45,11 @@ export class PostgresOneCommitKeys implements OneCommitKeys {
   async claim(request: ClaimRequest): Promise<ClaimResult> {
     const { scope, key, fingerprint, leaseMs, retentionMs } = request;
     const id = keyId(scope, key);
-    const [row] = await this.queries.inTransaction<OneCommitClaimRow>('idempotency_one_commit_claim', this.sql.claim, [id, fingerprint, String(leaseMs)]);
+    const [first] = await this.queries.inTransaction<OneCommitClaimRow>('idempotency_one_commit_claim', this.sql.claim, [id, fingerprint, String(leaseMs)]);
     // Tried only for a key left to be claimed (see the statement): held by another unit, it is in progress.
-    if (row.locked === false) return { kind: 'in_progress', retryAfterMs: HELD_RETRY_MS };
+    if (first.locked === false) return { kind: 'in_progress', retryAfterMs: HELD_RETRY_MS };
+    // Locked: what a unit committed before letting the lock go is read now, before the handler runs.
+    const row = first.locked ? (await this.queries.inTransaction<OneCommitClaimRow>('idempotency_one_commit_read', this.sql.read, [id, fingerprint]))[0] : first;
     const claimed = (takenOver: boolean): ClaimResult => ({
       kind: 'claimed',
       // No token: the claim is the transaction's lock, and nothing outside it can be fenced.
@@ -67,7 +71,7 @@ export class PostgresOneCommitKeys implements OneCommitKeys {
   async complete(request: ClaimRequest, response: StoredResponse): Promise<void> {
     const id = keyId(request.scope, request.key);
     const sealed = this.cipher.seal(id, response);
-    // No row written (LeaseLostError): another unit committed the key after our claim's snapshot.
+    // No row written (LeaseLostError): a durable claim of the same key committed its row after our read.
     await this.queries.fencedInTransaction('idempotency_one_commit_complete', this.sql.complete, [
       id,
       request.fingerprint,
