@@ -209,7 +209,7 @@ async function paymentsWithEvents(
         if (mode === 'on') {
           const res = await fetch(`${base}/webhook-endpoints`, {
             method: 'POST',
-            headers: API,
+            headers: { ...API, 'idempotency-key': randomUUID() },
             body: JSON.stringify({ url: `http://127.0.0.1:${receiver.port}/hooks`, event_types: ['*'] }),
           });
           if (res.status !== 201) throw new Error(`§12: POST /webhook-endpoints answered ${res.status}: ${await res.text()}`);

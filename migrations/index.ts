@@ -13,6 +13,7 @@ import { WebhookAttempts1797500000000 } from './1797500000000-WebhookAttempts';
 import { WebhookRetries1797600000000 } from './1797600000000-WebhookRetries';
 import { WebhookSecretOverlap1797700000000 } from './1797700000000-WebhookSecretOverlap';
 import { EventsRetention1797800000000 } from './1797800000000-EventsRetention';
+import { WebhookSecretVersion1797960000000 } from './1797960000000-WebhookSecretVersion';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox] =
   idempotencyMigrations();
@@ -45,4 +46,5 @@ export const migrations = [
   WebhookRetries1797600000000,
   WebhookSecretOverlap1797700000000,
   EventsRetention1797800000000,
+  WebhookSecretVersion1797960000000,
 ];

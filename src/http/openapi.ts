@@ -7,6 +7,7 @@ const DESCRIPTIONS: Record<number, string> = {
   401: 'Missing or invalid API key (`unauthorized`).',
   402: 'The card network did not charge the card (`card_declined`, `insufficient_funds`, `authentication_required` for a card that needs its holder to authenticate, `payment_canceled`): a failed payment was recorded; stored and replayed.',
   404: 'No such resource for this client (`not_found`).',
+  410: 'A retry (same Idempotency-Key) of an answer that showed a webhook secret, once a later rotation replaced that secret (`webhook_secret_replaced`): it is not shown again.',
   422: 'A business rule refused the request (stored and replayed), or the key was reused with another request.',
   429: 'A limit was reached (`rate_limited`); nothing was done and the key was released: retry after Retry-After with the same key.',
   502: "The card network's own word about this operation shows nothing was charged or refunded (`card_network_error`); nothing was recorded and the key was released: retry. Or the card network does not know the intent or refund this operation recorded (`card_network_object_unknown`: a wrong account or API key, for an operator): nothing is concluded about the money, the operation is kept and tried again within the hour; retry after Retry-After with the same key.",

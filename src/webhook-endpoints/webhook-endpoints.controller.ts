@@ -2,11 +2,13 @@ import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/co
 import { ApiBody, ApiCreatedResponse, ApiExtraModels, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import { AuthenticatedClient } from '../auth/authenticated-client';
 import { CurrentClient } from '../auth/current-client.decorator';
+import { Idempotent } from 'safe-retries';
 import { ApiProblems } from '../http/openapi';
 import { ParseIdPipe } from '../http/parse-id.pipe';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
 import { RotateWebhookEndpointDto } from './dto/rotate-webhook-endpoint.dto';
-import { WebhookEndpointList, WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
+import { ShownSecret, WebhookEndpointList, WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
+import { SecretAnswers } from './secret-answers';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
 
 /** How deliveries are retried and endpoints paused or disabled (src/events/webhook-schedule.ts, endpoint-pacing.ts), in the routes' OpenAPI descriptions. */
@@ -17,18 +19,24 @@ const DELIVERY_POLICY =
   'the endpoint is paused as a whole: one probe delivery (after 1 min, doubling, at most 1 h) and, once it succeeds, the rest. A `410 Gone` disables it at once, ' +
   '5 days of failures with no success at its next failed attempt, with a `webhook_endpoint.disabled` event and `disabled_reason`; `POST /webhook-endpoints/{id}/enable` enables it again.';
 
-// Not @Idempotent(): a stored response would keep the secret; a retried create makes a second endpoint, which DELETE removes.
+/** What a retry of registration or rotation answers, in the routes' OpenAPI descriptions. */
+const RETRIED =
+  'A retry with the same `Idempotency-Key` answers the same secret again (it is kept only sealed in the endpoint, never with the stored answer); ' +
+  'once a later rotation has replaced that secret, the retry gets `410 webhook_secret_replaced` instead.';
+
 @ApiTags('webhook-endpoints')
 @ApiProblems(401)
 @Controller('webhook-endpoints')
 export class WebhookEndpointsController {
   constructor(private readonly endpoints: WebhookEndpointsService) {}
 
+  // The secret is shown only in the answer: SecretAnswers keeps it out of what the key stores.
   @Post()
-  @ApiOperation({ summary: 'Register a webhook endpoint; its signing secret is shown only in this answer', description: DELIVERY_POLICY })
+  @Idempotent({ replay: SecretAnswers })
+  @ApiOperation({ summary: 'Register a webhook endpoint; its signing secret is shown only in this answer', description: `${RETRIED} ${DELIVERY_POLICY}` })
   @ApiCreatedResponse({ type: WebhookEndpointWithSecretResponse })
-  @ApiProblems(400, 422)
-  create(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWebhookEndpointDto): Promise<WebhookEndpointWithSecretResponse> {
+  @ApiProblems(400, 410, 422)
+  create(@CurrentClient() client: AuthenticatedClient, @Body() dto: CreateWebhookEndpointDto): Promise<ShownSecret> {
     return this.endpoints.create(client.id, dto);
   }
 
@@ -62,13 +70,15 @@ export class WebhookEndpointsController {
 
   @Post(':id/rotate')
   @HttpCode(200)
+  @Idempotent({ replay: SecretAnswers })
   @ApiOperation({
     summary: 'Replace the signing secret; the new one is shown only in this answer. The replaced one keeps signing beside it for 24 h',
     description:
       'Deliveries are signed with the new secret and, for 24 h from the rotation, with the one it replaces too: `webhook-signature` holds both ' +
       '(`v1,<new> v1,<previous>`), so a receiver verifies with either while it switches. A rotation within those 24 h drops the older one: ' +
       'only the secret it replaces keeps signing. With `{ "expire_previous": true }` no new secret is made: the replaced one stops signing now, ' +
-      'and the answer has no `secret`. Neither secret is ever listed or shown again.',
+      'and the answer has no `secret`. Neither secret is ever listed or shown again, but to a retry of this request. ' +
+      RETRIED,
   })
   @ApiBody({ type: RotateWebhookEndpointDto, required: false })
   @ApiExtraModels(WebhookEndpointWithSecretResponse, WebhookEndpointResponse)
@@ -76,12 +86,12 @@ export class WebhookEndpointsController {
     description: 'The endpoint with its new `secret`; with `expire_previous`, the endpoint alone',
     schema: { anyOf: [{ $ref: getSchemaPath(WebhookEndpointWithSecretResponse) }, { $ref: getSchemaPath(WebhookEndpointResponse) }] },
   })
-  @ApiProblems(400, 404)
+  @ApiProblems(400, 404, 410)
   rotate(
     @CurrentClient() client: AuthenticatedClient,
     @Param('id', ParseIdPipe) id: string,
     @Body() dto: RotateWebhookEndpointDto,
-  ): Promise<WebhookEndpointResponse | WebhookEndpointWithSecretResponse> {
+  ): Promise<WebhookEndpointResponse | ShownSecret> {
     return this.endpoints.rotate(client.id, id, dto.expire_previous === true);
   }
 }

@@ -1,14 +1,15 @@
 import { Module } from '@nestjs/common';
 import { EndpointSecrets } from './endpoint-secrets';
+import { SecretAnswers } from './secret-answers';
 import { SecretsAtRest } from './secrets-at-rest';
 import { WebhookEndpointsController } from './webhook-endpoints.controller';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
 
-/** The clients' webhook endpoints: registration, listing, deletion, secret rotation, their secrets at rest. */
+/** The clients' webhook endpoints: registration, listing, deletion, secret rotation, their secrets at rest and in replayed answers. */
 @Module({
   controllers: [WebhookEndpointsController],
-  providers: [WebhookEndpointsService, WebhookEndpointsRepository, EndpointSecrets, SecretsAtRest],
+  providers: [WebhookEndpointsService, WebhookEndpointsRepository, EndpointSecrets, SecretsAtRest, SecretAnswers],
   exports: [WebhookEndpointsService, SecretsAtRest],
 })
 export class WebhookEndpointsModule {}

@@ -6,13 +6,15 @@ export interface WebhookEndpointRow {
   url: string;
   event_types: string[];
   secret: string;
+  /** Which secret is in force: 1 at registration, one more at each rotation that makes a new one. */
+  secret_version: number;
   created_at: Date;
   failing_since: Date | null;
   disabled_at: Date | null;
   disabled_reason: string | null;
 }
 
-const COLUMNS = 'id, url, event_types, secret, created_at, failing_since, disabled_at, disabled_reason';
+const COLUMNS = 'id, url, event_types, secret, secret_version, created_at, failing_since, disabled_at, disabled_reason';
 
 /** An endpoint's secrets as stored (sealed, or in clear without a key ring). */
 export interface StoredSecrets {
@@ -197,10 +199,10 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return (await this.rows(`DELETE FROM webhook_endpoints WHERE client_id = $1 AND id = $2 RETURNING id`, [clientId, id])).length > 0;
   }
 
-  /** The new secret in force; the one it replaces kept as the previous one, from now() (whatever was previous before is dropped). */
+  /** The new secret in force (its version one more); the one it replaces kept as the previous one, from now() (whatever was previous before is dropped). */
   async replaceSecret(clientId: string, id: string, sealedSecret: string): Promise<WebhookEndpointRow | undefined> {
     const [row] = await this.rows<WebhookEndpointRow>(
-      `UPDATE webhook_endpoints SET previous_secret = secret, rotated_at = now(), secret = $3
+      `UPDATE webhook_endpoints SET previous_secret = secret, rotated_at = now(), secret = $3, secret_version = secret_version + 1
         WHERE client_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
       [clientId, id, sealedSecret],
     );

@@ -9,10 +9,15 @@ import { APP_CONFIG } from '../config/config.module';
 import { ALL_EVENTS } from '../event-types/event-types';
 import { RefusedAddressError, isPublicAddress, publicAddresses } from '../addresses/public-address';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
-import { WebhookEndpointResponse, WebhookEndpointWithSecretResponse } from './dto/webhook-endpoint.response';
+import { SECRET_VERSION, ShownSecret, WebhookEndpointResponse } from './dto/webhook-endpoint.response';
 import { EndpointSecrets, ROTATION_OVERLAP } from './endpoint-secrets';
 import { EndpointFailure, WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoints.repository';
 import { DISABLE_AFTER, FAILURES_BEFORE_PAUSE, PAUSE_S, PROBE_LEASE_S } from './endpoint-pacing';
+
+/** The endpoint as answered with its new secret, and which secret that is (SECRET_VERSION, never sent). */
+function withSecret(row: WebhookEndpointRow, secret: string): ShownSecret {
+  return { ...toResponse(row), secret, [SECRET_VERSION]: row.secret_version };
+}
 
 function toResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
   return {
@@ -47,8 +52,9 @@ export type { EndpointFailure } from './webhook-endpoints.repository';
 
 /**
  * A client's webhook endpoints. The secret is generated here, answered once
- * (on create and on rotate) and stored sealed (EndpointSecrets); it is never
- * listed and never logged, nor is the previous one a rotation keeps signing
+ * (on create and on rotate, and to their retries under the same key:
+ * SecretAnswers) and stored sealed (EndpointSecrets); it is never listed and
+ * never logged, nor is the previous one a rotation keeps signing
  * for ROTATION_OVERLAP. A URL must be https in production (http is allowed
  * outside it, for a local receiver), carry no credentials, and not be an IP
  * literal of a private, loopback or link-local address; in production a host
@@ -68,7 +74,7 @@ export class WebhookEndpointsService {
     this.production = config.production;
   }
 
-  async create(clientId: string, dto: CreateWebhookEndpointDto): Promise<WebhookEndpointWithSecretResponse> {
+  async create(clientId: string, dto: CreateWebhookEndpointDto): Promise<ShownSecret> {
     const url = this.validUrl(dto.url);
     if (this.production) await resolvesPublic(new URL(url).hostname.replace(/^\[(.*)\]$/, '$1'));
     const types = dto.event_types.includes(ALL_EVENTS) ? [ALL_EVENTS] : dto.event_types;
@@ -80,7 +86,7 @@ export class WebhookEndpointsService {
       if ((await this.endpoints.countLocked(clientId)) >= MAX_ENDPOINTS_PER_CLIENT) throw endpointLimit();
       return this.endpoints.insert(clientId, id, url, types, sealed);
     });
-    return { ...toResponse(row), secret };
+    return withSecret(row, secret);
   }
 
   async list(clientId: string): Promise<{ object: 'list'; data: WebhookEndpointResponse[] }> {
@@ -96,7 +102,7 @@ export class WebhookEndpointsService {
    * ROTATION_OVERLAP, with the one it replaces too. With `expirePrevious`, no
    * new secret: the overlap ends, only the current secret signs from now on.
    */
-  async rotate(clientId: string, id: string, expirePrevious = false): Promise<WebhookEndpointResponse | WebhookEndpointWithSecretResponse> {
+  async rotate(clientId: string, id: string, expirePrevious = false): Promise<WebhookEndpointResponse | ShownSecret> {
     if (expirePrevious) {
       const expired = await this.endpoints.expirePrevious(clientId, id);
       if (!expired) throw notFound(id);
@@ -105,7 +111,20 @@ export class WebhookEndpointsService {
     const secret = EndpointSecrets.generate();
     const row = await this.endpoints.replaceSecret(clientId, id, this.secrets.seal(id, secret));
     if (!row) throw notFound(id);
-    return { ...toResponse(row), secret };
+    return withSecret(row, secret);
+  }
+
+  /**
+   * The secret of version `version` of the endpoint, opened from its sealed
+   * row, for the replay of the answer that showed it (SecretAnswers): only
+   * while it is still the one in force. Replaced by a later rotation: 410
+   * `webhook_secret_replaced`; the endpoint deleted: 404.
+   */
+  async secretShownAgain(clientId: string, id: string, version: number): Promise<string> {
+    const row = await this.endpoints.find(clientId, id);
+    if (!row) throw notFound(id);
+    if (row.secret_version !== version) throw secretReplaced(id);
+    return this.secrets.open(id, row.secret);
   }
 
   async exists(clientId: string, id: string): Promise<boolean> {
@@ -189,6 +208,15 @@ function endpointLimit(): ProblemException {
     code: 'webhook_endpoint_limit',
     title: 'Webhook Endpoint Limit',
     detail: `A client has at most ${MAX_ENDPOINTS_PER_CLIENT} webhook endpoints; delete one first (DELETE /webhook-endpoints/{id}).`,
+  });
+}
+
+function secretReplaced(id: string): ProblemException {
+  return new ProblemException({
+    status: 410,
+    code: 'webhook_secret_replaced',
+    title: 'Webhook Secret Replaced',
+    detail: `A later rotation replaced the secret this request made for webhook endpoint ${id}, so it is not shown again: the secret in force is the one that rotation answered (POST /webhook-endpoints/{id}/rotate makes a new one).`,
   });
 }
 

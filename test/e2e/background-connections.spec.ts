@@ -73,7 +73,7 @@ describe('background work holds only its share of the pool (e2e)', () => {
     pg = new Client({ connectionString: t.db.url });
     await pg.connect();
     for (let i = 0; i < ENDPOINTS; i++) {
-      await request(t.app.getHttpServer()).post('/webhook-endpoints').set(t.auth()).send({ url: hooks, event_types: ['payment.succeeded'] }).expect(201);
+      await request(t.app.getHttpServer()).post('/webhook-endpoints').set(t.auth()).set('Idempotency-Key', randomUUID()).send({ url: hooks, event_types: ['payment.succeeded'] }).expect(201);
     }
   });
   afterAll(async () => {

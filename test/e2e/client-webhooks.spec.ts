@@ -66,7 +66,7 @@ async function eventually(condition: () => boolean | Promise<boolean>, within = 
 const KEYS = `k1:${randomBytes(32).toString('base64')}`;
 
 function register(t: TestApp, body: object, client?: { key: string }) {
-  return request(t.app.getHttpServer()).post('/webhook-endpoints').set(t.auth(client)).send(body);
+  return request(t.app.getHttpServer()).post('/webhook-endpoints').set(t.auth(client)).set('Idempotency-Key', randomUUID()).send(body);
 }
 
 async function eventsOf(t: TestApp, query = '', client?: { key: string }) {
@@ -123,9 +123,9 @@ describe('client webhooks: endpoints and events (e2e)', () => {
   it('rotates the secret (a new one, shown once) and deletes; another client gets 404 for both', async () => {
     const created = await register(t, { url: 'https://hooks.example.com/b', event_types: ['*'] }).expect(201);
     const server = t.app.getHttpServer();
-    await request(server).post(`/webhook-endpoints/${created.body.id}/rotate`).set(t.auth(CLIENT_B)).expect(404);
+    await request(server).post(`/webhook-endpoints/${created.body.id}/rotate`).set(t.auth(CLIENT_B)).set('Idempotency-Key', randomUUID()).expect(404);
     await request(server).delete(`/webhook-endpoints/${created.body.id}`).set(t.auth(CLIENT_B)).expect(404);
-    const rotated = await request(server).post(`/webhook-endpoints/${created.body.id}/rotate`).set(t.auth()).expect(200);
+    const rotated = await request(server).post(`/webhook-endpoints/${created.body.id}/rotate`).set(t.auth()).set('Idempotency-Key', randomUUID()).expect(200);
     expect(rotated.body.secret).toMatch(/^whsec_/);
     expect(rotated.body.secret).not.toBe(created.body.secret);
     await request(server).delete(`/webhook-endpoints/${created.body.id}`).set(t.auth()).expect(204);

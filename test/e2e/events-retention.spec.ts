@@ -80,7 +80,7 @@ describe('retention of events, delivery attempts and webhook dead letters (e2e)'
     receiver = http.createServer((req, res) => req.resume().on('end', () => res.writeHead(204).end()));
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
-    endpointId = (await api().post('/webhook-endpoints').set(t.auth()).send({ url, event_types: ['*'] }).expect(201)).body.id;
+    endpointId = (await api().post('/webhook-endpoints').set(t.auth()).set('Idempotency-Key', randomUUID()).send({ url, event_types: ['*'] }).expect(201)).body.id;
     [{ id: clientId }] = await q<{ id: string }>(`SELECT client_id AS id FROM webhook_endpoints WHERE id = $1`, [endpointId]);
   });
   afterAll(async () => {

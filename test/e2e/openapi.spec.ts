@@ -33,6 +33,8 @@ describe('OpenAPI document (e2e)', () => {
     ['/orders', 'post', { commit: 'one' }],
     ['/orders/{id}/cancel', 'post', {}],
     ['/payments/{id}/refunds', 'post', {}],
+    ['/webhook-endpoints', 'post', {}],
+    ['/webhook-endpoints/{id}/rotate', 'post', {}],
   ])('documents %s %s as idempotent', (path, method, mode) => {
     const op = doc.paths[path][method];
     expect(op['x-idempotency']).toEqual({ header: 'Idempotency-Key', required: true, lease: '20s', retention: '48h', scope: 'client', ...mode });
@@ -62,6 +64,14 @@ describe('OpenAPI document (e2e)', () => {
       expect(about(path, '502')).toContain('card_network_object_unknown');
     }
     expect(about('/payments', '409')).toContain('order_payment_conflict');
+  });
+
+  it('tells that a retried registration or rotation shows its secret again, and 410 once a later rotation replaced it', () => {
+    for (const path of ['/webhook-endpoints', '/webhook-endpoints/{id}/rotate']) {
+      const op = doc.paths[path].post;
+      expect(op.description).toContain('`410 webhook_secret_replaced`');
+      expect(op.responses['410'].description).toContain('webhook_secret_replaced');
+    }
   });
 
   it('does not mark read-only routes idempotent-keyed', () => {

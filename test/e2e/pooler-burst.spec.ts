@@ -91,7 +91,7 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
       const endpoint = await send(apps[0].url, {
         method: 'POST',
         path: '/webhook-endpoints',
-        headers: authHeaders(client.key),
+        headers: authHeaders(client.key, randomUUID()),
         body: { url: hooks, event_types: ['payment.succeeded'] },
       });
       expect(endpoint.status).toBe(201);

@@ -86,7 +86,7 @@ describe('webhook delivery attempts (e2e)', () => {
   beforeAll(async () => {
     receiver = await new Receiver().start();
     t = await createTestApp();
-    endpoint = (await http().post('/webhook-endpoints').set(t.auth()).send({ url: receiver.url(), event_types: ['order.created'] }).expect(201)).body;
+    endpoint = (await http().post('/webhook-endpoints').set(t.auth()).set('Idempotency-Key', randomUUID()).send({ url: receiver.url(), event_types: ['order.created'] }).expect(201)).body;
   });
   afterAll(async () => {
     await t?.close();

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { REDELIVERIES_PER_HOUR } from '../../src/http/route-access';
 import { MAX_ENDPOINTS_PER_CLIENT } from '../../src/webhook-endpoints/webhook-endpoints.service';
@@ -17,7 +18,7 @@ describe('webhook endpoints and redeliveries, bounded per client (e2e)', () => {
   let t: TestApp;
   const http = () => request(t.app.getHttpServer());
   const register = (n: number, client?: { key: string }) =>
-    http().post('/webhook-endpoints').set(t.auth(client)).send({ url: `http://127.0.0.1:9/hooks/${n}`, event_types: ['order.created'] });
+    http().post('/webhook-endpoints').set(t.auth(client)).set('Idempotency-Key', randomUUID()).send({ url: `http://127.0.0.1:9/hooks/${n}`, event_types: ['order.created'] });
 
   beforeAll(async () => {
     t = await createTestApp({ env: { IDEMPOTENCY_JOBS: 'off', RATE_LIMIT_PER_CLIENT: '1000' } });

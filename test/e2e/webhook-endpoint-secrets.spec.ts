@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import request from 'supertest';
 import { EndpointSecrets } from '../../src/webhook-endpoints/endpoint-secrets';
@@ -53,6 +53,7 @@ describe('webhook endpoint secrets across key rings (e2e)', () => {
       const made = await request(t.app.getHttpServer())
         .post('/webhook-endpoints')
         .set(t.auth())
+        .set('Idempotency-Key', randomUUID())
         .send({ url: `http://127.0.0.1:9/hooks/${n}`, event_types: ['*'] })
         .expect(201);
       given.push(made.body.secret as string);

@@ -86,7 +86,7 @@ describe('webhook retries and failing endpoints (e2e)', () => {
   async function endpoint(answer: Answer, eventTypes = ['order.created']): Promise<Endpoint> {
     const path = `/hooks/${randomUUID()}`;
     receiver.answers.set(path, answer);
-    const created = await api().post('/webhook-endpoints').set(t.auth()).send({ url: receiver.url(path), event_types: eventTypes }).expect(201);
+    const created = await api().post('/webhook-endpoints').set(t.auth()).set('Idempotency-Key', randomUUID()).send({ url: receiver.url(path), event_types: eventTypes }).expect(201);
     return { id: created.body.id as string, path };
   }
 

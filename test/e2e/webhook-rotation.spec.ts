@@ -1,5 +1,5 @@
 import { verifyWebhook } from '@safe-retries/client';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
@@ -74,11 +74,12 @@ describe('webhook secret rotation with overlap (e2e)', () => {
 
   it('signs with both secrets for 24 h after a rotation (through a reseal at boot), then with the new one only; expire_previous ends it at once', async () => {
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
-    const created = await api().post('/webhook-endpoints').set(t.auth()).send({ url, event_types: ['order.created'] }).expect(201);
+    const created = await api().post('/webhook-endpoints').set(t.auth()).set('Idempotency-Key', randomUUID()).send({ url, event_types: ['order.created'] }).expect(201);
     const id = created.body.id as string;
     const first = created.body.secret as string;
 
-    const rotated = await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).expect(200);
+    const rotation = randomUUID();
+    const rotated = await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).set('Idempotency-Key', rotation).expect(200);
     const second = rotated.body.secret as string;
     expect(second).toMatch(/^whsec_/);
     expect(second).not.toBe(first);
@@ -101,6 +102,10 @@ describe('webhook secret rotation with overlap (e2e)', () => {
     await t.dataSource.query('UPDATE webhook_endpoints SET previous_secret = $2 WHERE id = $1', [id, underK1.previous_secret]);
     expect(await t.app.get(SecretsAtRest, { strict: false }).reseal()).toBe(1);
     expect((await stored(id)).previous_secret).toMatch(/^sealed:v1:k2:/);
+    // A retry of the rotation answers its secret again, opened from the row now sealed under k2: once rotated, the same bytes.
+    const retried = await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).set('Idempotency-Key', rotation).expect(200);
+    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.text).toBe(rotated.text);
     d = await delivery();
     expect([verifies(d, first), verifies(d, second)]).toEqual([true, true]);
     const listed = await api().get('/webhook-endpoints').set(t.auth()).expect(200);
@@ -113,19 +118,19 @@ describe('webhook secret rotation with overlap (e2e)', () => {
     expect([verifies(d, first), verifies(d, second)]).toEqual([false, true]);
 
     // Rotated again: the one it replaces signs beside the new; the oldest no more.
-    const third = (await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).send({}).expect(200)).body.secret as string;
+    const third = (await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).set('Idempotency-Key', randomUUID()).send({}).expect(200)).body.secret as string;
     d = await delivery();
     expect([verifies(d, first), verifies(d, second), verifies(d, third)]).toEqual([false, true, true]);
 
     // Bad input: a problem, nothing changed.
     const before = await stored(id);
-    const refused = await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).send({ expire_previous: 'yes' }).expect(400);
+    const refused = await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).set('Idempotency-Key', randomUUID()).send({ expire_previous: 'yes' }).expect(400);
     expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
     expect(refused.body.errors.map((e: { field: string }) => e.field)).toEqual(['expire_previous']);
     expect(await stored(id)).toEqual(before);
 
     // expire_previous: no new secret, none answered; from now on only the current one signs.
-    const expired = await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).send({ expire_previous: true }).expect(200);
+    const expired = await api().post(`/webhook-endpoints/${id}/rotate`).set(t.auth()).set('Idempotency-Key', randomUUID()).send({ expire_previous: true }).expect(200);
     expect(expired.body).toEqual(expect.objectContaining({ id, status: 'enabled' }));
     expect(expired.body).not.toHaveProperty('secret');
     expect(await stored(id)).toEqual({ secret: before.secret, previous_secret: null });

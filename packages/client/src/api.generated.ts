@@ -193,7 +193,9 @@ export interface paths {
         put?: never;
         /**
          * Register a webhook endpoint; its signing secret is shown only in this answer
-         * @description Deliveries are retried on a fixed schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, then every 10 h: 12 attempts within 67 h 35 min of the first, a dead letter at 3 days (`POST /events/{id}/redeliver`). A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to the first step at or after it (past the last step: the last), and pauses the endpoint until then (at most 1 h). After 5 failed attempts in a row the endpoint is paused as a whole: one probe delivery (after 1 min, doubling, at most 1 h) and, once it succeeds, the rest. A `410 Gone` disables it at once, 5 days of failures with no success at its next failed attempt, with a `webhook_endpoint.disabled` event and `disabled_reason`; `POST /webhook-endpoints/{id}/enable` enables it again.
+         * @description A retry with the same `Idempotency-Key` answers the same secret again (it is kept only sealed in the endpoint, never with the stored answer); once a later rotation has replaced that secret, the retry gets `410 webhook_secret_replaced` instead. Deliveries are retried on a fixed schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, then every 10 h: 12 attempts within 67 h 35 min of the first, a dead letter at 3 days (`POST /events/{id}/redeliver`). A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to the first step at or after it (past the last step: the last), and pauses the endpoint until then (at most 1 h). After 5 failed attempts in a row the endpoint is paused as a whole: one probe delivery (after 1 min, doubling, at most 1 h) and, once it succeeds, the rest. A `410 Gone` disables it at once, 5 days of failures with no success at its next failed attempt, with a `webhook_endpoint.disabled` event and `disabled_reason`; `POST /webhook-endpoints/{id}/enable` enables it again.
+         *
+         *     Idempotent: safe to retry with the same `Idempotency-Key` (required). Retries replay the stored response with `Idempotent-Replayed: true`; responses are kept 24h from the end of the operation; lease 30s. See /docs/idempotency.
          */
         post: operations["WebhookEndpointsController_create"];
         delete?: never;
@@ -250,7 +252,9 @@ export interface paths {
         put?: never;
         /**
          * Replace the signing secret; the new one is shown only in this answer. The replaced one keeps signing beside it for 24 h
-         * @description Deliveries are signed with the new secret and, for 24 h from the rotation, with the one it replaces too: `webhook-signature` holds both (`v1,<new> v1,<previous>`), so a receiver verifies with either while it switches. A rotation within those 24 h drops the older one: only the secret it replaces keeps signing. With `{ "expire_previous": true }` no new secret is made: the replaced one stops signing now, and the answer has no `secret`. Neither secret is ever listed or shown again.
+         * @description Deliveries are signed with the new secret and, for 24 h from the rotation, with the one it replaces too: `webhook-signature` holds both (`v1,<new> v1,<previous>`), so a receiver verifies with either while it switches. A rotation within those 24 h drops the older one: only the secret it replaces keeps signing. With `{ "expire_previous": true }` no new secret is made: the replaced one stops signing now, and the answer has no `secret`. Neither secret is ever listed or shown again, but to a retry of this request. A retry with the same `Idempotency-Key` answers the same secret again (it is kept only sealed in the endpoint, never with the stored answer); once a later rotation has replaced that secret, the retry gets `410 webhook_secret_replaced` instead.
+         *
+         *     Idempotent: safe to retry with the same `Idempotency-Key` (required). Retries replay the stored response with `Idempotent-Replayed: true`; responses are kept 24h from the end of the operation; lease 30s. See /docs/idempotency.
          */
         post: operations["WebhookEndpointsController_rotate"];
         delete?: never;
@@ -1358,7 +1362,10 @@ export interface operations {
     WebhookEndpointsController_create: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (`8e03978e-...`) or an RFC 8941 quoted string (`"8e03978e-..."`): both are the same key. 1-255 printable ASCII characters. Lease 30s (renewed while the request works); its response kept 24h from the end of the operation; scoped to your client. */
+                "Idempotency-Key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1370,13 +1377,19 @@ export interface operations {
         responses: {
             201: {
                 headers: {
+                    /** @description true when this is a stored response replayed for a retry */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["WebhookEndpointWithSecretResponse"];
                 };
             };
-            /** @description Invalid request (`validation_failed` lists the fields); nothing was written and the key was not consumed. */
+            /**
+             * @description Invalid request (`validation_failed` lists the fields); nothing was written and the key was not consumed.
+             *
+             *     Idempotency-Key missing or invalid (`idempotency_key_missing`, `idempotency_key_invalid`), or the request is invalid.
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1394,9 +1407,35 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A business rule refused the request (stored and replayed), or the key was reused with another request. */
+            /** @description A request with this key is still in progress (`idempotency_request_in_progress`), or this attempt lost its lease (`idempotency_lease_lost`). Retry after Retry-After with the same key and body. */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A retry (same Idempotency-Key) of an answer that showed a webhook secret, once a later rotation replaced that secret (`webhook_secret_replaced`): it is not shown again. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /**
+             * @description A business rule refused the request (stored and replayed), or the key was reused with another request.
+             *
+             *     The key was used with a different request (`idempotency_key_reused`), or a business rule refused the request (stored and replayed).
+             */
             422: {
                 headers: {
+                    /** @description true when this is a stored response replayed for a retry */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1484,7 +1523,10 @@ export interface operations {
     WebhookEndpointsController_rotate: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description One unique value per operation (a UUID), sent unchanged with the same body on every retry. Bare (`8e03978e-...`) or an RFC 8941 quoted string (`"8e03978e-..."`): both are the same key. 1-255 printable ASCII characters. Lease 30s (renewed while the request works); its response kept 24h from the end of the operation; scoped to your client. */
+                "Idempotency-Key": string;
+            };
             path: {
                 id: string;
             };
@@ -1499,13 +1541,19 @@ export interface operations {
             /** @description The endpoint with its new `secret`; with `expire_previous`, the endpoint alone */
             200: {
                 headers: {
+                    /** @description true when this is a stored response replayed for a retry */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["WebhookEndpointWithSecretResponse"] | components["schemas"]["WebhookEndpointResponse"];
                 };
             };
-            /** @description Invalid request (`validation_failed` lists the fields); nothing was written and the key was not consumed. */
+            /**
+             * @description Invalid request (`validation_failed` lists the fields); nothing was written and the key was not consumed.
+             *
+             *     Idempotency-Key missing or invalid (`idempotency_key_missing`, `idempotency_key_invalid`), or the request is invalid.
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1526,6 +1574,37 @@ export interface operations {
             /** @description No such resource for this client (`not_found`). */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A request with this key is still in progress (`idempotency_request_in_progress`), or this attempt lost its lease (`idempotency_lease_lost`). Retry after Retry-After with the same key and body. */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A retry (same Idempotency-Key) of an answer that showed a webhook secret, once a later rotation replaced that secret (`webhook_secret_replaced`): it is not shown again. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key was used with a different request (`idempotency_key_reused`), or a business rule refused the request (stored and replayed). */
+            422: {
+                headers: {
+                    /** @description true when this is a stored response replayed for a retry */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {

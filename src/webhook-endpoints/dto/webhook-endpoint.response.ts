@@ -34,6 +34,12 @@ export class WebhookEndpointWithSecretResponse extends WebhookEndpointResponse {
   secret!: string;
 }
 
+/** Which secret an answer shows (its endpoint's `secret_version`): never sent, JSON.stringify skips symbol keys. */
+export const SECRET_VERSION = Symbol('secretVersion');
+
+/** A created or rotated endpoint as answered, and which of its secrets the answer shows (for SecretAnswers). */
+export type ShownSecret = WebhookEndpointWithSecretResponse & { [SECRET_VERSION]: number };
+
 export class WebhookEndpointList {
   @ApiProperty({ enum: ['list'] })
   object!: 'list';

@@ -1,5 +1,7 @@
+import type { Type } from '@nestjs/common';
 import type { Registry } from 'prom-client';
 import type { Duration } from './duration';
+import type { IdempotentReplay } from '../contract/idempotent-replay';
 import type { OutboxPublisher } from '../contract/outbox-message';
 import type { IdempotencyRedisOptions } from './redis-options';
 
@@ -202,6 +204,14 @@ export interface IdempotentOptions {
    * legitimately changes between retries. Method, path and query always count.
    */
   fingerprint?(request: IdempotencyRequest): unknown;
+  /**
+   * For an answer that holds something never to be stored (a secret shown
+   * once): a provider of the app whose `store` gives what is kept under the
+   * key in place of the handler's value, and whose `replay` rebuilds each
+   * replay's answer from it (see IdempotentReplay). HTTP routes only; not with
+   * `phased`.
+   */
+  replay?: Type<IdempotentReplay>;
   /**
    * Runs the route in atomic phases instead of one transaction (for work that
    * calls something outside the database): the handler receives a

@@ -1,5 +1,6 @@
 import { IdempotentOptions } from '../config/module-options';
 import { IdempotencyStore, OneCommitKeys } from '../contract/idempotency.store';
+import { IdempotentReplay } from '../contract/idempotent-replay';
 
 /** How a keyed call runs: its route: its options resolved against the module's, and its store. */
 export interface RouteSettings {
@@ -13,6 +14,8 @@ export interface RouteSettings {
   leaseMs: number;
   retentionMs: number;
   fingerprint?: IdempotentOptions['fingerprint'];
+  /** The app's provider that keeps the answer's secret out of what is stored, and rebuilds replays (`replay`). */
+  replay?: IdempotentReplay;
   /** Where a GraphQL mutation or a message handler finds its key (unset: the context's default). */
   key?: IdempotentOptions['key'];
   /** The scope of a message handler's keys (unset: `message:` and its pattern). */

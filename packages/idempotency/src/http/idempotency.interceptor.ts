@@ -35,7 +35,9 @@ export function scopeFix(fault: string): string {
  * KeyedOperation (the claim, the attempt, the answer; see docs/idempotency.md).
  *
  * On HTTP, the response is serialised here, once, and those exact bytes are
- * both stored and sent, so a replay is byte-identical to the first response.
+ * both stored and sent, so a replay is byte-identical to the first response
+ * (a route with `replay` stores what its provider keeps of them, and each
+ * replay's body is what the provider rebuilds: IdempotentReplay).
  * The module's own problems (400, 409, 422) are answered here too, complete
  * (status, problem+json, Link, Retry-After), so they do not depend on the
  * app's exception filter. GraphQL and messages: contexts/graphql-context.ts
@@ -97,13 +99,27 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.warnings.once('scope', `${req.method} ${context.getClass().name}.${context.getHandler().name}`, scopeFix(fault)),
     );
     const body = route.fingerprint ? route.fingerprint(req) : (req.body as unknown);
-    const answer = await this.operations.run(
+    const { replay } = route;
+    // With `replay`, the first answer is the handler's value, and what is stored is what `replay.store` keeps of it.
+    let first: StoredResponse | undefined;
+    const answer = await this.operations.run<Promise<string>>(
       route,
       { scope, key, fingerprint: fingerprint(req.method, req.originalUrl ?? req.url, body) },
       () => lastValueFrom(next.handle(), { defaultValue: undefined }),
       {
-        stored: (value) => this.serialize(res, value),
-        answer: (response, replayed) => this.send(res, response, replayed),
+        stored: (value) => {
+          const response = this.serialize(res, value);
+          if (!replay) return response;
+          first = response;
+          return { ...response, body: JSON.stringify(replay.store(value)) ?? '' };
+        },
+        answer: async (response, replayed) => {
+          if (!replayed) return this.send(res, first ?? response, false);
+          // A business outcome (400 and above) is replayed as stored; what `store` kept is rebuilt.
+          if (!replay || response.status >= 400) return this.send(res, response, true);
+          const rebuilt = await replay.replay(response.body === '' ? undefined : (JSON.parse(response.body) as unknown), req);
+          return this.send(res, { ...response, body: this.bodyOf(rebuilt) }, true);
+        },
         phased: (attempt, name) => {
           // Nest has set the route's status already: a success answers with it.
           context.switchToHttp().getRequest<Record<symbol, unknown>>()[PHASED_OPERATION] = new PhasedOperation(attempt, name, res.status);
@@ -119,7 +135,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (typeof value === 'string') {
       return { ...common, body: value, contentType: res.getHeader('content-type') ?? 'text/plain; charset=utf-8' };
     }
-    return { ...common, body: value === undefined ? '' : JSON.stringify(value), contentType: JSON_CONTENT_TYPE };
+    return { ...common, body: this.bodyOf(value), contentType: JSON_CONTENT_TYPE };
+  }
+
+  /** A handler's value as the bytes of a body: a string as it is, anything else as JSON. */
+  private bodyOf(value: unknown): string {
+    if (typeof value === 'string') return value;
+    return value === undefined ? '' : JSON.stringify(value);
   }
 
   /**

@@ -1,9 +1,10 @@
 import { ExecutionContext, Inject, Injectable, OnModuleInit, Type } from '@nestjs/common';
-import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
+import { DiscoveryService, MetadataScanner, ModuleRef, Reflector } from '@nestjs/core';
 import { parseDuration } from '../config/duration';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, resolveTiming } from '../config/idempotency.options';
 import { IdempotentOptions } from '../config/module-options';
 import { IdempotencyStore } from '../contract/idempotency.store';
+import { IdempotentReplay } from '../contract/idempotent-replay';
 import { RouteSettings } from '../core/route-settings';
 import { IdempotencyStores } from '../stores/idempotency-stores';
 
@@ -58,12 +59,16 @@ export class IdempotentRoutes implements OnModuleInit {
     private readonly reflector: Reflector,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly stores: IdempotencyStores,
+    private readonly moduleRef: ModuleRef,
   ) {}
 
   onModuleInit(): void {
     for (const route of this.list) {
       if (route.provider && route.options.phased !== undefined) {
         throw new Error(`@Idempotent() on ${route.controller.name}.${route.method}: a GraphQL resolver runs in one unit; phased operations are for HTTP routes`);
+      }
+      if (route.provider && route.options.replay !== undefined) {
+        throw new Error(`@Idempotent() on ${route.controller.name}.${route.method}: \`replay\` is for HTTP routes; a GraphQL resolver replays its stored value`);
       }
       this.resolve(route.handler, route.controller, route.options);
     }
@@ -117,6 +122,12 @@ export class IdempotentRoutes implements OnModuleInit {
     if (o.phased !== undefined && messagePatterns(handler) !== undefined) {
       throw new Error(`${where}: a message handler runs in one unit; phased operations are for HTTP routes`);
     }
+    if (o.replay !== undefined && messagePatterns(handler) !== undefined) {
+      throw new Error(`${where}: \`replay\` is for HTTP routes; a message handler replays its stored value`);
+    }
+    if (o.replay !== undefined && o.phased !== undefined) {
+      throw new Error(`${where}: \`replay\` is not for phased routes (their last phase stores the answer)`);
+    }
     let store: IdempotencyStore;
     try {
       store = this.stores.forRoute(o);
@@ -130,6 +141,7 @@ export class IdempotentRoutes implements OnModuleInit {
       waitMs: o.wait === undefined ? 0 : parseDuration(o.wait),
       ...resolveTiming(o, this.options, where),
       fingerprint: o.fingerprint,
+      replay: o.replay && this.replayProvider(o.replay, where),
       key: o.key,
       messageScope: o.messageScope,
       store,
@@ -137,5 +149,17 @@ export class IdempotentRoutes implements OnModuleInit {
     };
     this.settings.set(handler, settings);
     return settings;
+  }
+
+  /** The app's instance of a route's `replay` provider; none stops the app, saying how to register it. */
+  private replayProvider(type: Type<IdempotentReplay>, where: string): IdempotentReplay {
+    let found: IdempotentReplay | undefined;
+    try {
+      found = this.moduleRef.get(type, { strict: false });
+    } catch {
+      found = undefined;
+    }
+    if (!found) throw new Error(`${where}: its \`replay\`, ${type.name}, is not a provider of the app: add it to the providers of a module`);
+    return found;
   }
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ModuleMetadata } from '@nestjs/common';
+import { Controller, ModuleMetadata, Module, Post } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
@@ -8,7 +8,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { ClsModule } from 'nestjs-cls';
 import { DataSource } from 'typeorm';
 import request from 'supertest';
-import { IdempotencyModule, IdempotencyPurgeService, IdempotencyRecovery, transactionalClsModule } from 'safe-retries';
+import { IdempotencyModule, IdempotencyPurgeService, IdempotencyRecovery, Idempotent, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IDEMPOTENCY_TX_HOST } from '../../src/config/idempotency.options';
 import { keyId } from '../../src/contract/key-id';
@@ -87,6 +87,29 @@ describe.each(['express', 'fastify'] as const)('the idempotency module as a libr
     expect(replay.text).toBe(first.text);
     expect(replay.headers['location']).toBe(first.headers['location']);
     expect(await widgets('lib-phased')).toBe(1);
+  });
+
+  it("keeps a token shown once out of the keys table (replay), and replays it rebuilt from the app's own table, byte for byte", async () => {
+    const key = randomUUID();
+    const r = (name = 'lib-token') => request(t.app.getHttpServer()).post('/lib/tokens').set(PRINCIPAL_HEADER, '42').set('Idempotency-Key', key).send({ name });
+    const first = await r().expect(201);
+    expect(first.body).toEqual({ id: expect.any(String), name: 'lib-token', token: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    const [row] = await t.dataSource.query<{ status: number; body: string; headers: string | null }[]>(`SELECT status, body, headers FROM ${KEYS} WHERE id = $1`, [
+      keyId('42', key),
+    ]);
+    expect(row.status).toBe(201);
+    expect(JSON.parse(row.body)).toEqual({ id: first.body.id, name: 'lib-token' });
+    expect(JSON.stringify(row)).not.toContain(first.body.token);
+    for (let i = 0; i < 2; i++) {
+      const replay = await r().expect(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+      expect(replay.text).toBe(first.text);
+    }
+    expect((await r('lib-token-other').expect(422)).body).toMatchObject({ code: 'idempotency_key_reused' });
+    expect(await countRows(t.dataSource, 'lib_tokens', 'scope = $1 AND id = $2', ['42', first.body.id])).toBe(1);
+    expect(await countRows(t.dataSource, 'lib_tokens', 'name = $1', ['lib-token-other'])).toBe(0);
   });
 
   it("leaves the COMMIT to the app when the phases run in the app's own transaction", async () => {
@@ -243,6 +266,49 @@ describe('the idempotency module at startup (e2e)', () => {
       }
     } finally {
       await own.drop();
+    }
+  });
+
+  it("stops the startup when a route's replay provider is not one of the app's, or the route is phased, in one line saying why", async () => {
+    class UnlistedReplays {
+      store(answer: unknown) {
+        return answer;
+      }
+      replay(stored: unknown) {
+        return Promise.resolve(stored);
+      }
+    }
+    @Controller('guard')
+    class ReplayController {
+      @Post('unlisted')
+      @Idempotent({ replay: UnlistedReplays })
+      unlisted() {
+        return {};
+      }
+    }
+    @Controller('guard')
+    class PhasedReplayController {
+      @Post('phased')
+      @Idempotent({ replay: UnlistedReplays, phased: 'guard.phased' })
+      phased() {
+        return {};
+      }
+    }
+    @Module({ controllers: [ReplayController] })
+    class UnlistedModule {}
+    @Module({ controllers: [PhasedReplayController], providers: [UnlistedReplays] })
+    class PhasedModule {}
+    const jobsOff = { purge: { enabled: false }, recovery: { enabled: false } };
+    for (const [module, reason] of [
+      [UnlistedModule, '@Idempotent() on ReplayController.unlisted: its `replay`, UnlistedReplays, is not a provider of the app: add it to the providers of a module'],
+      [PhasedModule, '@Idempotent() on PhasedReplayController.phased: `replay` is not for phased routes (their last phase stores the answer)'],
+    ] as const) {
+      const app = (await boot([IdempotencyModule.forRoot(jobsOff), module])).createNestApplication({ logger: false });
+      try {
+        await expect(app.init()).rejects.toThrow(reason);
+      } finally {
+        await app.close();
+      }
     }
   });
 

@@ -3,6 +3,7 @@ import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { randomBytes } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { HttpResponse } from 'safe-retries';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
@@ -52,6 +53,21 @@ export class WidgetGates {
   }
 }
 
+/** A token shown once: what the keys table keeps of it (its id), and how a replay shows it again (from the app's own table). */
+@Injectable()
+export class TokenReplays {
+  constructor(private readonly dataSource: DataSource) {}
+
+  store({ id, name }: { id: string; name: string }) {
+    return { id, name };
+  }
+
+  async replay({ id, name }: { id: string; name: string }, req: HeaderRequest) {
+    const [row] = await this.dataSource.query<{ token: string }[]>('SELECT token FROM lib_tokens WHERE id = $1 AND scope = $2', [id, principal(req)]);
+    return { id, name, token: row.token };
+  }
+}
+
 @Controller('lib')
 class LibraryDemoController {
   constructor(
@@ -90,6 +106,19 @@ class LibraryDemoController {
     if (body.delay_ms) await sleep(body.delay_ms);
     HttpResponse.of(res).setHeader('Location', `/lib/widgets/${row.id}`);
     return { id: row.id, name: body.name, zeta: 1, alpha: 2 };
+  }
+
+  /** A route whose answer holds a token shown once: it is stored in lib_tokens only (TokenReplays). */
+  @Post('tokens')
+  @Idempotent({ replay: TokenReplays })
+  async token(@Req() req: HeaderRequest, @Body() body: { name: string }) {
+    const token = randomBytes(16).toString('hex');
+    const [row] = await this.txHost.tx.query<{ id: string }[]>('INSERT INTO lib_tokens (scope, name, token) VALUES ($1, $2, $3) RETURNING id', [
+      principal(req),
+      body.name,
+      token,
+    ]);
+    return { id: row.id, name: body.name, token };
   }
 
   /** A phased route: the row in a first phase with its recovery point, the response in the last. */
@@ -131,13 +160,16 @@ class LibraryDemoController {
   }
 }
 
-@Module({ controllers: [LibraryDemoController], providers: [WidgetGates] })
+@Module({ controllers: [LibraryDemoController], providers: [WidgetGates, TokenReplays] })
 class LibraryDemoModule implements OnModuleInit {
   constructor(private readonly dataSource: DataSource) {}
 
   async onModuleInit(): Promise<void> {
     await this.dataSource.query(
       `CREATE TABLE IF NOT EXISTS lib_widgets (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), scope text NOT NULL, name text NOT NULL)`,
+    );
+    await this.dataSource.query(
+      `CREATE TABLE IF NOT EXISTS lib_tokens (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), scope text NOT NULL, name text NOT NULL, token text NOT NULL)`,
     );
   }
 }
