@@ -9,7 +9,7 @@ import { CardNetwork, IntentState } from '../card-network/card-network';
 import { CreatePaymentDto, isSimulatorFaultSource } from '../model/dto/create-payment.dto';
 import { PaymentResponse } from '../model/dto/payment.response';
 import { ATTENTION, ATTENTION_HOLD_MS, OperationAttention, STUCK_BOUND_MS } from '../attention/operation-attention';
-import { FAILED_BY_OPERATOR, INTENT, PAYMENT_OPERATION, PaymentOperation, STARTED, isUnknownOutcome, networkKeys, settledByAnother } from '../model/payment-operations';
+import { FAILED_BY_OPERATOR, INTENT, PAYMENT_OPERATION, PaymentOperation, isUnknownOutcome, networkKeys, settledByAnother } from '../model/payment-operations';
 import { FailedByOperatorException, RequiresAttentionException } from '../model/payments.errors';
 import { PaymentRow, PaymentsRepository } from '../model/payments.repository';
 import { PaymentCharge } from './payment-charge';
@@ -73,7 +73,7 @@ export class PaymentsService {
       // Before any recovery point: nothing is stored and the key is released.
       throw problems.validationFailed([{ field: 'source', messages: ['source is a test method of the card network simulator, which is not the card network here'] }]);
     }
-    const payment = await op.checkpoint(STARTED, () => this.starter.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
+    const payment = await this.starter.start(op, clientId, dto);
     return this.charge.createAndConfirm(op, payment);
   }
 
