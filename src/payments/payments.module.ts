@@ -13,6 +13,8 @@ import { AttentionRepository } from './attention/attention.repository';
 import { OperationAttention } from './attention/operation-attention';
 import { PaymentsService } from './charges/payments.service';
 import { PaymentCharge } from './charges/payment-charge';
+import { PaymentConfirm } from './charges/payment-confirm';
+import { PaymentFinish } from './charges/payment-finish';
 import { PaymentRecords } from './model/payment-records';
 import { RefundRecords } from './model/refund-records';
 import { PaymentStart } from './charges/payment-start';
@@ -34,6 +36,8 @@ import { RequestSignature } from '../auth/request-signature';
     PaymentsService,
     PaymentStart,
     PaymentCharge,
+    PaymentConfirm,
+    PaymentFinish,
     PaymentRecords,
     RefundRecords,
     RefundsService,

@@ -2,13 +2,14 @@ import { Injectable } from '@nestjs/common';
 import { violatedConstraint } from '../../database/database-errors';
 import { OrdersService } from '../../orders/orders.service';
 import { CreatePaymentDto } from '../model/dto/create-payment.dto';
+import { PaymentOperation, STARTED } from '../model/payment-operations';
 import { AmountMismatchException, OrderNotPayableException, OrderPaymentConflictException } from '../model/payments.errors';
 import { PaymentRow, PaymentsRepository } from '../model/payments.repository';
 
 /**
  * A payment's Start phase (in its transaction, before the card network sees
  * anything): the order checked and locked, the payment inserted `processing`,
- * reserving the order.
+ * reserving the order, committed with the recovery point STARTED.
  */
 @Injectable()
 export class PaymentStart {
@@ -17,8 +18,13 @@ export class PaymentStart {
     private readonly orders: OrdersService,
   ) {}
 
-  /** Start: everything the database would refuse is refused here, before the network sees anything. */
-  async start(clientId: string, dto: CreatePaymentDto, idempotencyKey: string): Promise<PaymentRow> {
+  /** Start: the payment recorded `processing` under the operation's key; from here on a retry resumes it. */
+  start(op: PaymentOperation, clientId: string, dto: CreatePaymentDto): Promise<PaymentRow> {
+    return op.checkpoint(STARTED, () => this.insert(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
+  }
+
+  /** Everything the database would refuse is refused here, before the network sees anything. */
+  private async insert(clientId: string, dto: CreatePaymentDto, idempotencyKey: string): Promise<PaymentRow> {
     const currency = dto.currency.toLowerCase();
     const orderId = dto.order_id?.toLowerCase() ?? null;
     if (orderId) {
@@ -51,4 +57,5 @@ export class PaymentStart {
     if (order.currency !== currency || order.amount_total !== amount) {
       throw new AmountMismatchException(orderId, { amount: order.amount_total, currency: order.currency });
     }
-  }}
+  }
+}

@@ -9,10 +9,11 @@ import { CardNetwork, IntentState } from '../card-network/card-network';
 import { CreatePaymentDto, isSimulatorFaultSource } from '../model/dto/create-payment.dto';
 import { PaymentResponse } from '../model/dto/payment.response';
 import { ATTENTION, ATTENTION_HOLD_MS, OperationAttention, STUCK_BOUND_MS } from '../attention/operation-attention';
-import { FAILED_BY_OPERATOR, INTENT, PAYMENT_OPERATION, PaymentOperation, STARTED, isUnknownOutcome, networkKeys, settledByAnother } from '../model/payment-operations';
+import { FAILED_BY_OPERATOR, INTENT, PAYMENT_OPERATION, PaymentOperation, isUnknownOutcome, networkKeys, settledByAnother } from '../model/payment-operations';
 import { FailedByOperatorException, RequiresAttentionException } from '../model/payments.errors';
 import { PaymentRow, PaymentsRepository } from '../model/payments.repository';
 import { PaymentCharge } from './payment-charge';
+import { PaymentFinish } from './payment-finish';
 import { PaymentRecords } from '../model/payment-records';
 import { PaymentStart } from './payment-start';
 import { toPaymentResponse, toRefundResponse } from '../model/payment-response';
@@ -54,6 +55,7 @@ export class PaymentsService {
     private readonly payments: PaymentsRepository,
     private readonly starter: PaymentStart,
     private readonly charge: PaymentCharge,
+    private readonly finish: PaymentFinish,
     private readonly cardNetwork: CardNetwork,
     private readonly attention: OperationAttention,
     private readonly records: PaymentRecords,
@@ -73,7 +75,7 @@ export class PaymentsService {
       // Before any recovery point: nothing is stored and the key is released.
       throw problems.validationFailed([{ field: 'source', messages: ['source is a test method of the card network simulator, which is not the card network here'] }]);
     }
-    const payment = await op.checkpoint(STARTED, () => this.starter.start(clientId, dto, op.key), (p) => ({ payment_id: p.id }));
+    const payment = await this.starter.start(op, clientId, dto);
     return this.charge.createAndConfirm(op, payment);
   }
 
@@ -118,7 +120,7 @@ export class PaymentsService {
     } catch (error) {
       return this.attention.waitForNetwork(op, row, error);
     }
-    if (state.status !== 'failed') return this.charge.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), intentId, state);
+    if (state.status !== 'failed') return this.finish.conclude(op, await this.reopen(op, payment, intentId, row.id, 'found_at_network'), state);
     return op.finish(async () => {
       if (!(await this.records.failByOperator(op.scope, payment.id, FAILED_BY_OPERATOR))) throw settledByAnother();
       await this.attention.resolve(op.scope, row, 'failed');
@@ -163,7 +165,7 @@ export class PaymentsService {
     if (state.status === 'requires_confirmation' || state.status === 'processing' || (state.status === 'failed' && state.failure === 'processing_error')) return;
     try {
       if (op.recoveryPoint === ATTENTION && op.state?.attention_id) payment = await this.reopen(op, payment, intentId, op.state.attention_id, 'network_event');
-      await this.charge.conclude(op, payment, intentId, state);
+      await this.finish.conclude(op, payment, state);
     } catch (error) {
       // A stored business outcome (a decline) or a release is how this ends, not a failure of the webhook.
       if (!op.outcome) throw error;

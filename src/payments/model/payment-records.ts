@@ -1,7 +1,24 @@
 import { Injectable } from '@nestjs/common';
 import { EventsService } from '../../events/events.service';
+import { IntentState } from '../card-network/card-network';
 import { toPaymentResponse } from './payment-response';
+import { DeclineReason } from './payments.errors';
 import { PaymentRow, PaymentsRepository } from './payments.repository';
+
+/** A payment's final state, as the network's word about its intent settles it. */
+export type PaymentSettlement = { status: 'succeeded' } | { status: 'failed'; failure: DeclineReason };
+
+/**
+ * What the network's word about a payment's intent settles; undefined while
+ * nothing is final: not confirmed yet, processing, or a processing error (that
+ * intent could still be confirmed, so it is canceled before anything is
+ * concluded).
+ */
+export function settlementOf(state: IntentState): PaymentSettlement | undefined {
+  if (state.status === 'succeeded') return { status: 'succeeded' };
+  if (state.status === 'failed' && state.failure !== 'processing_error') return { status: 'failed', failure: state.failure };
+  return undefined;
+}
 
 /**
  * Each state a payment reaches and keeps, written with the event that
@@ -16,8 +33,8 @@ export class PaymentRecords {
   ) {}
 
   /** `processing` -> succeeded or failed, as the network said; undefined when it was no longer processing. */
-  async settle(clientId: string, id: string, outcome: { status: 'succeeded' | 'failed'; failureCode: string | null }): Promise<PaymentRow | undefined> {
-    const settled = await this.payments.settle(clientId, id, outcome);
+  async settle(clientId: string, id: string, to: PaymentSettlement): Promise<PaymentRow | undefined> {
+    const settled = await this.payments.settle(clientId, id, { status: to.status, failureCode: to.status === 'failed' ? to.failure : null });
     if (settled) await this.events.record(clientId, settled.status === 'succeeded' ? 'payment.succeeded' : 'payment.failed', toPaymentResponse(settled));
     return settled;
   }
