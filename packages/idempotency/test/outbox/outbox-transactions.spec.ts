@@ -22,8 +22,9 @@ import { createDatabase } from '../support/test-services';
  * (durable, one commit, the phases of a phased operation, IdempotentConsumer)
  * and rolls back with them; a list of messages is one statement, however
  * long; the relay (driven round by round here) hands each to the publisher
- * under its id, keeps a stream in order, parks a message past its horizon
- * and delivers it again when replayed. The app reaches PostgreSQL through a proxy that counts its
+ * under its id, keeps a stream in order, waits as long as a publisher's
+ * failure asks, parks a message past its horizon and delivers it again when
+ * replayed. The app reaches PostgreSQL through a proxy that counts its
  * statements (test/support/pg-counting-proxy.ts).
  */
 
@@ -67,7 +68,8 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   let dataSource: DataSource;
   let proxy: PgCountingProxy;
   const published: OutboxMessage[] = [];
-  let fails: (m: OutboxMessage) => boolean = () => false;
+  /** Whether the publisher refuses a message: true, or the properties of its error (`retryAfterMs`). */
+  let fails: (m: OutboxMessage) => boolean | { retryAfterMs: unknown } = () => false;
 
   beforeAll(async () => {
     db = await createDatabase();
@@ -87,7 +89,8 @@ describe('Outbox (PostgreSQL, in one process)', () => {
             horizon: '3s',
             publish: async (message) => {
               published.push(message);
-              if (fails(message)) throw new Error(`refused ${message.id}`);
+              const refusal = fails(message);
+              if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal === true ? {} : refusal);
             },
           },
         }),
@@ -251,6 +254,48 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   it('delivers messages without a stream past a failed one (the control: order is not kept unless asked)', async () => {
     const order = await deliveryOrder(undefined);
     expect(order.indexOf(1)).toBeGreaterThan(order.indexOf(2));
+  });
+
+  it("waits as long as a publisher's failure asks (retryAfterMs), on the database's clock, then hands the message over again", async () => {
+    await drain();
+    const [id] = await addInTransactions([{ tag: `later-${randomUUID()}` }]);
+    const dueInMs = async () => Number((await rows('SELECT extract(epoch FROM next_attempt_at - now()) * 1000 AS ms FROM idempotency_outbox WHERE id = $1', [id]))[0].ms);
+    fails = (m) => m.id === id && { retryAfterMs: 2_500.2 };
+    published.length = 0;
+    try {
+      await drain();
+      const asked = await dueInMs();
+      expect(asked).toBeGreaterThan(2_000);
+      expect(asked).toBeLessThanOrEqual(2_501);
+      // Past the backoff's first wait (at most 1 s): still not handed over.
+      await new Promise((r) => setTimeout(r, 1_100));
+      await drain();
+      expect(published.map((m) => m.attempt)).toEqual([1]);
+      // Its time come (moved on the database's clock), it is.
+      fails = () => false;
+      await dataSource.query(`UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1`, [id]);
+      await drain();
+      expect(published.map((m) => m.attempt)).toEqual([1, 2]);
+    } finally {
+      fails = () => false;
+    }
+  });
+
+  it('takes the backoff when the asked wait is not a number of ms; parks a message whose asked wait passes the horizon', async () => {
+    await drain();
+    const [ignored, late] = await addInTransactions([{ tag: `ignored-${randomUUID()}` }, { tag: `late-${randomUUID()}` }]);
+    fails = (m) => (m.id === ignored ? { retryAfterMs: -1 } : m.id === late && { retryAfterMs: 4_000 });
+    try {
+      await drain();
+      const [due] = await rows('SELECT next_attempt_at <= now() + interval \'1 second\' AS soon FROM idempotency_outbox WHERE id = $1', [ignored]);
+      expect(due).toEqual({ soon: true });
+      expect((await app.get(Outbox).deadLetters()).map((d) => d.id)).toContain(late); // 4 s ahead, the horizon 3 s
+    } finally {
+      fails = () => false;
+    }
+    await app.get(Outbox).replay([late]);
+    await dataSource.query(`UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1`, [ignored]);
+    await drain();
   });
 
   it('parks a message that fails past the horizon as a dead letter; a replay delivers it', async () => {
