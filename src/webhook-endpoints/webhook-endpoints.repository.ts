@@ -76,14 +76,6 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return row;
   }
 
-  /** The enabled endpoints that want events of `type` (listed, or all with `*`). */
-  subscribed(clientId: string, type: string): Promise<{ id: string }[]> {
-    return this.rows<{ id: string }>(
-      `SELECT id FROM webhook_endpoints WHERE client_id = $1 AND event_types && ARRAY[$2, '*']::text[] AND disabled_at IS NULL`,
-      [clientId, type],
-    );
-  }
-
   /**
    * The endpoint, and whether a delivery may go now: when it is paused
    * (next_probe_at set), only the one delivery that moves next_probe_at

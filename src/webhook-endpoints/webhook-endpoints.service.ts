@@ -29,7 +29,8 @@ function toResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
 /**
  * The most endpoints a client may have (Stripe's limit): each event is
  * queued once per subscribed endpoint in the transaction of the change it
- * announces, so this bounds what a payment or an order writes.
+ * announces (in one statement: EventsService.record), so this bounds what a
+ * payment or an order writes.
  */
 export const MAX_ENDPOINTS_PER_CLIENT = 16;
 
@@ -110,11 +111,6 @@ export class WebhookEndpointsService {
 
   async exists(clientId: string, id: string): Promise<boolean> {
     return (await this.endpoints.find(clientId, id)) !== undefined;
-  }
-
-  /** The ids of the endpoints that want an event of `type`. */
-  async subscribed(clientId: string, type: string): Promise<string[]> {
-    return (await this.endpoints.subscribed(clientId, type)).map((e) => e.id);
   }
 
   /** Enabled again (200 whatever it was): its held deliveries go at their next turn, new events are queued for it. */
