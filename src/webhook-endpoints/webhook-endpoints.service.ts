@@ -41,8 +41,14 @@ export interface DeliveryTarget {
   secrets: string[];
 }
 
-/** Whether a delivery may go now: its target, or why it is held (the endpoint disabled or paused). */
-export type Admission = { target: DeliveryTarget; held?: undefined } | { target?: undefined; held: 'disabled' | 'paused' };
+/**
+ * Whether a delivery may go now: its target, or why it is held (the endpoint
+ * disabled or paused) and, paused, the ms until its next probe may go.
+ */
+export type Admission =
+  | { target: DeliveryTarget; held?: undefined }
+  | { target?: undefined; held: 'disabled'; probeInMs?: undefined }
+  | { target?: undefined; held: 'paused'; probeInMs: number };
 
 export type { EndpointFailure } from './webhook-endpoints.repository';
 
@@ -128,7 +134,7 @@ export class WebhookEndpointsService {
   async admit(clientId: string, id: string): Promise<Admission | undefined> {
     const row = await this.endpoints.admit(clientId, id, PROBE_LEASE_S, ROTATION_OVERLAP);
     if (!row) return undefined;
-    if (!row.admitted) return { held: row.disabled ? 'disabled' : 'paused' };
+    if (!row.admitted) return row.disabled ? { held: 'disabled' } : { held: 'paused', probeInMs: row.probe_in_ms ?? PROBE_LEASE_S * 1000 };
     const secrets = [row.secret, ...(row.previous_secret === null ? [] : [row.previous_secret])].map((s) => this.secrets.open(id, s));
     return { target: { url: row.url, secrets } };
   }
