@@ -157,7 +157,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private async failed(row: OutboxMessageRow, error: unknown): Promise<void> {
     const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
     try {
-      const waitMs = askedWaitMs(error) ?? backoffMs(row.attempts);
+      // A wait past the horizon makes a dead letter whatever its length: capped there, any asked wait fits the statement's int8.
+      const waitMs = Math.min(askedWaitMs(error) ?? backoffMs(row.attempts), this.options.outbox.horizonMs + 1);
       const marked = (await this.query(this.sql.failed, [row.id, row.attempts, waitMs, reason, this.options.outbox.horizonMs])) as { dead: boolean }[];
       const dead = marked[0]?.dead === true;
       this.metrics.deliveries.inc({ result: dead ? 'dead' : 'failed' });

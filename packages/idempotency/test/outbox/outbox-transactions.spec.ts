@@ -283,17 +283,24 @@ describe('Outbox (PostgreSQL, in one process)', () => {
 
   it('takes the backoff when the asked wait is not a number of ms; parks a message whose asked wait passes the horizon', async () => {
     await drain();
-    const [ignored, late] = await addInTransactions([{ tag: `ignored-${randomUUID()}` }, { tag: `late-${randomUUID()}` }]);
-    fails = (m) => (m.id === ignored ? { retryAfterMs: -1 } : m.id === late && { retryAfterMs: 4_000 });
+    const [ignored, late, never] = await addInTransactions([{ tag: `ignored-${randomUUID()}` }, { tag: `late-${randomUUID()}` }, { tag: `never-${randomUUID()}` }]);
+    const asked = new Map<string, number>([
+      [ignored, -1],
+      [late, 4_000],
+      [never, Number.MAX_VALUE],
+    ]);
+    fails = (m) => asked.has(m.id) && { retryAfterMs: asked.get(m.id) };
     try {
       await drain();
       const [due] = await rows('SELECT next_attempt_at <= now() + interval \'1 second\' AS soon FROM idempotency_outbox WHERE id = $1', [ignored]);
       expect(due).toEqual({ soon: true });
-      expect((await app.get(Outbox).deadLetters()).map((d) => d.id)).toContain(late); // 4 s ahead, the horizon 3 s
+      const dead = (await app.get(Outbox).deadLetters()).map((d) => d.id);
+      expect(dead).toEqual(expect.arrayContaining([late, never])); // 4 s ahead and further, the horizon 3 s
+      expect(dead).not.toContain(ignored);
     } finally {
       fails = () => false;
     }
-    await app.get(Outbox).replay([late]);
+    await app.get(Outbox).replay([late, never]);
     await dataSource.query(`UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1`, [ignored]);
     await drain();
   });
