@@ -11,9 +11,11 @@ import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { Outbox, OutboxMessage } from 'safe-retries/outbox';
 import { Client } from 'pg';
+import { MAX_ENDPOINTS_PER_CLIENT } from '../src/webhook-endpoints/webhook-endpoints.service';
 import { cannon, startServer } from './http';
 import { BENCH_CLIENT } from './lib/app';
 import { openBenchDatabase } from './lib/database';
+import { ORDER, ORDER_HEADERS } from './lib/order-load';
 import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
 
 /**
@@ -34,11 +36,18 @@ import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
  *   event (each payment's event then goes out through the outbox, signed, to
  *   the receiver) and without one (the event is recorded, nothing is
  *   delivered). Each slice starts once the outbox has nothing left to deliver.
+ * - Fan-out: the app's POST /orders, one at a time (fresh keys), while the
+ *   bench client has 1 endpoint subscribed to order.created and while it has
+ *   MAX_ENDPOINTS_PER_CLIENT, in interleaved slices; latency p50/p90 for each.
+ *   Each order's deliveries are drained before the next order is sent, so a
+ *   figure is the request's own (its transaction queues a delivery per
+ *   endpoint), not the relay's work beside it.
  */
 export interface OutboxBenchResult {
   burst: { messages: number; relayedPerSecond: number; addedPerSecond: number; duplicates: number };
   steady: { rate: number; seconds: number; messages: number; latencyMs: Percentiles; duplicates: number };
   payments: { seconds: number; off: number[]; on: number[]; offPerSecond: number; onPerSecond: number; onOverOff: number; delivered: number };
+  fanOut: { endpoints: number; latencyMs: Percentiles }[];
 }
 
 const ADDERS = 20;
@@ -104,15 +113,20 @@ function outboxApp(databaseUrl: string, receiver: Receiver): Promise<INestApplic
 
 export async function outboxBench(
   databaseUrl: string,
-  options: { burst: number; rate: number; seconds: number; paymentSeconds: number; slices: number; log(m: string): void },
+  options: { burst: number; rate: number; seconds: number; paymentSeconds: number; slices: number; fanOutOrders: number; log(m: string): void },
 ): Promise<OutboxBenchResult> {
   const receiver = new Receiver();
   await receiver.start();
   // The app first: its migrations make the whole schema, the library's included.
-  const payments = await paymentsWithEvents(databaseUrl, receiver, options).catch(async (error: unknown) => {
+  let payments: OutboxBenchResult['payments'];
+  let fanOutLatency: OutboxBenchResult['fanOut'];
+  try {
+    payments = await paymentsWithEvents(databaseUrl, receiver, options);
+    fanOutLatency = await fanOut(databaseUrl, receiver, { orders: options.fanOutOrders, slices: options.slices, log: options.log });
+  } catch (error) {
     await receiver.stop();
     throw error;
-  });
+  }
   const app = await outboxApp(databaseUrl, receiver);
   await app.init();
   const outbox = app.get(Outbox);
@@ -171,7 +185,7 @@ export async function outboxBench(
       duplicates: receiver.duplicates - duplicatesBefore,
     };
     options.log(`§12 steady: ${steady.messages} messages at ${steady.rate}/s, commit to delivery p50 ${fmt(steady.latencyMs.p50, 1)} ms, p99 ${fmt(steady.latencyMs.p99, 1)} ms`);
-    return { burst, steady, payments };
+    return { burst, steady, payments, fanOut: fanOutLatency };
   } finally {
     await app.close();
     await receiver.stop();
@@ -179,6 +193,68 @@ export async function outboxBench(
 }
 
 const API = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_CLIENT.key}` };
+
+/** Resolves once the outbox has nothing left to deliver (looking every `pollMs`). */
+async function outboxDrained(db: Client, pollMs: number): Promise<void> {
+  const deadline = Date.now() + DELIVERY_TIMEOUT_MS;
+  for (;;) {
+    const [{ n }] = (await db.query('SELECT count(*)::int AS n FROM idempotency_outbox WHERE delivered_at IS NULL AND dead_at IS NULL')).rows as { n: number }[];
+    if (n === 0) return;
+    if (Date.now() > deadline) throw new Error(`§12: ${n} outbox messages undelivered after ${DELIVERY_TIMEOUT_MS} ms`);
+    await sleep(pollMs);
+  }
+}
+
+/** The fan-out run (see OutboxBenchResult): `orders` orders per endpoint count, over `slices` slices. */
+async function fanOut(databaseUrl: string, receiver: Receiver, options: { orders: number; slices: number; log(m: string): void }): Promise<OutboxBenchResult['fanOut']> {
+  const server = await startServer(databaseUrl);
+  const db = new Client({ connectionString: databaseUrl });
+  await db.connect();
+  const base = `http://127.0.0.1:${server.port}`;
+  const endpoints: string[] = [];
+  /** The bench client's endpoints (subscribed to order.created, delivering to the receiver), `n` of them. */
+  const keep = async (n: number) => {
+    while (endpoints.length > n) await fetch(`${base}/webhook-endpoints/${endpoints.pop()}`, { method: 'DELETE', headers: API });
+    while (endpoints.length < n) {
+      const res = await fetch(`${base}/webhook-endpoints`, {
+        method: 'POST',
+        headers: API,
+        body: JSON.stringify({ url: `http://127.0.0.1:${receiver.port}/hooks/${endpoints.length}`, event_types: ['order.created'] }),
+      });
+      if (res.status !== 201) throw new Error(`§12: POST /webhook-endpoints answered ${res.status}: ${await res.text()}`);
+      endpoints.push(((await res.json()) as { id: string }).id);
+    }
+  };
+  /** One order's latency (ms), its deliveries drained after. */
+  const order = async (): Promise<number> => {
+    const started = performance.now();
+    const res = await fetch(`${base}/orders`, { method: 'POST', headers: { ...ORDER_HEADERS, 'idempotency-key': randomUUID() }, body: ORDER });
+    await res.arrayBuffer();
+    const ms = performance.now() - started;
+    if (res.status !== 201) throw new Error(`§12: POST /orders answered ${res.status}`);
+    await outboxDrained(db, 2);
+    return ms;
+  };
+  const counts = [1, MAX_ENDPOINTS_PER_CLIENT];
+  const latencies = new Map<number, number[]>(counts.map((n) => [n, []]));
+  try {
+    await keep(1);
+    for (let i = 0; i < 20; i++) await order(); // warm
+    for (let slice = 0; slice < options.slices; slice++) {
+      for (const n of slice % 2 === 0 ? counts : [...counts].reverse()) {
+        await keep(n);
+        for (let i = 0; i < Math.ceil(options.orders / options.slices); i++) latencies.get(n)!.push(await order());
+      }
+    }
+    await keep(0);
+  } finally {
+    await db.end();
+    await server.stop();
+  }
+  const result = counts.map((n) => ({ endpoints: n, latencyMs: summarize(latencies.get(n)!) }));
+  for (const r of result) options.log(`§12 fan-out: POST /orders with ${r.endpoints} endpoint(s), p50 ${fmt(r.latencyMs.p50)} ms, p90 ${fmt(r.latencyMs.p90)} ms (${r.latencyMs.n} orders)`);
+  return result;
+}
 
 async function paymentsWithEvents(
   databaseUrl: string,
@@ -189,15 +265,7 @@ async function paymentsWithEvents(
   const db = new Client({ connectionString: databaseUrl });
   await db.connect();
   const base = `http://127.0.0.1:${server.port}`;
-  const drained = async () => {
-    const deadline = Date.now() + DELIVERY_TIMEOUT_MS;
-    for (;;) {
-      const [{ n }] = (await db.query('SELECT count(*)::int AS n FROM idempotency_outbox WHERE delivered_at IS NULL AND dead_at IS NULL')).rows as { n: number }[];
-      if (n === 0) return;
-      if (Date.now() > deadline) throw new Error(`§12: ${n} outbox messages undelivered after ${DELIVERY_TIMEOUT_MS} ms`);
-      await sleep(100);
-    }
-  };
+  const drained = () => outboxDrained(db, 100);
   const result = { off: [] as number[], on: [] as number[] };
   const deliveredBefore = receiver.arrivals.size;
   try {
@@ -254,6 +322,9 @@ export function outboxReport(r: OutboxBenchResult): string[] {
     ),
     `POST /payments (fresh keys, 20 connections, ${r.payments.seconds} s slices): events off ${r.payments.off.map((x) => fmt(x, 0)).join(' · ')} (mean ${fmt(r.payments.offPerSecond, 0)}/s); ` +
       `on ${r.payments.on.map((x) => fmt(x, 0)).join(' · ')} (mean ${fmt(r.payments.onPerSecond, 0)}/s, ${r.payments.delivered} events delivered): on / off ${fmt(r.payments.onOverOff)}`,
+    `POST /orders one at a time, each order's deliveries drained before the next: ` +
+      r.fanOut.map((f) => `${f.endpoints} endpoint(s) p50 ${fmt(f.latencyMs.p50)} ms, p90 ${fmt(f.latencyMs.p90)} ms`).join('; ') +
+      ` (${r.fanOut[0]?.latencyMs.n ?? 0} orders each)`,
   ];
 }
 
@@ -269,6 +340,7 @@ if (require.main === module) {
         seconds: Number(process.env.BENCH_OUTBOX_SECONDS ?? 10),
         paymentSeconds: Number(process.env.BENCH_OUTBOX_PAYMENT_SECONDS ?? 8),
         slices: Number(process.env.BENCH_OUTBOX_SLICES ?? 4),
+        fanOutOrders: Number(process.env.BENCH_OUTBOX_FANOUT_ORDERS ?? 400),
         log,
       });
       process.stderr.write(`${outboxReport(result).join('\n')}\n`);

@@ -74,6 +74,7 @@ const SETTINGS = {
   outboxSeconds: env('BENCH_OUTBOX_SECONDS', 10),
   outboxPaymentSeconds: env('BENCH_OUTBOX_PAYMENT_SECONDS', 8),
   outboxSlices: env('BENCH_OUTBOX_SLICES', 4),
+  outboxFanOutOrders: env('BENCH_OUTBOX_FANOUT_ORDERS', 400),
 };
 const TARGETS = {
   statementsPerLookup: 1,
@@ -211,6 +212,7 @@ async function main(): Promise<void> {
         seconds: SETTINGS.outboxSeconds,
         paymentSeconds: SETTINGS.outboxPaymentSeconds,
         slices: SETTINGS.outboxSlices,
+        fanOutOrders: SETTINGS.outboxFanOutOrders,
         log,
       }),
     );

@@ -10,11 +10,30 @@ export interface EventRow {
 
 const COLUMNS = 'id, type, data, created_at';
 
-/** All SQL of events; every statement filters by client_id. */
+/** The enabled webhook endpoints of client $1 that want events of type $2 (listed, or all with `*`). */
+const SUBSCRIBERS = `SELECT id FROM webhook_endpoints WHERE client_id = $1 AND event_types && ARRAY[$2, '*']::text[] AND disabled_at IS NULL`;
+
+/** All SQL of events and of who receives them; every statement filters by client_id. */
 @Injectable()
 export class EventsRepository extends SqlRepository {
-  async insert(clientId: string, id: string, type: string, data: unknown): Promise<void> {
-    await this.rows(`INSERT INTO events (client_id, id, type, data) VALUES ($1, $2, $3, $4::jsonb)`, [clientId, id, type, JSON.stringify(data)]);
+  /**
+   * Writes the event and answers the ids of the endpoints subscribed to it,
+   * in one statement (the INSERT is a data-modifying CTE, run whether or not
+   * the SELECT reads it; both see one snapshot).
+   */
+  async insert(clientId: string, id: string, type: string, data: unknown): Promise<string[]> {
+    const rows = await this.rows<{ id: string }>(`WITH event AS (INSERT INTO events (client_id, id, type, data) VALUES ($1, $3, $2, $4::jsonb)) ${SUBSCRIBERS}`, [
+      clientId,
+      type,
+      id,
+      JSON.stringify(data),
+    ]);
+    return rows.map((r) => r.id);
+  }
+
+  /** The ids of the endpoints subscribed to events of `type`. */
+  async subscribers(clientId: string, type: string): Promise<string[]> {
+    return (await this.rows<{ id: string }>(SUBSCRIBERS, [clientId, type])).map((r) => r.id);
   }
 
   async find(clientId: string, id: string): Promise<EventRow | undefined> {

@@ -32,12 +32,22 @@ export class EventsService {
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
   ) {}
 
-  /** Records `type` about `data` (the resource's public representation); throws outside a transaction. */
+  /**
+   * Records `type` about `data` (the resource's public representation); throws outside a transaction.
+   *
+   * Two statements, however many endpoints are subscribed (up to
+   * MAX_ENDPOINTS_PER_CLIENT), so the change's transaction, its locks and its
+   * request last no longer for a client with more endpoints: one writes the
+   * event and answers its subscribers (EventsRepository.insert), one queues a
+   * message for each (Outbox.add with a list, one INSERT … SELECT). Not one:
+   * the outbox's table, its stream locks and its NOTIFY are the library's,
+   * written only through Outbox.add, which is what keeps them committing with
+   * the change and waking the relay.
+   */
   async record(clientId: string, type: EventType, data: object): Promise<void> {
     if (!this.txHost.isTransactionActive()) throw new Error(`EventsService.record(${type}): no transaction, so the event would not commit with its change`);
     const id = `evt_${randomBytes(16).toString('hex')}`;
-    await this.events.insert(clientId, id, type, data);
-    for (const endpointId of await this.endpoints.subscribed(clientId, type)) await this.enqueue({ clientId, eventId: id, endpointId });
+    await this.enqueue(clientId, id, await this.events.insert(clientId, id, type, data));
   }
 
   async list(clientId: string, query: EventQueryDto): Promise<EventPage> {
@@ -71,11 +81,9 @@ export class EventsService {
       if (!(await this.endpoints.exists(clientId, endpointId))) throw problems.notFound(`No webhook endpoint ${endpointId}.`);
       targets = [endpointId];
     } else {
-      targets = await this.endpoints.subscribed(clientId, event.type);
+      targets = await this.events.subscribers(clientId, event.type);
     }
-    await this.txHost.withTransaction(async () => {
-      for (const target of targets) await this.enqueue({ clientId, eventId: id, endpointId: target });
-    });
+    await this.txHost.withTransaction(() => this.enqueue(clientId, id, targets));
     return targets;
   }
 
@@ -85,7 +93,9 @@ export class EventsService {
     return row;
   }
 
-  private async enqueue(payload: WebhookDeliveryPayload): Promise<void> {
-    await this.outbox.add({ topic: WEBHOOK_DELIVERY_TOPIC, payload });
+  /** A delivery of the event to each endpoint, in one statement (none for no endpoint). */
+  private async enqueue(clientId: string, eventId: string, endpointIds: string[]): Promise<void> {
+    const payload = (endpointId: string): WebhookDeliveryPayload => ({ clientId, eventId, endpointId });
+    await this.outbox.add(endpointIds.map((endpointId) => ({ topic: WEBHOOK_DELIVERY_TOPIC, payload: payload(endpointId) })));
   }
 }

@@ -25,12 +25,20 @@ export interface RetryRule {
   afterAt: string | null;
 }
 
-/** Where a message stands in its schedule: attempts made, and whether the next is due (`over`: none is left). */
+/**
+ * Where a message stands in its schedule: attempts made, whether the next is
+ * due (`over`: none is left), and, not due, the ms until it is.
+ */
 export interface MessageTurn {
   made: number;
   due: boolean;
   over: boolean;
+  wait_ms: number | null;
 }
+
+/** The ms from now() until `column`, a time ahead (never 'infinity'); NULL otherwise. Rounded up: never early. */
+const MS_UNTIL = (column: string) =>
+  `CASE WHEN ${column} > now() AND ${column} <> 'infinity' THEN ceil(extract(epoch FROM ${column} - now()) * 1000)::float8 END`;
 
 /** An attempt as the API lists it; times are the database's, as text. */
 export interface AttemptRow {
@@ -72,12 +80,13 @@ export class WebhookDeliveriesRepository extends SqlRepository {
     return row.id;
   }
 
-  /** The message's attempts so far, and whether its next one is due: the latest attempt's retry_at (none while unfinished: due). */
+  /** The message's attempts so far, and whether its next one is due: the latest attempt's retry_at (none while unfinished: due), and when. */
   async turn(clientId: string, messageId: string): Promise<MessageTurn> {
     const [row] = await this.rows<MessageTurn>(
       `SELECT count(*)::int AS made,
               coalesce((array_agg(retry_at IS NULL OR retry_at <= now() ORDER BY created_at DESC, id DESC))[1], true) AS due,
-              coalesce((array_agg(retry_at = 'infinity' ORDER BY created_at DESC, id DESC))[1], false) AS over
+              coalesce((array_agg(retry_at = 'infinity' ORDER BY created_at DESC, id DESC))[1], false) AS over,
+              (array_agg(${MS_UNTIL('retry_at')} ORDER BY created_at DESC, id DESC))[1] AS wait_ms
          FROM webhook_deliveries WHERE client_id = $1 AND message_id = $2`,
       [clientId, messageId],
     );
@@ -89,10 +98,11 @@ export class WebhookDeliveriesRepository extends SqlRepository {
    * message's next time, on the database's clock: the first step of the
    * schedule (counted from the message's first attempt) still ahead and not
    * before the Retry-After; a Retry-After past the last step, the last step
-   * still ahead; none left, 'infinity'.
+   * still ahead; none left, 'infinity'. Answers the ms until that next time
+   * (undefined: succeeded, or none left).
    */
-  async finish(clientId: string, id: string, o: AttemptOutcome, retry?: RetryRule): Promise<void> {
-    await this.rows(
+  async finish(clientId: string, id: string, o: AttemptOutcome, retry?: RetryRule): Promise<number | undefined> {
+    const [row] = await this.rows<{ wait_ms: number | null }>(
       `WITH first AS (
          SELECT min(created_at) AS at FROM webhook_deliveries
           WHERE client_id = $1 AND message_id = (SELECT message_id FROM webhook_deliveries WHERE client_id = $1 AND id = $2)),
@@ -103,9 +113,11 @@ export class WebhookDeliveriesRepository extends SqlRepository {
                 (SELECT min(steps.at) FROM steps, asked WHERE asked.at IS NULL OR steps.at >= asked.at),
                 (SELECT max(at) FROM steps),
                 'infinity') END
-        WHERE client_id = $1 AND id = $2`,
+        WHERE client_id = $1 AND id = $2
+       RETURNING ${MS_UNTIL('retry_at')} AS wait_ms`,
       [clientId, id, o.status, storable(o.excerpt), o.errorClass, storable(o.error), retry !== undefined, retry?.offsetsS ?? [], retry?.afterSeconds ?? null, retry?.afterAt ?? null],
     );
+    return row?.wait_ms ?? undefined;
   }
 
   /** An event's attempts, newest first (at most `limit`). */

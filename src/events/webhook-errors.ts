@@ -38,11 +38,31 @@ export function errorClass(error: unknown): AttemptErrorClass {
 }
 
 /**
+ * A delivery to try again later. `retryAfterMs`, when known, is how long
+ * until the message's next turn (its step of the retry schedule, its
+ * endpoint's pause end): the outbox's relay hands the message over again
+ * then, not before (OutboxPublisher). Unknown (the schedule over, the
+ * endpoint disabled), the relay's backoff decides.
+ */
+export class DeliveryRetryError extends Error {
+  override name = 'DeliveryRetryError';
+
+  constructor(
+    message: string,
+    readonly retryAfterMs: number | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/**
  * A delivery the publisher holds without sending (the message's next attempt
  * is not due, its schedule is over, or its endpoint is paused or disabled):
- * the outbox counts it as failed and hands the message over again later, and
- * no attempt is made or recorded. Cheap: a statement or two, no request.
+ * the outbox counts it as failed and hands the message over again at its
+ * next turn, and no attempt is made or recorded. Cheap: a statement or two,
+ * no request.
  */
-export class DeliveryHeldError extends Error {
+export class DeliveryHeldError extends DeliveryRetryError {
   override name = 'DeliveryHeldError';
 }

@@ -10,7 +10,7 @@ import { DeliveryTarget, WebhookEndpointsService } from '../webhook-endpoints/we
 import { EventsService, toEventResponse } from './events.service';
 import { EventRow, EventsRepository } from './events.repository';
 import { AttemptOutcome, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
-import { DeliveryHeldError, errorClass } from './webhook-errors';
+import { DeliveryHeldError, DeliveryRetryError, errorClass } from './webhook-errors';
 import { WebhookDeliveryPayload, WebhookDeliveryPort } from './webhook-delivery.port';
 import { postWebhook } from './webhook-request';
 import { RETRY_OFFSETS_S, retryAfter } from './webhook-schedule';
@@ -37,9 +37,12 @@ interface Ready {
  * next attempt is due on the retry schedule (webhook-schedule.ts) and its
  * endpoint admits it (not disabled; paused, only as its one probe:
  * endpoint-pacing.ts). Otherwise it is held (DeliveryHeldError): nothing is
- * sent or recorded, and the outbox hands it over again later. Every attempt
- * is recorded (webhook_deliveries): started before the request is sent,
- * finished with its outcome and, failed, the time of the next. A 2xx is
+ * sent or recorded. Held or failed, the message's next turn goes back to the
+ * outbox as `retryAfterMs` (its step of the schedule, its endpoint's pause
+ * end), so the relay hands it over then, not before; with no turn known (the
+ * schedule over, the endpoint disabled) the relay's backoff decides. Every
+ * attempt is recorded (webhook_deliveries): started before the request is
+ * sent, finished with its outcome and, failed, the time of the next. A 2xx is
  * delivered even when its record cannot be finished (the receiver has it:
  * sending again would only repeat it). A refusal, an error or an answer other
  * than 2xx throws, after counting against the endpoint (a 410 disables it at
@@ -91,14 +94,14 @@ export class WebhookPublisher implements OnModuleInit {
       answer = await postWebhook(new URL(target.url), headers, body, this.production, signal);
     } catch (error) {
       const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
-      await this.failed(payload, attemptId, { status: null, excerpt: null, errorClass: errorClass(error), error: reason });
-      throw new Error(`webhook to endpoint ${endpointId} failed: ${reason}`, { cause: error });
+      const waitMs = await this.failed(payload, attemptId, { status: null, excerpt: null, errorClass: errorClass(error), error: reason });
+      throw new DeliveryRetryError(`webhook to endpoint ${endpointId} failed: ${reason}`, waitMs, { cause: error });
     }
     const ok = answer.status >= 200 && answer.status < 300;
     const outcome = { status: answer.status, excerpt: answer.excerpt, errorClass: ok ? null : 'http_status', error: ok ? null : `answered ${answer.status}` };
     if (!ok) {
-      await this.failed(payload, attemptId, outcome, answer);
-      throw new Error(`webhook to endpoint ${endpointId} answered ${answer.status}`);
+      const waitMs = await this.failed(payload, attemptId, outcome, answer);
+      throw new DeliveryRetryError(`webhook to endpoint ${endpointId} answered ${answer.status}`, waitMs);
     }
     await this.connections
       .run(async () => {
@@ -120,12 +123,12 @@ export class WebhookPublisher implements OnModuleInit {
     const turn = await this.deliveries.turn(clientId, messageId);
     if (turn.over) {
       if (!(await this.endpoints.exists(clientId, endpointId))) return undefined;
-      throw new DeliveryHeldError(`message ${messageId}: all ${turn.made} attempts were made; it waits for the outbox's horizon`);
+      throw new DeliveryHeldError(`message ${messageId}: all ${turn.made} attempts were made; it waits for the outbox's horizon`, undefined);
     }
-    if (!turn.due) throw new DeliveryHeldError(`message ${messageId}: its next attempt is not due`);
+    if (!turn.due) throw new DeliveryHeldError(`message ${messageId}: its next attempt is not due`, turn.wait_ms ?? undefined);
     const admission = await this.endpoints.admit(clientId, endpointId);
     if (!admission) return undefined;
-    if (admission.held) throw new DeliveryHeldError(`endpoint ${endpointId} is ${admission.held}: message ${messageId} waits`);
+    if (admission.held) throw new DeliveryHeldError(`endpoint ${endpointId} is ${admission.held}: message ${messageId} waits`, admission.probeInMs);
     const event = await this.events.find(clientId, eventId);
     return event && { target: admission.target, event, attempt: turn.made + 1 };
   }
@@ -133,14 +136,19 @@ export class WebhookPublisher implements OnModuleInit {
   /**
    * A failed attempt: finished with its message's next time, then counted
    * against the endpoint; an endpoint this disables gets its event in the
-   * same transaction.
+   * same transaction. Answers the ms until that next time (none left: undefined).
    */
-  private failed({ clientId, endpointId }: WebhookDeliveryPayload, attemptId: string, outcome: AttemptOutcome, answer?: { status: number; retryAfter?: string }): Promise<void> {
+  private failed(
+    { clientId, endpointId }: WebhookDeliveryPayload,
+    attemptId: string,
+    outcome: AttemptOutcome,
+    answer?: { status: number; retryAfter?: string },
+  ): Promise<number | undefined> {
     const after = answer && retryAfter(answer.status, answer.retryAfter);
     const afterSeconds = after && 'seconds' in after ? after.seconds : null;
     const afterAt = after && 'at' in after ? after.at : null;
     return this.connections.run(async () => {
-      await this.deliveries.finish(clientId, attemptId, outcome, { offsetsS: RETRY_OFFSETS_S, afterSeconds, afterAt });
+      const waitMs = await this.deliveries.finish(clientId, attemptId, outcome, { offsetsS: RETRY_OFFSETS_S, afterSeconds, afterAt });
       const goneReason = answer?.status === 410 ? GONE_REASON : null;
       const disabled = await this.txHost.withTransaction(async () => {
         const endpoint = await this.endpoints.failed(clientId, endpointId, { goneReason, retryAfterSeconds: afterSeconds, retryAfterAt: afterAt });
@@ -148,6 +156,7 @@ export class WebhookPublisher implements OnModuleInit {
         return endpoint;
       });
       if (disabled) this.logger.warn(`webhook endpoint ${endpointId} is disabled: ${disabled.disabled_reason}`);
+      return waitMs;
     });
   }
 }

@@ -19,7 +19,7 @@
 const WAITS_S = [5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, ...Array<number>(10).fill(10 * 3600)];
 /**
  * The window a message's retries fit in: the outbox's horizon (3 days), less
- * the hour the relay may take to look at a message again.
+ * the hour its endpoint's pause may hold a retry past its step.
  */
 const RETRY_WINDOW_S = 71 * 3600;
 

@@ -32,6 +32,8 @@ export interface Admission {
   previous_secret: string | null;
   disabled: boolean;
   admitted: boolean;
+  /** Held while paused: the ms until its next probe may go (the pause's end, or the end of the probe another delivery holds). */
+  probe_in_ms: number | null;
 }
 
 /** A failed attempt, as the endpoint's health counts it (see endpoint-pacing.ts). */
@@ -78,19 +80,14 @@ export class WebhookEndpointsRepository extends SqlRepository {
     return row;
   }
 
-  /** The enabled endpoints that want events of `type` (listed, or all with `*`). */
-  subscribed(clientId: string, type: string): Promise<{ id: string }[]> {
-    return this.rows<{ id: string }>(
-      `SELECT id FROM webhook_endpoints WHERE client_id = $1 AND event_types && ARRAY[$2, '*']::text[] AND disabled_at IS NULL`,
-      [clientId, type],
-    );
-  }
-
   /**
    * The endpoint, and whether a delivery may go now: when it is paused
    * (next_probe_at set), only the one delivery that moves next_probe_at
    * past now() by the probe's lease (a compare-and-set: one winner among
-   * relays) is admitted, as its probe.
+   * relays) is admitted, as its probe. A delivery held by the pause learns
+   * when the next probe may go: the pause's end, or, the probe taken by
+   * another delivery (next_probe_at as this statement read it has passed),
+   * that probe's lease's end.
    */
   async admit(clientId: string, id: string, probeLeaseS: number, overlap: string): Promise<Admission | undefined> {
     const [row] = await this.rows<Admission>(
@@ -100,7 +97,10 @@ export class WebhookEndpointsRepository extends SqlRepository {
          RETURNING id)
        SELECT url, secret, CASE WHEN rotated_at > now() - $4::interval THEN previous_secret END AS previous_secret,
               disabled_at IS NOT NULL AS disabled,
-              disabled_at IS NULL AND (next_probe_at IS NULL OR EXISTS (SELECT 1 FROM probe)) AS admitted
+              disabled_at IS NULL AND (next_probe_at IS NULL OR EXISTS (SELECT 1 FROM probe)) AS admitted,
+              CASE WHEN disabled_at IS NULL AND next_probe_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM probe) THEN
+                ceil(extract(epoch FROM CASE WHEN next_probe_at > now() THEN next_probe_at - now() ELSE $3::int * interval '1 second' END) * 1000)::float8
+              END AS probe_in_ms
          FROM webhook_endpoints WHERE client_id = $1 AND id = $2`,
       [clientId, id, probeLeaseS, overlap],
     );

@@ -34,7 +34,8 @@ function toResponse(row: WebhookEndpointRow): WebhookEndpointResponse {
 /**
  * The most endpoints a client may have (Stripe's limit): each event is
  * queued once per subscribed endpoint in the transaction of the change it
- * announces, so this bounds what a payment or an order writes.
+ * announces (in one statement: EventsService.record), so this bounds what a
+ * payment or an order writes.
  */
 export const MAX_ENDPOINTS_PER_CLIENT = 16;
 
@@ -45,8 +46,14 @@ export interface DeliveryTarget {
   secrets: string[];
 }
 
-/** Whether a delivery may go now: its target, or why it is held (the endpoint disabled or paused). */
-export type Admission = { target: DeliveryTarget; held?: undefined } | { target?: undefined; held: 'disabled' | 'paused' };
+/**
+ * Whether a delivery may go now: its target, or why it is held (the endpoint
+ * disabled or paused) and, paused, the ms until its next probe may go.
+ */
+export type Admission =
+  | { target: DeliveryTarget; held?: undefined }
+  | { target?: undefined; held: 'disabled'; probeInMs?: undefined }
+  | { target?: undefined; held: 'paused'; probeInMs: number };
 
 export type { EndpointFailure } from './webhook-endpoints.repository';
 
@@ -131,11 +138,6 @@ export class WebhookEndpointsService {
     return (await this.endpoints.find(clientId, id)) !== undefined;
   }
 
-  /** The ids of the endpoints that want an event of `type`. */
-  async subscribed(clientId: string, type: string): Promise<string[]> {
-    return (await this.endpoints.subscribed(clientId, type)).map((e) => e.id);
-  }
-
   /** Enabled again (200 whatever it was): its held deliveries go at their next turn, new events are queued for it. */
   async enable(clientId: string, id: string): Promise<WebhookEndpointResponse> {
     const row = await this.endpoints.enable(clientId, id);
@@ -151,7 +153,7 @@ export class WebhookEndpointsService {
   async admit(clientId: string, id: string): Promise<Admission | undefined> {
     const row = await this.endpoints.admit(clientId, id, PROBE_LEASE_S, ROTATION_OVERLAP);
     if (!row) return undefined;
-    if (!row.admitted) return { held: row.disabled ? 'disabled' : 'paused' };
+    if (!row.admitted) return row.disabled ? { held: 'disabled' } : { held: 'paused', probeInMs: row.probe_in_ms ?? PROBE_LEASE_S * 1000 };
     const secrets = [row.secret, ...(row.previous_secret === null ? [] : [row.previous_secret])].map((s) => this.secrets.open(id, s));
     return { target: { url: row.url, secrets } };
   }

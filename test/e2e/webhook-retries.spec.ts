@@ -9,9 +9,10 @@ import { waitFor } from '../support/http-client';
 
 /**
  * Retries on a published schedule, and endpoints that fail paused, not
- * hammered. The long waits are never slept: a test moves the database's view
- * of time instead (a message's attempts shifted into the past, an endpoint's
- * probe made due, the outbox's message made due and the relay woken).
+ * hammered; the outbox hands a message over at its next turn, not before.
+ * The long waits are never slept: a test moves the database's view of time
+ * instead (a message's attempts shifted into the past, an endpoint's probe
+ * made due, the outbox's message made due and the relay woken).
  */
 jest.setTimeout(120_000);
 
@@ -310,5 +311,52 @@ describe('webhook retries and failing endpoints (e2e)', () => {
     // And new events are queued for it again.
     await orderEvent();
     await waitFor('a new event delivered', async () => (await undelivered(e.id)) === 0 && receiver.count(e.path) === made + 2);
+  });
+
+  it('(g) the outbox hands a message over at its next turn, not before: its step, its Retry-After, its endpoint\'s pause end', async () => {
+    /** The seconds from `at` (a time of the endpoint's, in SQL) to when the outbox next hands its message over, once the relay marked it. */
+    const nextTakenAfter = async (endpointId: string, at: string) => {
+      await heldAgain(endpointId);
+      const [row] = await sql<{ s: number }>(
+        `SELECT extract(epoch FROM o.next_attempt_at - (${at}))::float8 AS s
+           FROM idempotency_outbox o, webhook_endpoints e
+          WHERE o.payload->>'endpointId' = $1::text AND o.delivered_at IS NULL AND e.id = $1::uuid`,
+        [endpointId],
+      );
+      return row.s;
+    };
+    const retryAt = `(SELECT max(retry_at) FROM webhook_deliveries WHERE endpoint_id = $1::uuid)`;
+    // Each bound: at its time, and no later than the relay's mark after it (a few statements).
+    const onTime = (s: number) => expect(s >= 0 && s < 5 ? 'on time' : `${s} s from its time`).toBe('on time');
+
+    // A 500: next at the schedule's step (5 s after the first attempt); handed over before it, held, and next at it again.
+    const failing = await endpoint({ status: 500 });
+    await orderEvent();
+    await waitFor('the first attempt', async () => (await finished(failing.id)) === 1);
+    onTime(await nextTakenAfter(failing.id, retryAt));
+    await nudge(failing.id);
+    onTime(await nextTakenAfter(failing.id, retryAt));
+    expect(receiver.count(failing.path)).toBe(1);
+
+    // A 429 with Retry-After: 1 h: next at the first step after it (2 h 35 min 5 s), not at the relay's backoff.
+    const limited = await endpoint({ status: 429, headers: { 'retry-after': '3600' } });
+    await orderEvent();
+    await waitFor('the first attempt', async () => (await finished(limited.id)) === 1);
+    expect((await attempts(limited.id))[0].offset_s).toBe(9305);
+    onTime(await nextTakenAfter(limited.id, retryAt));
+
+    // Its step come while the endpoint is still paused (the Retry-After's hour): held, and next at the pause's end.
+    await sql(`UPDATE webhook_deliveries SET retry_at = now() WHERE endpoint_id = $1`, [limited.id]);
+    await nudge(limited.id);
+    onTime(await nextTakenAfter(limited.id, 'e.next_probe_at'));
+    expect(await nextTakenAfter(limited.id, 'now()')).toBeGreaterThan(3_000);
+    expect(receiver.count(limited.path)).toBe(1);
+
+    // And at its time it goes.
+    receiver.answers.set(limited.path, { status: 204 });
+    await advance(limited.id);
+    await waitFor('the retry', async () => (await undelivered(limited.id)) === 0);
+    expect(receiver.count(limited.path)).toBe(2);
+    for (const e of [failing, limited]) await api().delete(`/webhook-endpoints/${e.id}`).set(t.auth()).expect(204);
   });
 });

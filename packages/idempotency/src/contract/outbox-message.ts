@@ -13,7 +13,11 @@ export interface OutboxMessage {
 
 /**
  * Hands a message to the world (a broker, a webhook, a mail API). Resolving
- * means delivered; throwing (or rejecting) means try again later. `signal`
+ * means delivered; throwing (or rejecting) means try again later: after the
+ * relay's backoff, or, when the error carries `retryAfterMs` (a finite number
+ * of milliseconds, at least 0: a receiver's Retry-After, the publisher's own
+ * schedule), that long from now on the database's clock. Either way a wait
+ * that ends past the horizon makes the message a dead letter. `signal`
  * aborts when the relay's lease on the message ends: another relay may then
  * deliver it too, so stop (pass it to `fetch`) rather than go on.
  */

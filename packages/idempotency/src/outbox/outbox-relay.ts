@@ -38,9 +38,10 @@ const tracer = trace.getTracer('safe-retries');
  * - Deliver. The publisher gets the message (its id is the downstream
  *   idempotency key) and an AbortSignal that fires at the lease's end. Its
  *   success marks the message delivered; its failure schedules the next
- *   attempt (backoff.ts) or, past the horizon, parks it as a dead letter. Both
- *   marks are fenced on the claim (its attempt count), so a relay that
- *   outlived its lease cannot reschedule a message another relay holds.
+ *   attempt (when its error asks, after `retryAfterMs`; else backoff.ts) or,
+ *   past the horizon, parks it as a dead letter. Both marks are fenced on the
+ *   claim (its attempt count), so a relay that outlived its lease cannot
+ *   reschedule a message another relay holds.
  * - At least once. A relay killed after the publisher's send and before the
  *   mark leaves the message claimed: when the lease ends another relay sends
  *   it again, under the same id, and the receiver deduplicates.
@@ -156,7 +157,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private async failed(row: OutboxMessageRow, error: unknown): Promise<void> {
     const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
     try {
-      const marked = (await this.query(this.sql.failed, [row.id, row.attempts, backoffMs(row.attempts), reason, this.options.outbox.horizonMs])) as { dead: boolean }[];
+      // A wait past the horizon makes a dead letter whatever its length: capped there, any asked wait fits the statement's int8.
+      const waitMs = Math.min(askedWaitMs(error) ?? backoffMs(row.attempts), this.options.outbox.horizonMs + 1);
+      const marked = (await this.query(this.sql.failed, [row.id, row.attempts, waitMs, reason, this.options.outbox.horizonMs])) as { dead: boolean }[];
       const dead = marked[0]?.dead === true;
       this.metrics.deliveries.inc({ result: dead ? 'dead' : 'failed' });
       if (dead) this.logger.warn(`outbox message ${row.id} (${row.topic}) is a dead letter after ${row.attempts} attempts: ${reason}`);
@@ -165,6 +168,15 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       this.logger.error(`outbox message ${row.id}: recording a failed delivery failed: ${(markError as Error).message}`);
     }
   }
+}
+
+/**
+ * The wait a publisher's failure asks for (OutboxPublisher: `retryAfterMs`,
+ * a finite number of ms, at least 0, rounded up); undefined when it asks none.
+ */
+function askedWaitMs(error: unknown): number | undefined {
+  const asked = typeof error === 'object' && error !== null ? (error as { retryAfterMs?: unknown }).retryAfterMs : undefined;
+  return typeof asked === 'number' && Number.isFinite(asked) && asked >= 0 ? Math.ceil(asked) : undefined;
 }
 
 interface OutboxMessageRow {

@@ -9,18 +9,28 @@ export const STREAM_LOCK_CLASS = 0x5afe_0003;
 export function outboxStatements(t: string) {
   return {
     /**
-     * Adds a message in the caller's transaction. With a stream, the adders of
-     * that stream take turns (a transaction-level advisory lock, held to their
-     * commit), so `seq` order within a stream is commit order. NOTIFY is
-     * delivered at commit, and never if the transaction rolls back.
+     * Adds messages in the caller's transaction, one row per element of the
+     * arrays $1 (topics), $2 (payloads) and $3 (streams, NULL for none), their
+     * `seq` in the arrays' order: a fan-out is one statement however many
+     * messages it writes. The adders of a stream take turns (a
+     * transaction-level advisory lock per stream, held to their commit, taken
+     * before any row is numbered and in one order, so two adders of the same
+     * streams never wait on each other in a cycle): `seq` order within a
+     * stream is commit order. NOTIFY is delivered at commit (once: identical
+     * notifications of a transaction are folded), and never if the
+     * transaction rolls back. Answers the ids in the arrays' order.
      */
     add: `
-      WITH turn AS (SELECT CASE WHEN $3::text IS NULL THEN NULL ELSE pg_advisory_xact_lock(${STREAM_LOCK_CLASS}, hashtext($3::text)) END),
+      WITH entry AS (
+             SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[]) WITH ORDINALITY AS e (topic, payload, stream, n)),
+           turn AS (
+             SELECT count(pg_advisory_xact_lock(${STREAM_LOCK_CLASS}, h))
+               FROM (SELECT DISTINCT hashtext(stream) AS h FROM entry WHERE stream IS NOT NULL ORDER BY h) streams),
            added AS (
              INSERT INTO ${t} (topic, payload, stream)
-             SELECT $1, $2::jsonb, $3 FROM turn
-             RETURNING id)
-      SELECT id, pg_notify($4, '') FROM added`,
+             SELECT e.topic, e.payload, e.stream FROM turn, entry e ORDER BY e.n
+             RETURNING id, seq)
+      SELECT id, pg_notify($4, '') FROM added ORDER BY seq`,
     /**
      * Claims up to $1 due messages for $2 ms (the lease): pushes their
      * next_attempt_at to the lease's end and counts the attempt. SKIP LOCKED:

@@ -7,7 +7,7 @@ import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } 
 import { DeadLetter } from '../contract/outbox-message';
 import { OutboxStatements, outboxStatements } from './outbox-statements';
 
-/** What `Outbox.add` takes. */
+/** What `Outbox.add` takes (one, or a list). */
 export interface OutboxEntry {
   /** What the message is about (`order.confirmed`): the publisher routes by it. */
   topic: string;
@@ -15,6 +15,17 @@ export interface OutboxEntry {
   payload: unknown;
   /** Messages of one stream (e.g. one payment's id) are delivered one at a time, in the order they were added. */
   stream?: string;
+}
+
+/** An entry's payload as JSON text; throws TypeError for an entry `Outbox.add` cannot take. */
+function checked(entry: OutboxEntry): string {
+  if (typeof entry.topic !== 'string' || entry.topic.length === 0) throw new TypeError('Outbox.add: topic must be a non-empty string');
+  if (entry.stream !== undefined && (typeof entry.stream !== 'string' || entry.stream.length === 0)) {
+    throw new TypeError('Outbox.add: stream must be a non-empty string when given');
+  }
+  const payload = JSON.stringify(entry.payload);
+  if (payload === undefined) throw new TypeError('Outbox.add: payload must be a JSON value');
+  return payload;
 }
 
 /** `Outbox.add` called with no transaction to join. */
@@ -51,19 +62,23 @@ export class Outbox {
 
   /**
    * Adds a message in the active transaction and answers its id (a UUID, the
-   * downstream idempotency key). Throws OutboxOutsideTransactionError when no
-   * transaction is active: a message must never commit without its effect.
+   * downstream idempotency key). Given a list, adds every message in one
+   * statement (a fan-out costs one round trip, whatever its size) and answers
+   * their ids in the list's order; messages of one stream in a list are
+   * delivered in the list's order. Throws OutboxOutsideTransactionError when
+   * no transaction is active: a message must never commit without its effect.
    */
-  async add(entry: OutboxEntry): Promise<string> {
-    if (typeof entry.topic !== 'string' || entry.topic.length === 0) throw new TypeError('Outbox.add: topic must be a non-empty string');
-    if (entry.stream !== undefined && (typeof entry.stream !== 'string' || entry.stream.length === 0)) {
-      throw new TypeError('Outbox.add: stream must be a non-empty string when given');
-    }
+  add(entry: OutboxEntry): Promise<string>;
+  add(entries: readonly OutboxEntry[]): Promise<string[]>;
+  async add(given: OutboxEntry | readonly OutboxEntry[]): Promise<string | string[]> {
+    const list = Array.isArray(given);
+    const entries = (list ? given : [given]) as readonly OutboxEntry[];
+    const payloads = entries.map(checked);
     if (!this.txHost.isTransactionActive()) throw new OutboxOutsideTransactionError();
-    const payload = JSON.stringify(entry.payload);
-    if (payload === undefined) throw new TypeError('Outbox.add: payload must be a JSON value');
-    const rows = (await this.txHost.tx.query(this.sql.add, [entry.topic, payload, entry.stream ?? null, this.channel])) as { id: string }[];
-    return rows[0].id;
+    if (entries.length === 0) return [];
+    const rows = (await this.txHost.tx.query(this.sql.add, [entries.map((e) => e.topic), payloads, entries.map((e) => e.stream ?? null), this.channel])) as { id: string }[];
+    const ids = rows.map((r) => r.id);
+    return list ? ids : ids[0];
   }
 
   /** Messages parked past their horizon, oldest first (at most `limit`). */

@@ -12,15 +12,20 @@ import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
 import { IdempotencyPurgeService } from 'safe-retries';
 import { OutboxRelay } from '../../src/outbox/outbox-relay';
+import { Client } from 'pg';
+import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-proxy';
 import { createDatabase } from '../support/test-services';
 
 /**
  * The outbox in one process against a real PostgreSQL: a message added in a
  * key's transaction commits with the key and the business write on every mode
  * (durable, one commit, the phases of a phased operation, IdempotentConsumer)
- * and rolls back with them; the relay (driven round by round here) hands each
- * to the publisher under its id, keeps a stream in order, parks a message past
- * its horizon and delivers it again when replayed.
+ * and rolls back with them; a list of messages is one statement, however
+ * long; the relay (driven round by round here) hands each to the publisher
+ * under its id, keeps a stream in order, waits as long as a publisher's
+ * failure asks, parks a message past its horizon and delivers it again when
+ * replayed. The app reaches PostgreSQL through a proxy that counts its
+ * statements (test/support/pg-counting-proxy.ts).
  */
 
 @Controller()
@@ -61,14 +66,18 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   let app: INestApplication;
   let db: { url: string; drop(): Promise<void> };
   let dataSource: DataSource;
+  let proxy: PgCountingProxy;
   const published: OutboxMessage[] = [];
-  let fails: (m: OutboxMessage) => boolean = () => false;
+  /** Whether the publisher refuses a message: true, or the properties of its error (`retryAfterMs`). */
+  let fails: (m: OutboxMessage) => boolean | { retryAfterMs: unknown } = () => false;
 
   beforeAll(async () => {
     db = await createDatabase();
+    const admin = new URL(db.url);
+    proxy = await startPgCountingProxy({ host: admin.hostname, port: Number(admin.port) });
     const moduleRef = await Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(), migrationsRun: true }),
+        TypeOrmModule.forRoot({ type: 'postgres', url: proxy.url(db.url), migrations: idempotencyMigrations(), migrationsRun: true }),
         transactionalClsModule(),
         IdempotencyModule.forRoot({
           scope: () => 'tenant',
@@ -80,7 +89,8 @@ describe('Outbox (PostgreSQL, in one process)', () => {
             horizon: '3s',
             publish: async (message) => {
               published.push(message);
-              if (fails(message)) throw new Error(`refused ${message.id}`);
+              const refusal = fails(message);
+              if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal === true ? {} : refusal);
             },
           },
         }),
@@ -94,6 +104,7 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   });
   afterAll(async () => {
     await app?.close();
+    await proxy?.close();
     await db?.drop();
   });
 
@@ -136,6 +147,56 @@ describe('Outbox (PostgreSQL, in one process)', () => {
 
   it('refuses a message outside a transaction', async () => {
     await expect(app.get(Outbox).add({ topic: 'lost', payload: {} })).rejects.toBeInstanceOf(OutboxOutsideTransactionError);
+    await expect(app.get(Outbox).add([{ topic: 'lost', payload: {} }])).rejects.toBeInstanceOf(OutboxOutsideTransactionError);
+    await expect(app.get(Outbox).add([])).rejects.toBeInstanceOf(OutboxOutsideTransactionError);
+  });
+
+  const txHost = () => app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+  const fanned = (tag: string, n: number) => Array.from({ length: n }, (_, i) => ({ topic: 'fanned', payload: { tag: `${tag}:${String(i).padStart(2, '0')}` } }));
+
+  it('adds a list in one statement, however long, in its order, and answers the ids in it', async () => {
+    const added = async (n: number) => {
+      const tag = `list-${randomUUID()}`;
+      const before = proxy.counts().statements;
+      const ids = await txHost().withTransaction(() => app.get(Outbox).add(fanned(tag, n)));
+      return { tag, ids, statements: proxy.counts().statements - before };
+    };
+    const one = await added(1);
+    const sixteen = await added(16);
+    expect(one.statements).toBe(3); // BEGIN, the INSERT, COMMIT
+    expect(sixteen.statements).toBe(one.statements);
+    const rows = await messagesOf(sixteen.tag);
+    expect(rows.map((r) => r.id)).toEqual(sixteen.ids);
+    expect(rows.map((r) => r.payload)).toEqual(fanned(sixteen.tag, 16).map((e) => e.payload));
+    expect(await txHost().withTransaction(() => app.get(Outbox).add([]))).toEqual([]);
+    await drain();
+  });
+
+  it('commits a list with its transaction and rolls it back with it; its commit wakes the relay once', async () => {
+    const listener = new Client({ connectionString: db.url });
+    await listener.connect();
+    const notices: string[] = [];
+    listener.on('notification', (n) => notices.push(n.channel));
+    await listener.query('LISTEN idempotency_outbox');
+    try {
+      const tag = `list-tx-${randomUUID()}`;
+      await expect(
+        txHost().withTransaction(async () => {
+          await app.get(Outbox).add(fanned(`${tag}:rolled-back`, 3));
+          throw new Error('the effect failed');
+        }),
+      ).rejects.toThrow('the effect failed');
+      await txHost().withTransaction(() => app.get(Outbox).add(fanned(tag, 3)));
+      const deadline = Date.now() + 5_000;
+      while (notices.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await listener.query('SELECT 1'); // a notification queued with it would have come before this answer
+      expect(notices).toEqual(['idempotency_outbox']);
+      expect((await messagesOf(tag)).length).toBe(3);
+      expect((await messagesOf(`${tag}:rolled-back`)).length).toBe(0);
+    } finally {
+      await listener.end();
+    }
+    await drain();
   });
 
   it('hands each committed message to the publisher once, under its id, and marks it delivered', async () => {
@@ -150,18 +211,22 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     expect(row).toEqual({ delivered: true, attempts: 1 });
   });
 
-  async function addInTransactions(entries: { stream?: string; tag: string }[]): Promise<string[]> {
-    const txHost = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+  type Entries = { stream?: string; tag: string }[];
+  const ordered = (e: Entries[number]) => ({ topic: 'ordered', payload: { tag: e.tag }, stream: e.stream });
+
+  async function addInTransactions(entries: Entries): Promise<string[]> {
     const ids: string[] = [];
-    for (const e of entries) ids.push(await txHost.withTransaction(() => app.get(Outbox).add({ topic: 'ordered', payload: { tag: e.tag }, stream: e.stream })));
+    for (const e of entries) ids.push(await txHost().withTransaction(() => app.get(Outbox).add(ordered(e))));
     return ids;
   }
 
-  /** Delivers five messages where the second fails once; the order in which they were first delivered. */
-  async function deliveryOrder(stream: string | undefined): Promise<number[]> {
+  const addInOneList = (entries: Entries) => txHost().withTransaction(() => app.get(Outbox).add(entries.map(ordered)));
+
+  /** Delivers five messages (added by `add`) where the second fails once; the order in which they were first delivered. */
+  async function deliveryOrder(stream: string | undefined, add = addInTransactions): Promise<number[]> {
     await drain();
     const tag = randomUUID();
-    const ids = await addInTransactions([0, 1, 2, 3, 4].map((i) => ({ stream, tag: `${tag}-${i}` })));
+    const ids = await add([0, 1, 2, 3, 4].map((i) => ({ stream, tag: `${tag}-${i}` })));
     let failedOnce = false;
     fails = (m) => m.id === ids[1] && !failedOnce && (failedOnce = true);
     published.length = 0;
@@ -182,9 +247,62 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     expect(await deliveryOrder(`stream-${randomUUID()}`)).toEqual([0, 1, 2, 3, 4]);
   });
 
+  it("keeps the messages of a stream added in one list in the list's order", async () => {
+    expect(await deliveryOrder(`stream-${randomUUID()}`, addInOneList)).toEqual([0, 1, 2, 3, 4]);
+  });
+
   it('delivers messages without a stream past a failed one (the control: order is not kept unless asked)', async () => {
     const order = await deliveryOrder(undefined);
     expect(order.indexOf(1)).toBeGreaterThan(order.indexOf(2));
+  });
+
+  it("waits as long as a publisher's failure asks (retryAfterMs), on the database's clock, then hands the message over again", async () => {
+    await drain();
+    const [id] = await addInTransactions([{ tag: `later-${randomUUID()}` }]);
+    const dueInMs = async () => Number((await rows('SELECT extract(epoch FROM next_attempt_at - now()) * 1000 AS ms FROM idempotency_outbox WHERE id = $1', [id]))[0].ms);
+    fails = (m) => m.id === id && { retryAfterMs: 2_500.2 };
+    published.length = 0;
+    try {
+      await drain();
+      const asked = await dueInMs();
+      expect(asked).toBeGreaterThan(2_000);
+      expect(asked).toBeLessThanOrEqual(2_501);
+      // Past the backoff's first wait (at most 1 s): still not handed over.
+      await new Promise((r) => setTimeout(r, 1_100));
+      await drain();
+      expect(published.map((m) => m.attempt)).toEqual([1]);
+      // Its time come (moved on the database's clock), it is.
+      fails = () => false;
+      await dataSource.query(`UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1`, [id]);
+      await drain();
+      expect(published.map((m) => m.attempt)).toEqual([1, 2]);
+    } finally {
+      fails = () => false;
+    }
+  });
+
+  it('takes the backoff when the asked wait is not a number of ms; parks a message whose asked wait passes the horizon', async () => {
+    await drain();
+    const [ignored, late, never] = await addInTransactions([{ tag: `ignored-${randomUUID()}` }, { tag: `late-${randomUUID()}` }, { tag: `never-${randomUUID()}` }]);
+    const asked = new Map<string, number>([
+      [ignored, -1],
+      [late, 4_000],
+      [never, Number.MAX_VALUE],
+    ]);
+    fails = (m) => asked.has(m.id) && { retryAfterMs: asked.get(m.id) };
+    try {
+      await drain();
+      const [due] = await rows('SELECT next_attempt_at <= now() + interval \'1 second\' AS soon FROM idempotency_outbox WHERE id = $1', [ignored]);
+      expect(due).toEqual({ soon: true });
+      const dead = (await app.get(Outbox).deadLetters()).map((d) => d.id);
+      expect(dead).toEqual(expect.arrayContaining([late, never])); // 4 s ahead and further, the horizon 3 s
+      expect(dead).not.toContain(ignored);
+    } finally {
+      fails = () => false;
+    }
+    await app.get(Outbox).replay([late, never]);
+    await dataSource.query(`UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1`, [ignored]);
+    await drain();
   });
 
   it('parks a message that fails past the horizon as a dead letter; a replay delivers it', async () => {
