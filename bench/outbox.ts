@@ -218,7 +218,7 @@ async function fanOut(databaseUrl: string, receiver: Receiver, options: { orders
     while (endpoints.length < n) {
       const res = await fetch(`${base}/webhook-endpoints`, {
         method: 'POST',
-        headers: API,
+        headers: { ...API, 'idempotency-key': randomUUID() },
         body: JSON.stringify({ url: `http://127.0.0.1:${receiver.port}/hooks/${endpoints.length}`, event_types: ['order.created'] }),
       });
       if (res.status !== 201) throw new Error(`§12: POST /webhook-endpoints answered ${res.status}: ${await res.text()}`);
