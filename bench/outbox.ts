@@ -11,6 +11,7 @@ import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { Outbox, OutboxMessage } from 'safe-retries/outbox';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { MAX_ENDPOINTS_PER_CLIENT } from '../src/webhook-endpoints/webhook-endpoints.service';
 import { cannon, startServer } from './http';
 import { BENCH_CLIENT } from './lib/app';
@@ -76,10 +77,14 @@ class Receiver {
     this.port = (this.server.address() as AddressInfo).port;
   }
 
-  async waitFor(ids: string[]): Promise<void> {
+  /** Waits until every message of `ids` has arrived; past the deadline, fails with each late one as `describe` tells it. */
+  async waitFor(ids: string[], describe: (late: string[]) => Promise<string>): Promise<void> {
     const deadline = Date.now() + DELIVERY_TIMEOUT_MS;
     while (ids.some((id) => !this.arrivals.has(id))) {
-      if (Date.now() > deadline) throw new Error(`§12: ${ids.filter((id) => !this.arrivals.has(id)).length} of ${ids.length} messages undelivered after ${DELIVERY_TIMEOUT_MS} ms`);
+      if (Date.now() > deadline) {
+        const late = ids.filter((id) => !this.arrivals.has(id));
+        throw new Error(`§12: ${late.length} of ${ids.length} messages undelivered after ${DELIVERY_TIMEOUT_MS} ms:\n${await describe(late)}`);
+      }
       await sleep(20);
     }
   }
@@ -132,6 +137,8 @@ export async function outboxBench(
   const outbox = app.get(Outbox);
   const txHost = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const cls = app.get(ClsService);
+  const dataSource = app.get(DataSource);
+  const delivered = (ids: string[]) => receiver.waitFor(ids, (late) => lateMessages((text, values) => dataSource.query(text, values), late));
   /** Adds one message in a transaction of its own; its id and the moment its COMMIT returned. */
   const add = (n: number) =>
     cls.run(async () => {
@@ -141,7 +148,7 @@ export async function outboxBench(
   try {
     // Warm: the relay's statements prepared, the receiver's connections open.
     const warm = await Promise.all(Array.from({ length: 50 }, (_, i) => add(i)));
-    await receiver.waitFor(warm.map((m) => m.id));
+    await delivered(warm.map((m) => m.id));
 
     const ids: string[] = [];
     const duplicatesBeforeBurst = receiver.duplicates;
@@ -153,7 +160,7 @@ export async function outboxBench(
       }),
     );
     const addMs = performance.now() - addStart;
-    await receiver.waitFor(ids);
+    await delivered(ids);
     const times = ids.map((id) => receiver.arrivals.get(id)!);
     const spanMs = Math.max(...times) - Math.min(...times);
     const burst = {
@@ -176,7 +183,7 @@ export async function outboxBench(
       pending.push(add(i).then((m) => void sent.push(m)));
     }
     await Promise.all(pending);
-    await receiver.waitFor(sent.map((m) => m.id));
+    await delivered(sent.map((m) => m.id));
     const steady = {
       rate: options.rate,
       seconds: options.seconds,
@@ -200,9 +207,41 @@ async function outboxDrained(db: Client, pollMs: number): Promise<void> {
   for (;;) {
     const [{ n }] = (await db.query('SELECT count(*)::int AS n FROM idempotency_outbox WHERE delivered_at IS NULL AND dead_at IS NULL')).rows as { n: number }[];
     if (n === 0) return;
-    if (Date.now() > deadline) throw new Error(`§12: ${n} outbox messages undelivered after ${DELIVERY_TIMEOUT_MS} ms`);
+    if (Date.now() > deadline) {
+      const { rows } = await db.query<{ id: string }>('SELECT id FROM idempotency_outbox WHERE delivered_at IS NULL AND dead_at IS NULL');
+      const query = (text: string, values: unknown[]) => db.query<LateRow>(text, values).then((r) => r.rows);
+      throw new Error(`§12: ${n} outbox messages undelivered after ${DELIVERY_TIMEOUT_MS} ms:\n${await lateMessages(query, rows.map((r) => r.id))}`);
+    }
     await sleep(pollMs);
   }
+}
+
+/**
+ * Each message that did not arrive in time, as the outbox holds it: a line
+ * with its topic, attempts, when it is next due and its last error (what a
+ * lost wake-up, a claim held past its use or a backoff after an error shows).
+ */
+interface LateRow {
+  id: string;
+  topic: string;
+  attempts: number;
+  due_in_s: string;
+  delivered: boolean;
+  dead: boolean;
+  last_error: string | null;
+}
+
+async function lateMessages(query: (text: string, values: unknown[]) => Promise<LateRow[]>, ids: string[]): Promise<string> {
+  const rows = await query(
+    `SELECT id, topic, attempts, round(extract(epoch FROM next_attempt_at - now())::numeric, 1) AS due_in_s,
+            delivered_at IS NOT NULL AS delivered, dead_at IS NOT NULL AS dead, last_error
+       FROM idempotency_outbox WHERE id = ANY($1::uuid[]) ORDER BY seq`,
+    [ids],
+  );
+  const line = (r: LateRow) =>
+    `  ${r.id} ${r.topic}: ${r.attempts} attempts, ${r.delivered ? 'marked delivered (never arrived)' : r.dead ? 'dead' : `due in ${r.due_in_s} s`}; last error: ${r.last_error ?? 'none'}`;
+  const missing = ids.length - rows.length;
+  return [...rows.map(line), ...(missing > 0 ? [`  ${missing} not in the outbox`] : [])].join('\n');
 }
 
 /** The fan-out run (see OutboxBenchResult): `orders` orders per endpoint count, over `slices` slices. */

@@ -52,7 +52,9 @@ export interface StoreHarness {
 
 export async function createStoreHarness(databaseUrl: string): Promise<StoreHarness> {
   const config = benchConfig(databaseUrl);
-  const context = await NestFactory.createApplicationContext(AppModule.register({ config, databaseUrl }), {
+  // A command-line context: the store and the purge, but no relay, recovery or card network, which
+  // would take the bench server's messages and operations (another publisher, another simulator).
+  const context = await NestFactory.createApplicationContext(AppModule.register({ config, databaseUrl, role: 'cli' }), {
     logger: ['error', 'warn'],
   });
   const dataSource = context.get(DataSource);
