@@ -9,7 +9,7 @@ import { BACKGROUND_CONNECTIONS } from '../../src/database/background-connection
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
-import { lockTableWrites } from '../support/table-lock';
+import { lockTableWrites } from '../../packages/idempotency/test/support/table-lock';
 
 /**
  * The outbox relay never holds the connections requests need. The app runs on

@@ -10,7 +10,7 @@ import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/ap
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
-import { histogram, timed } from '../support/race';
+import { histogram, timed } from '../../packages/idempotency/test/support/race';
 import { ReplicaReadIdempotencyStore } from '../support/replica-read-idempotency.store';
 import { MetricsService } from '../../src/metrics/metrics.service';
 

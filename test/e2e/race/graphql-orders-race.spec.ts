@@ -5,7 +5,7 @@ import { TestApp, createTestApp } from '../../support/app';
 import { orderBody } from '../../support/fixtures';
 import { GraphqlAnswer, createOrderMutation, errorCode } from '../../support/graphql';
 import { Attempt, History, checkHistory, digest, keyOf } from '../../support/history';
-import { TimedResponse, peakConcurrency, timed } from '../../support/race';
+import { TimedResponse, peakConcurrency, timed } from '../../../packages/idempotency/test/support/race';
 
 /**
  * The claim of the HTTP race suites, over GraphQL: N identical createOrder
