@@ -5,7 +5,7 @@ import { Declined } from './widgets.module';
 
 /**
  * Routes for the idempotency contract that both stores must keep
- * (test/e2e/idempotency-contract.spec.ts): the same handler under
+ * (idempotency-contract.spec.ts): the same handler under
  * `/contract/postgres/...` and `/contract/redis/...`. Its side effect is a
  * counter of executions per name (SideEffects), outside any database, and it
  * can be held mid-effect until the test lets it go: a slow side effect the test
