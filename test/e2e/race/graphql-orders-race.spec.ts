@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { PostgresIdempotencyStore } from '../../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { PostgresIdempotencyStore } from '../../../packages/idempotency/test/support/internals';
 import { NaiveIdempotencyStore } from '../../../packages/idempotency/test/support/naive-idempotency.store';
 import { TestApp, createTestApp } from '../../support/app';
 import { orderBody } from '../../support/fixtures';

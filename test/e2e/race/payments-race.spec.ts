@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { PostgresIdempotencyStore } from '../../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { PostgresIdempotencyStore } from '../../../packages/idempotency/test/support/internals';
 import { TestApp, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { orderBody, paymentBody } from '../../support/fixtures';

@@ -11,7 +11,7 @@ import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
 import { IdempotencyPurgeService } from 'safe-retries';
-import { OutboxRelay } from '../../src/outbox/outbox-relay';
+import { OutboxRelay } from '../support/internals';
 import { createDatabase } from '../support/test-services';
 
 /**
