@@ -3,13 +3,11 @@ import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http
 import { AddressInfo } from 'node:net';
 import { Client } from 'pg';
 import request from 'supertest';
-import { RELAY_CONNECTIONS } from '../../packages/idempotency/src/outbox/outbox-relay';
-import { DEFAULT_OUTBOX_TABLE_NAME } from '../../packages/idempotency/src/config/idempotency-table';
 import { BACKGROUND_CONNECTIONS } from '../../src/database/background-connections';
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
-import { lockTableWrites } from '../support/table-lock';
+import { lockTableWrites } from '../../packages/idempotency/test/support/table-lock';
 
 /**
  * The outbox relay never holds the connections requests need. The app runs on
@@ -25,6 +23,9 @@ jest.setTimeout(120_000);
 
 const POOL_SIZE = 4;
 const ENDPOINTS = 8;
+/** The relay's share of the pool for its own marks (safe-retries' docs/outbox.md), and the outbox's table. */
+const RELAY_CONNECTIONS = 2;
+const OUTBOX_TABLE = 'idempotency_outbox';
 
 /** Receives webhooks; `hold()` keeps every answer back until `release()`. */
 class Receiver {
@@ -93,7 +94,7 @@ describe('background work holds only its share of the pool (e2e)', () => {
       )
     ).rows[0].n;
 
-  const undelivered = () => countRows(t.dataSource, DEFAULT_OUTBOX_TABLE_NAME, 'delivered_at IS NULL');
+  const undelivered = () => countRows(t.dataSource, OUTBOX_TABLE, 'delivered_at IS NULL');
 
   it(`a batch of ${ENDPOINTS} deliveries whose records wait at the database holds ${BACKGROUND_CONNECTIONS} connections; a payment meanwhile is 201`, async () => {
     const records = '%INSERT INTO webhook_deliveries%';
@@ -126,7 +127,7 @@ describe('background work holds only its share of the pool (e2e)', () => {
       await waitFor(`the ${ENDPOINTS} webhooks to be sent`, () => receiver.received >= sent + ENDPOINTS);
       // Claimed and sent, not yet marked: the test locks them, then lets the answers go.
       await lock.query('BEGIN');
-      const { rowCount } = await lock.query(`SELECT id FROM ${DEFAULT_OUTBOX_TABLE_NAME} WHERE delivered_at IS NULL FOR UPDATE`);
+      const { rowCount } = await lock.query(`SELECT id FROM ${OUTBOX_TABLE} WHERE delivered_at IS NULL FOR UPDATE`);
       expect(rowCount).toBe(ENDPOINTS);
       receiver.release();
       await waitFor('the marks to wait for the lock', async () => (await waitingOnLock(marks)) >= RELAY_CONNECTIONS);

@@ -6,7 +6,7 @@ import { paymentsQueue } from '../support/config';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { admissionReads } from '../support/admission';
-import { timed } from '../support/race';
+import { timed } from '../../packages/idempotency/test/support/race';
 import { keyIn } from '../support/keys';
 
 /**

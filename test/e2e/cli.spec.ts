@@ -10,7 +10,7 @@ import { AppModule } from '../../src/app.module';
 import { createCommandContext } from '../../src/cli/with-app-context';
 import { loadConfig } from '../../src/config/config';
 import { freePort } from '@safe-retries/dev-postgres';
-import { keyIdSql } from '../../packages/idempotency/src/contract/key-id';
+import { keyIdSql } from '../../packages/idempotency/test/support/keys-table';
 import { TestApp, createTestApp } from '../support/app';
 import { REPO_ROOT, builtFile } from '../support/dist';
 import { waitFor } from '../support/http-client';

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
-import { DemoModule } from '../support/demo/demo.module';
-import { orderBody } from '../support/fixtures';
+import { orderBody, paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
 import { keyIs } from '../support/keys';
+import { lockTableWrites } from '../../packages/idempotency/test/support/table-lock';
 
 /**
  * GET /idempotency-keys/{key}: where the operation sent with a key stands,
@@ -18,7 +18,7 @@ describe('the outcome by key (e2e)', () => {
   const lookUp = (key: string, client?: { key: string }) => http().get(`/idempotency-keys/${encodeURIComponent(key)}`).set(t.auth(client));
 
   beforeAll(async () => {
-    t = await createTestApp({ imports: [DemoModule] });
+    t = await createTestApp();
   });
   afterAll(() => t?.close());
 
@@ -42,21 +42,30 @@ describe('the outcome by key (e2e)', () => {
     expect(await countRows(t.dataSource, 'orders')).toBe(orders);
   });
 
-  it('a stored business outcome is completed with its status', async () => {
+  it('a stored business outcome (a declined payment) is completed with its status', async () => {
     const key = randomUUID();
-    await http().post('/demo/widgets').set(t.auth()).set('Idempotency-Key', key).send({ name: 'declined', fail: 'declined' }).expect(402);
+    await http().post('/payments').set(t.auth()).set('Idempotency-Key', key).send(paymentBody({ source: 'tok_chargeDeclined' })).expect(402);
     expect((await lookUp(key).expect(200)).body).toMatchObject({ state: 'completed', status: 402 });
   });
 
   it('an operation still running: in progress, with the seconds its lease has left; then completed', async () => {
     const key = randomUUID();
-    const running = http().post('/demo/widgets').set(t.auth()).set('Idempotency-Key', key).send({ name: 'slow-lookup', delay_ms: 800 }).then((r) => r);
-    await waitFor('the claim', async () => (await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status IS NULL`, [key])) === 1);
-    const during = await lookUp(key).expect(200);
-    expect(during.body).toEqual({ key, state: 'in_progress', retry_after: expect.any(Number) });
-    expect(during.body.retry_after).toBeGreaterThan(0);
+    const orders = await countRows(t.dataSource, 'orders');
+    // The order's INSERT waits on the test's lock: the request stays in progress until it is let go.
+    const lock = await lockTableWrites(t.db.url, 'orders');
+    const running = http().post('/orders').set(t.auth()).set('Idempotency-Key', key).send(orderBody()).then((r) => r);
+    try {
+      const during = await waitFor('the order to be in progress', async () => {
+        const found = await lookUp(key).expect(200);
+        return found.body.state === 'in_progress' && found;
+      });
+      expect(during.body).toEqual({ key, state: 'in_progress', retry_after: expect.any(Number) });
+      expect(during.body.retry_after).toBeGreaterThan(0);
+    } finally {
+      await lock.release();
+    }
     expect((await running).status).toBe(201);
-    expect(await countRows(t.dataSource, 'demo_widgets', 'name = $1', ['slow-lookup'])).toBe(1);
+    expect(await countRows(t.dataSource, 'orders')).toBe(orders + 1);
     expect((await lookUp(key).expect(200)).body).toMatchObject({ state: 'completed', status: 201 });
   });
 

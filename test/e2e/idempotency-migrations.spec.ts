@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { migrations } from '../../migrations';
-import { keyId } from '../../packages/idempotency/src/contract/key-id';
+import { keyId } from '../../packages/idempotency/test/support/keys-table';
 import { TestDatabase, createTestDatabase } from '../support/database';
 
 /**

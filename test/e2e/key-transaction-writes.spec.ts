@@ -8,7 +8,7 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import request from 'supertest';
 import { IdempotencyModule, Idempotent } from 'safe-retries';
 import { Column, DataSource, Entity, EntityManager, PrimaryGeneratedColumn, Repository } from 'typeorm';
-import { keyId } from '../../packages/idempotency/src/contract/key-id';
+import { keyId } from '../../packages/idempotency/test/support/keys-table';
 import { countRows } from '../support/app';
 import { TestDatabase, createTestDatabase } from '../support/database';
 

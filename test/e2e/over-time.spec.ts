@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { IdempotencyPurgeService, IdempotencyRecovery } from 'safe-retries';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { idempotencyStoreOf } from 'safe-retries/testing';
 import { TestApp, countRows, createTestApp, metricsAuth } from '../support/app';
 import { CardNetworkProcess, Ledger, paymentsDescribed as paymentsDescribedIn, reconcilePayment, startCardNetworkProcess } from '../support/card-network';
 import { NOW_US } from '../support/db-clock';
 import { createOrder, orderBody, paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
 import { keyIs } from '../support/keys';
-import { StalledRenewals } from '../support/stalled-renewals';
+import { StalledRenewals } from '../../packages/idempotency/test/support/stalled-renewals';
 
 /**
  * Exactly-once over the clocks money settles on, with the card network as a
@@ -56,7 +56,7 @@ describe('exactly-once over time (e2e)', () => {
         IDEMPOTENCY_JOBS: 'off',
       },
     });
-    renewals = new StalledRenewals(t.app.get(PostgresIdempotencyStore));
+    renewals = new StalledRenewals(idempotencyStoreOf(t.app).store);
   });
   afterAll(async () => {
     await t?.close();

@@ -3,21 +3,18 @@ import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import { Client } from 'pg';
 import request from 'supertest';
 import { migrations } from '../../migrations';
-import { IdempotencyMetrics } from '../../packages/idempotency/src/telemetry/idempotency.metrics';
-import { PURGE_LOCK_ID } from '../../packages/idempotency/src/purge/idempotency-purge.service';
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { AppProcess, PROCESS_CLIENT, startAppProcesses, stopAll } from '../support/app-process';
 import { CardNetworkProcess, startCardNetworkProcess } from '../support/card-network';
 import { TestDatabase, adminUrl, createTestDatabase } from '../support/database';
-import { DemoModule } from '../support/demo/demo.module';
 import { NOW_US } from '../support/db-clock';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { RawResponse, authHeaders, send, waitFor } from '../support/http-client';
 import { keyIn, keyIs } from '../support/keys';
 import { PGBOUNCER_MISSING, PgBouncer, pgbouncerBinary, startPgBouncer } from '../../packages/idempotency/test/support/pgbouncer';
-import { histogram, timed } from '../support/race';
-import { lockTableWrites } from '../support/table-lock';
+import { PURGE_LOCK_ID } from '../../packages/idempotency/test/support/keys-table';
+import { histogram, timed } from '../../packages/idempotency/test/support/race';
 import { suitesNeeding } from '../support/tool-suites';
 
 /**
@@ -30,10 +27,10 @@ import { suitesNeeding } from '../support/tool-suites';
  * - With DATABASE_PREPARED_STATEMENTS=off and no direct URL, everything goes
  *   through PgBouncer: the boot and its migrations (a transaction-level lock),
  *   the race of 100 identical payments, phased payments on a slow network, the
- *   takeover of a SIGKILLed instance's payment, the recovery job and the purge
- *   on both instances (a transaction-level lock), and `wait` by polling.
- * - With DATABASE_DIRECT_URL, waiting duplicates are woken through LISTEN on
- *   the direct connection, never on a pooled one.
+ *   takeover of a SIGKILLed instance's payment, and the recovery job and the
+ *   purge on both instances (a transaction-level lock). `wait` behind it, by
+ *   polling or by LISTEN on a direct connection, is the library's own suite
+ *   (packages/idempotency/test/e2e/idempotency-pgbouncer.spec.ts).
  * - With read replicas, the primary and a replica 2 s behind each behind a
  *   PgBouncer of its own: keys from the primary, listings from the replica.
  * - With DATABASE_DIRECT_URL alone (the pooler declared, statements not
@@ -240,22 +237,6 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
       expect(await network.ledger.chargesDescribed(description)).toHaveLength(1);
     });
 
-    it('wait mode without a listener: a pile-up of 99 duplicates answered with 99 replays, by polling', async () => {
-      // In this process: the demo's waiting route (5 s) is not in the built app.
-      const t = await createTestApp({
-        imports: [DemoModule],
-        listen: true,
-        database: { url: bouncer.url(db.name), name: db.name, drop: async () => undefined },
-        env: { DATABASE_URL: bouncer.url(db.name), DATABASE_PREPARED_STATEMENTS: 'off' },
-      });
-      try {
-        await pileUp(t, db.url);
-        expect(await listeners()).toBe(0);
-      } finally {
-        await t.close();
-      }
-    });
-
     it('the recovery job and the purge on two new instances: abandoned payments finished once, expired keys purged, one purger at a time', async () => {
       await stopAll(apps);
       const env = pooledEnv({
@@ -319,27 +300,6 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
     });
 
     const countKeys = async (keys: string[]) => (await pg.query(`SELECT 1 FROM idempotency_keys WHERE ${keyIn()}`, [keys])).rowCount ?? 0;
-  });
-
-  describe('with DATABASE_DIRECT_URL: waiting duplicates LISTEN on the direct connection', () => {
-    beforeAll(freshDatabase);
-    afterAll(dropDatabase);
-
-    it('a pile-up of 99 duplicates is woken by LISTEN/NOTIFY: one listener, on the direct connection', async () => {
-      const t = await createTestApp({
-        imports: [DemoModule],
-        listen: true,
-        database: { url: bouncer.url(db.name), name: db.name, drop: async () => undefined },
-        env: { DATABASE_URL: bouncer.url(db.name), DATABASE_PREPARED_STATEMENTS: 'off', DATABASE_DIRECT_URL: db.url },
-      });
-      try {
-        await pileUp(t, db.url);
-        expect(await listeners()).toBe(1);
-        expect(await bouncer.clientNames(db.name)).not.toContain('safe-retries-waits');
-      } finally {
-        await t.close();
-      }
-    });
   });
 
   describe('read replicas beside it: the primary and a lagging replica, each behind a PgBouncer of its own', () => {
@@ -457,39 +417,4 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
       expect(logged).toMatch(/prepared statement \\?"[A-Za-z0-9_]+\\?" (already exists|does not exist)/);
     });
   });
-
-  /** Sessions LISTENing for settled keys on this database (the store's listener names itself). */
-  async function listeners(): Promise<number> {
-    const { rows } = await pg.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'safe-retries-waits'`,
-    );
-    return rows[0].n;
-  }
-
-  /**
-   * 100 identical requests to the demo's waiting route while the owner is held
-   * by a lock on its table: 1 created, 99 replays, one row.
-   */
-  async function pileUp(t: TestApp, directUrl: string): Promise<void> {
-    const key = randomUUID();
-    const name = `wait-${key}`;
-    const claims = async () => {
-      const { values } = await t.app.get(IdempotencyMetrics).claimDuration.get();
-      return values.find((v) => v.metricName === 'idempotency_claim_duration_seconds_count')?.value ?? 0;
-    };
-    const post = () => request(t.url!).post('/demo/waiting').set(t.auth()).set('Idempotency-Key', key).send({ name });
-    const lock = await lockTableWrites(directUrl, 'demo_widgets');
-    let answers: ReturnType<typeof timed>[];
-    try {
-      const before = await claims();
-      answers = Array.from({ length: 100 }, () => timed(post()));
-      await waitFor('the 99 duplicates to wait for the owner', async () => (await claims()) >= before + 1 + 2 * 99, { timeoutMs: 30_000 });
-    } finally {
-      await lock.release();
-    }
-    const answered = await Promise.all(answers);
-    console.log(`pgbouncer wait pile-up: ${JSON.stringify(histogram(answered))}`);
-    expect(histogram(answered)).toEqual({ '201': 1, '201 replay': 99 });
-    expect(await countRows(t.dataSource, 'demo_widgets', 'name = $1', [name])).toBe(1);
-  }
 });

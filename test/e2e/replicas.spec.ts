@@ -4,13 +4,12 @@ import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import { Client } from 'pg';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { createClaimPool, primaryClientConfig } from '../../packages/idempotency/src/stores/postgres/claim-pool';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { PostgresIdempotencyStore, createClaimPool, primaryClientConfig } from '../../packages/idempotency/test/support/internals';
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
-import { histogram, timed } from '../support/race';
+import { histogram, timed } from '../../packages/idempotency/test/support/race';
 import { ReplicaReadIdempotencyStore } from '../support/replica-read-idempotency.store';
 import { MetricsService } from '../../src/metrics/metrics.service';
 

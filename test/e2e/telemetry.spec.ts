@@ -4,8 +4,8 @@ import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import request from 'supertest';
-import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent } from '../../packages/idempotency/src/telemetry/idempotency.telemetry';
-import { keyId } from '../../packages/idempotency/src/contract/key-id';
+import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent } from 'safe-retries/telemetry';
+import { keyId } from '../../packages/idempotency/test/support/keys-table';
 import { TestApp, createTestApp } from '../support/app';
 import { paymentBody } from '../support/fixtures';
 

@@ -3,7 +3,7 @@ import request from 'supertest';
 import { TestApp, countRows, createTestApp } from '../support/app';
 import { waitFor } from '../support/http-client';
 import { keyIs } from '../support/keys';
-import { lockTableWrites } from '../support/table-lock';
+import { lockTableWrites } from '../../packages/idempotency/test/support/table-lock';
 
 /**
  * Registration and rotation are exactly-once under an Idempotency-Key, like

@@ -20,7 +20,7 @@ export const BUGS = [
     tests: [
       'test/e2e/race/payments-race.spec.ts',
       'test/e2e/fault/two-instances.spec.ts',
-      'test/e2e/idempotency-contract.spec.ts',
+      'packages/idempotency/test/e2e/idempotency-contract.spec.ts',
       'packages/idempotency/test/store-contract/postgres.spec.ts',
     ],
   },
@@ -43,7 +43,7 @@ export const BUGS = [
     replace: `       expires_at = now() + $6::int8 * interval '1 millisecond'
  WHERE id = $1::uuid AND $2::int8 IS NOT NULL AND status IS NULL`,
     // The e2e owners complete while the takeover still runs: only the token refuses them.
-    tests: [...STORE_TESTS, 'test/e2e/fault/slow-worker.spec.ts', 'test/e2e/idempotency-contract.spec.ts'],
+    tests: [...STORE_TESTS, 'test/e2e/fault/slow-worker.spec.ts', 'packages/idempotency/test/e2e/idempotency-contract.spec.ts'],
   },
   {
     id: 'renewal-without-fence',
@@ -85,7 +85,7 @@ RETURNING lease::text AS lease\`;
     file: STATEMENTS,
     find: 'SELECT lease, fingerprint = $2::bytea AS same,',
     replace: 'SELECT lease, $2::bytea IS NOT NULL AS same,',
-    tests: [...STORE_TESTS, 'test/e2e/idempotency.spec.ts'],
+    tests: [...STORE_TESTS, 'packages/idempotency/test/e2e/idempotency.spec.ts'],
   },
   {
     id: 'fingerprint-without-body',
@@ -93,7 +93,7 @@ RETURNING lease::text AS lease\`;
     file: 'packages/idempotency/src/core/fingerprint.ts',
     find: '.update(canonicalJson(body))',
     replace: ".update('')",
-    tests: ['packages/idempotency/test/unit/fingerprint.spec.ts', 'test/e2e/idempotency.spec.ts'],
+    tests: ['packages/idempotency/test/unit/fingerprint.spec.ts', 'packages/idempotency/test/e2e/idempotency.spec.ts'],
   },
   {
     id: 'replay-with-route-status',
@@ -101,7 +101,7 @@ RETURNING lease::text AS lease\`;
     file: 'packages/idempotency/src/http/idempotency.interceptor.ts',
     find: '    res.setStatus(response.status);\n',
     replace: '    if (!replayed) res.setStatus(response.status);\n',
-    tests: ['test/e2e/idempotency.spec.ts', 'test/e2e/idempotency-contract.spec.ts'],
+    tests: ['packages/idempotency/test/e2e/idempotency.spec.ts', 'packages/idempotency/test/e2e/idempotency-contract.spec.ts'],
   },
   {
     id: 'claims-from-a-replica',

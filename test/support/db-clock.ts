@@ -4,4 +4,4 @@
  * judge leases use it so they agree with the store on the clock (PostgreSQL's,
  * never the test process's).
  */
-export { NOW_US } from '../../packages/idempotency/src/stores/postgres/statements';
+export { NOW_US } from '../../packages/idempotency/test/support/keys-table';

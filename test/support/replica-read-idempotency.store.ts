@@ -3,12 +3,10 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../../packages/idempotency/src/config/idempotency.options';
-import { ClaimRequest, ClaimResult } from '../../packages/idempotency/src/contract/idempotency.store';
-import { keyId } from '../../packages/idempotency/src/contract/key-id';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
-import { NOW_US } from '../../packages/idempotency/src/stores/postgres/statements';
-import { decodeResponse } from '../../packages/idempotency/src/contract/response-cipher';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from 'safe-retries/swagger';
+import { ClaimRequest, ClaimResult } from 'safe-retries/testing';
+import { IDEMPOTENCY_TX_HOST, PostgresIdempotencyStore, decodeResponse } from '../../packages/idempotency/test/support/internals';
+import { NOW_US, keyId } from '../../packages/idempotency/test/support/keys-table';
 import { ReadReplicas } from '../../src/database/read-replicas';
 
 /**

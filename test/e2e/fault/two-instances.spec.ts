@@ -4,8 +4,7 @@ import { migrations } from '../../../migrations';
 import { AppProcess, PROCESS_CLIENT, startAppProcesses, stopAll } from '../../support/app-process';
 import { TestDatabase, createTestDatabase } from '../../support/database';
 import { RawResponse, authHeaders, send } from '../../support/http-client';
-import { holdKey } from '../../support/claim-window';
-import { keyIs } from '../../support/keys';
+import { holdClientKey, keyIs } from '../../support/keys';
 
 /**
  * Two real app processes on ONE database, booted together on an empty schema,
@@ -64,9 +63,9 @@ describe('fault: two instances on one database', () => {
       const description = `two-instances run ${run} ${key}`;
       const body = { amount: 1234, currency: 'usd', source: 'tok_visa', description };
 
-      // The claims meet in the claim's one window every run (test/support/claim-window.ts):
+      // The claims meet in the claim's one window every run (packages/idempotency/test/support/claim-window.ts):
       // a claim that let two of them win would answer the earlier owner 409 lease lost.
-      const held = await holdKey(db.url, key);
+      const held = await holdClientKey(db.url, key);
       const sent = Promise.all(
         Array.from({ length: N }, (_, i) =>
           send(apps[i % 2].url, {

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { PostgresIdempotencyStore } from '../../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { PostgresIdempotencyStore } from '../../../packages/idempotency/test/support/internals';
 import { NaiveIdempotencyStore } from '../../../packages/idempotency/test/support/naive-idempotency.store';
 import { TestApp, createTestApp } from '../../support/app';
 import { orderBody } from '../../support/fixtures';
 import { GraphqlAnswer, createOrderMutation, errorCode } from '../../support/graphql';
 import { Attempt, History, checkHistory, digest, keyOf } from '../../support/history';
-import { TimedResponse, peakConcurrency, timed } from '../../support/race';
+import { TimedResponse, peakConcurrency, timed } from '../../../packages/idempotency/test/support/race';
 
 /**
  * The claim of the HTTP race suites, over GraphQL: N identical createOrder

@@ -4,7 +4,7 @@ import { CLIENT_B, TestApp, countRows, createTestApp } from '../../support/app';
 import { paymentBody } from '../../support/fixtures';
 import { send } from '../../support/http-client';
 import { Attempt, checkHistory, digest, keyOf } from '../../support/history';
-import { timed } from '../../support/race';
+import { timed } from '../../../packages/idempotency/test/support/race';
 
 /**
  * Keys are scoped per client: client B racing with client A's key and body at

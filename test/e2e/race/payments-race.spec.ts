@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { PostgresIdempotencyStore } from '../../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
+import { PostgresIdempotencyStore } from '../../../packages/idempotency/test/support/internals';
 import { TestApp, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { orderBody, paymentBody } from '../../support/fixtures';
 import { NaiveIdempotencyStore } from '../../../packages/idempotency/test/support/naive-idempotency.store';
-import { TimedResponse, histogram, peakConcurrency, timed } from '../../support/race';
+import { TimedResponse, histogram, peakConcurrency, timed } from '../../../packages/idempotency/test/support/race';
 import { Attempt, History, checkHistory, digest, keyOf } from '../../support/history';
-import { holdKey } from '../../support/claim-window';
+import { holdClientKey } from '../../support/keys';
 
 /**
  * The project's claim: N identical requests with one fresh key, truly
@@ -18,7 +18,7 @@ import { holdKey } from '../../support/claim-window';
  * inside its transaction: the effect is the order row). Every run of
  * POST /payments holds its key's row uncommitted until claims wait on it, so
  * that several claims meet in the one window the claim leaves
- * (test/support/claim-window.ts): left to timing they almost never do, so a
+ * (packages/idempotency/test/support/claim-window.ts): left to timing they almost never do, so a
  * claim that let two of them own the key (`ON CONFLICT DO UPDATE` for
  * `DO NOTHING`) would pass unseen. With it, the second owner's lease fences
  * out the first, which answers 409 idempotency_lease_lost: no 409 here may be
@@ -35,7 +35,7 @@ interface RaceRoute {
   name: string;
   path: string;
   body(tag: string): object;
-  /** Its claim is the durable one (statements.ts), whose window a run holds open (test/support/claim-window.ts). */
+  /** Its claim is the durable one (statements.ts), whose window a run holds open (packages/idempotency/test/support/claim-window.ts). */
   durableClaim: boolean;
   /** Ids of the rows the route wrote, and (payments) charges the card network made. */
   effects(t: TestApp, tag: string): Promise<{ ids: string[]; charges?: number }>;
@@ -75,7 +75,7 @@ async function race(
   const key = randomUUID();
   const tag = `race_${key.replace(/-/g, '')}`.slice(0, 40);
   const body = route.body(tag);
-  const held = hold ? await holdKey(t.db.url, key) : undefined;
+  const held = hold ? await holdClientKey(t.db.url, key) : undefined;
   const sent = Promise.all(
     Array.from({ length: n }, () => timed(request(t.url!).post(route.path).set(t.auth()).set('Idempotency-Key', key).send(body))),
   );

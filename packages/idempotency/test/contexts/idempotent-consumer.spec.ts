@@ -5,12 +5,12 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Client } from 'pg';
+import { Registry } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { IdempotencyModule, IdempotencyModuleOptions, IdempotencyPurgeService, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IdempotentConsumer, InvalidMessageIdError } from 'safe-retries/messages';
-import { IdempotencyMetrics } from '../../src/telemetry/idempotency.metrics';
-import { resolveIdempotencyOptions } from '../../src/config/idempotency.options';
+import { IDEMPOTENCY_OPTIONS } from 'safe-retries/swagger';
 import { TestDatabase, countRows, createDatabase } from '../support/test-services';
 import { waitFor } from '../support/wait-for';
 
@@ -25,11 +25,14 @@ interface ConsumerApp {
   dataSource: DataSource;
   consumer: IdempotentConsumer;
   txHost: TransactionHost<TransactionalAdapterTypeOrm>;
+  /** The module's metrics (its `registry`). */
+  registry: Registry;
   close(): Promise<void>;
 }
 
 async function createConsumerApp(options: IdempotencyModuleOptions = {}): Promise<ConsumerApp> {
   const db = await createDatabase();
+  const registry = new Registry();
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({
@@ -41,7 +44,7 @@ async function createConsumerApp(options: IdempotencyModuleOptions = {}): Promis
         poolSize: 20,
       }),
       transactionalClsModule(),
-      IdempotencyModule.forRoot({ ...options, purge: { enabled: false, ...options.purge }, recovery: { enabled: false } }),
+      IdempotencyModule.forRoot({ registry, ...options, purge: { enabled: false, ...options.purge }, recovery: { enabled: false } }),
     ],
   }).compile();
   const app = moduleRef.createNestApplication({ logger: false });
@@ -54,6 +57,7 @@ async function createConsumerApp(options: IdempotencyModuleOptions = {}): Promis
     dataSource,
     consumer: app.get(IdempotentConsumer),
     txHost: app.get(TransactionHost),
+    registry,
     close: async () => {
       await app.close();
       await db.drop();
@@ -105,8 +109,8 @@ describe('IdempotentConsumer: a message processed exactly once (e2e)', () => {
   });
 
   it('counts processed messages and duplicates', async () => {
-    const metrics = t.app.get(IdempotencyMetrics);
-    const value = async (result: string) => (await metrics.messages.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
+    const messages = t.registry.getSingleMetric('idempotency_messages_total')!;
+    const value = async (result: string) => (await messages.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
     const [processed, duplicate] = [await value('processed'), await value('duplicate')];
     const id = `evt_${randomUUID()}`;
     await t.consumer.process('card-network', id, () => write('card-network', id));
@@ -265,7 +269,7 @@ describe('IdempotentConsumer: a message processed exactly once (e2e)', () => {
     expect(result).toEqual({ deleted: 0, messages: 5, outbox: 0, batches: 5, durationMs: expect.any(Number), skipped: false });
     expect(await countRows(t.dataSource, 'idempotency_messages', 'message_id = ANY($1)', [expired])).toBe(0);
     expect(await recorded(kept)).toBe(1);
-    const purged = (await t.app.get(IdempotencyMetrics).purgedMessages.get()).values[0].value;
+    const purged = (await t.registry.getSingleMetric('idempotency_purge_deleted_messages_total')!.get()).values[0].value;
     expect(purged).toBeGreaterThanOrEqual(5);
 
     // Gone past its retention, a redelivery is a new message; the kept one is still a duplicate.
@@ -298,12 +302,20 @@ describe('IdempotentConsumer options (e2e)', () => {
     }
   });
 
-  it('resolves the defaults and refuses what cannot work, at startup', () => {
-    const o = resolveIdempotencyOptions({});
+  it('resolves the defaults and refuses what cannot work, at startup', async () => {
+    // The module's options as its startup resolves them; its data source is never connected.
+    const compile = (messages?: IdempotencyModuleOptions['messages']) =>
+      Test.createTestingModule({
+        imports: [
+          TypeOrmModule.forRoot({ type: 'postgres', url: process.env.TEST_ADMIN_DATABASE_URL, manualInitialization: true }),
+          IdempotencyModule.forRoot({ messages }),
+        ],
+      }).compile();
+    const o = (await compile()).get(IDEMPOTENCY_OPTIONS);
     expect(o.messages.table.sql).toBe('"idempotency_messages"');
     expect(o.messages.retentionMs).toBe(7 * 24 * 3_600_000);
-    expect(() => resolveIdempotencyOptions({ messages: { retention: 0 } })).toThrow('IdempotencyModule: messages.retention must be longer than 0');
-    expect(() => resolveIdempotencyOptions({ messages: { retention: 'a week' } })).toThrow(/invalid duration "a week"/);
-    expect(() => resolveIdempotencyOptions({ messages: { tableName: 'a.b.c' } })).toThrow(/messages.tableName "a.b.c" must be "table" or "schema.table"/);
+    await expect(compile({ retention: 0 })).rejects.toThrow('IdempotencyModule: messages.retention must be longer than 0');
+    await expect(compile({ retention: 'a week' })).rejects.toThrow(/invalid duration "a week"/);
+    await expect(compile({ tableName: 'a.b.c' })).rejects.toThrow(/messages.tableName "a.b.c" must be "table" or "schema.table"/);
   });
 });

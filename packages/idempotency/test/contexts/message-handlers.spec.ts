@@ -12,8 +12,8 @@ import { DataSource } from 'typeorm';
 import { IdempotencyModule, Idempotent, IdempotentOptions, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent } from 'safe-retries/telemetry';
-import { keyId } from '../../src/contract/key-id';
-import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-idempotency.store';
+import { keyId } from '../support/keys-table';
+import { PostgresIdempotencyStore } from '../support/internals';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { createDatabase } from '../support/test-services';
 

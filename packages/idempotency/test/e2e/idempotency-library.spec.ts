@@ -10,8 +10,8 @@ import { DataSource } from 'typeorm';
 import request from 'supertest';
 import { IdempotencyModule, IdempotencyPurgeService, IdempotencyRecovery, Idempotent, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
-import { IDEMPOTENCY_TX_HOST } from '../../src/config/idempotency.options';
-import { keyId } from '../../src/contract/key-id';
+import { Outbox } from 'safe-retries/outbox';
+import { keyId } from '../support/keys-table';
 import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
 import { TestDatabase, countRows, createDatabase } from '../support/test-services';
 import { waitFor } from '../support/wait-for';
@@ -220,13 +220,20 @@ describe('the idempotency module at startup (e2e)', () => {
         expect(app.get(IdempotencyPurgeService).scheduled).toBe(true);
         // The app's scheduler holds only the app's jobs.
         expect(app.get(SchedulerRegistry).getCronJobs().size).toBe(0);
-        // Every TransactionHost reads the same transaction.
+        // Every TransactionHost reads the same transaction: the module's Outbox writes in the app's, and rolls back with it.
         const dataSource = app.get(DataSource);
         const host = app.get(TransactionHost) as TransactionHost<TransactionalAdapterTypeOrm>;
-        await host.withTransaction(async () => {
-          expect(host.tx.queryRunner).toBeDefined();
-          expect(app.get(IDEMPOTENCY_TX_HOST).tx.queryRunner).toBe(host.tx.queryRunner);
-        });
+        const joined = `SELECT count(*)::int AS n FROM idempotency_outbox WHERE topic = 'joined'`;
+        const rollBack = new Error('the app rolls its transaction back');
+        await expect(
+          host.withTransaction(async () => {
+            expect(host.tx.queryRunner).toBeDefined();
+            await app.get(Outbox).add({ topic: 'joined', payload: {} });
+            expect(await host.tx.query(joined)).toEqual([{ n: 1 }]);
+            throw rollBack;
+          }),
+        ).rejects.toBe(rollBack);
+        expect(await dataSource.query(joined)).toEqual([{ n: 0 }]);
         expect(host.tx).toBe(dataSource.manager);
       } finally {
         await app.close();

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { idempotencyMigrations } from 'safe-retries/migrations';
-import { keyId, keyIdSql } from '../../src/contract/key-id';
+import { keyId } from '../support/keys-table';
 import { TestDatabase, createDatabase } from '../support/test-services';
 
 /** The module's own migrations and plain SQL, each on a fresh database. */
@@ -83,16 +83,31 @@ describe('idempotency migrations (e2e)', () => {
     }
   });
 
-  it('computes the same key id in SQL as in the module', async () => {
+  it('hashes the keys a table holds into the id the module names them by: SHA-256(scope, NUL, key)', async () => {
     const pairs: [string, string][] = [
       ['42', 'k'],
       [randomUUID(), randomUUID()],
       ['acct_9f3', 'order-1 "quoted" \\ key'],
       ['ünïcødé-प्रधान-🙂', 'x'.repeat(255)],
     ];
-    for (const [scope, key] of pairs) {
-      const [{ id }] = await query<{ id: string }>(`SELECT ${keyIdSql('$1::text', '$2::text')} AS id`, [scope, key]);
-      expect(id).toBe(keyId(scope, key));
+    const own = await createDatabase();
+    try {
+      // Keys stored in clear by the migrations before the hashing, then the hashing.
+      const all = idempotencyMigrations();
+      const hashing = all.findIndex((m) => m.name.startsWith('IdempotencyKeysHashed'));
+      const migrate = async (upTo: number) => {
+        const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: all.slice(0, upTo), migrationsTableName: 'migrations' }).initialize();
+        await ds.runMigrations().finally(() => ds.destroy());
+      };
+      await migrate(hashing);
+      for (const [scope, key] of pairs) {
+        await query(`INSERT INTO idempotency_keys (client_id, key, fingerprint, lease, expires_at) VALUES ($1, $2, sha256('c'), 3, now() + interval '1 hour')`, [scope, key], own.url);
+      }
+      await migrate(hashing + 1);
+      const ids = await query<{ id: string }>('SELECT id::text AS id FROM idempotency_keys', [], own.url);
+      expect(ids.map((r) => r.id).sort()).toEqual(pairs.map(([scope, key]) => keyId(scope, key)).sort());
+    } finally {
+      await own.drop();
     }
   });
 

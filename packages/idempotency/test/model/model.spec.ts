@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
-import { IdempotencyPurgeService } from '../../src/purge/idempotency-purge.service';
-import { RedisIdempotencyStore } from '../../src/stores/redis';
-import { StoreContractSubject } from '../../src/testing';
+import { IdempotencyPurgeService } from 'safe-retries';
+import { RedisIdempotencyStore } from 'safe-retries/redis';
+import { StoreContractSubject } from 'safe-retries/testing';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { postgresStoreSubject } from '../support/store-apps';
 import { hasRedis, redisUrl } from '../support/test-services';

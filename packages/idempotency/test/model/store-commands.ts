@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { IdempotencyStore, StoredResponse } from '../../src/contract/idempotency.store';
+import type { IdempotencyStore, StoredResponse } from 'safe-retries/testing';
 import { Observed, Op, SHORT_MS, StoreModel } from './store-model';
 
 /**

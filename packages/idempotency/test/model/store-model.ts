@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { ClaimResult, KeyOutcome, Ownership, StoredResponse } from '../../src/contract/idempotency.store';
+import type { ClaimResult, KeyOutcome, Ownership, StoredResponse } from 'safe-retries/testing';
 
 /**
  * A model of the store contract (IdempotencyStore, its core: claim, complete,

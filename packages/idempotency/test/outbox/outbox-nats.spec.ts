@@ -9,7 +9,7 @@ import { DataSource } from 'typeorm';
 import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { Outbox, OutboxMessage } from 'safe-retries/outbox';
-import { natsOutboxPublisher } from '../../src/outbox/nats';
+import { natsOutboxPublisher } from 'safe-retries/nats';
 import { TestNatsServer, natsSuites, startNatsServer } from '../support/nats-server';
 import { createDatabase } from '../support/test-services';
 

@@ -11,8 +11,8 @@ import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
 import { IdempotencyPurgeService } from 'safe-retries';
-import { OutboxRelay } from '../../src/outbox/outbox-relay';
 import { Client } from 'pg';
+import { OutboxRelay } from '../support/internals';
 import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-proxy';
 import { createDatabase } from '../support/test-services';
 

@@ -1,4 +1,4 @@
-import { ContractCommitMode, ContractDriver, STORE_CONTRACT, StoreContractSubject } from '../../src/testing';
+import { ContractCommitMode, ContractDriver, STORE_CONTRACT, StoreContractSubject } from 'safe-retries/testing';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { postgresStoreSubject } from '../support/store-apps';
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { describeStoreContract } from '../../src/testing';
+import { describeStoreContract } from 'safe-retries/testing';
 import { postgresStoreSubject } from '../support/store-apps';
 
 // The PostgreSQL store keeps the whole contract, its optional parts too (its

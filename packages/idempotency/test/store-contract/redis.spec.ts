@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { RedisIdempotencyStore } from '../../src/stores/redis';
-import { describeStoreContract } from '../../src/testing';
+import { RedisIdempotencyStore } from 'safe-retries/redis';
+import { describeStoreContract } from 'safe-retries/testing';
 import { hasRedis, redisUrl } from '../support/test-services';
 
 // The Redis store keeps the core of the contract; it has no recovery points and

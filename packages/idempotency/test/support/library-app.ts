@@ -1,4 +1,4 @@
-import { Body, Controller, INestApplication, Injectable, Module, OnModuleInit, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, DynamicModule, INestApplication, Injectable, Module, OnModuleInit, Post, Req, Res, Type } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
@@ -21,8 +21,9 @@ export const PRINCIPAL_HEADER = 'x-principal';
 /** A table name that only works escaped, created by the module's own migrations. */
 export const LIBRARY_TABLE = 'Library Keys';
 
-type HeaderRequest = { headers: Record<string, string | string[] | undefined> };
-const principal = (req: HeaderRequest) => {
+export type HeaderRequest = { headers: Record<string, string | string[] | undefined> };
+/** The request's principal (the module's `scope`): its X-Principal header. */
+export const principal = (req: HeaderRequest) => {
   const value = req.headers[PRINCIPAL_HEADER];
   return typeof value === 'string' ? value : undefined;
 };
@@ -179,38 +180,64 @@ export interface LibraryApp {
   app: INestApplication;
   db: TestDatabase;
   dataSource: DataSource;
+  /** Base URL when listening. */
+  url?: string;
   close(): Promise<void>;
 }
 
 export type Platform = 'express' | 'fastify';
 
+export interface LibraryAppOptions {
+  /** The URL the app connects with, from the database's (e.g. through a proxy). */
+  databaseUrl?(url: string): string;
+  idempotency?: IdempotencyModuleOptions;
+  /** Modules of the test's own routes, besides the library demo's. */
+  imports?: (Type | DynamicModule)[];
+  /** Another instance on an existing database (left for its owner to drop); a fresh one otherwise. */
+  database?: TestDatabase;
+  /** Listen on a real port (separate sockets for races). */
+  listen?: boolean;
+}
+
 /** Boots the library demo on a fresh database, the way a new Nest + TypeORM app would wire the module. */
-export async function createLibraryApp(
-  platform: Platform = 'express',
-  options: { databaseUrl?(url: string): string; idempotency?: IdempotencyModuleOptions } = {},
-): Promise<LibraryApp> {
-  const db = await createDatabase();
+export async function createLibraryApp(platform: Platform = 'express', options: LibraryAppOptions = {}): Promise<LibraryApp> {
+  const db = options.database ?? (await createDatabase());
   const url = options.databaseUrl ? options.databaseUrl(db.url) : db.url;
-  const moduleRef = await Test.createTestingModule({
-    imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url }),
-      IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, policyUrl: '/docs/idempotency', purge: { enabled: false }, recovery: { enabled: false }, ...options.idempotency }),
-      LibraryDemoModule,
-    ],
-  }).compile();
-  const app =
-    platform === 'fastify'
-      ? moduleRef.createNestApplication(new FastifyAdapter(), { logger: false })
-      : moduleRef.createNestApplication({ logger: false });
-  await app.init();
-  if (platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
+  const drop = () => (options.database ? Promise.resolve() : db.drop());
+  let app: INestApplication | undefined;
+  let baseUrl: string | undefined;
+  try {
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url }),
+        IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, policyUrl: '/docs/idempotency', purge: { enabled: false }, recovery: { enabled: false }, ...options.idempotency }),
+        LibraryDemoModule,
+        ...(options.imports ?? []),
+      ],
+    }).compile();
+    app = platform === 'fastify' ? moduleRef.createNestApplication(new FastifyAdapter(), { logger: false }) : moduleRef.createNestApplication({ logger: false });
+    if (options.listen) {
+      await app.listen(0, '127.0.0.1');
+      baseUrl = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    } else {
+      await app.init();
+      if (platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
+    }
+  } catch (error) {
+    // A startup refused (what some suites assert): close what did start, then report.
+    await app?.close().catch(() => undefined);
+    await drop().catch(() => undefined);
+    throw error;
+  }
+  const started = app;
   return {
-    app,
+    app: started,
     db,
-    dataSource: app.get(DataSource),
+    dataSource: started.get(DataSource),
+    url: baseUrl,
     close: async () => {
-      await app.close();
-      await db.drop();
+      await started.close();
+      await drop();
     },
   };
 }

@@ -3,9 +3,8 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { keyId } from '../../src/contract/key-id';
-import { decodeResponse, encodeHeaders } from '../../src/contract/response-cipher';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, OneCommitKeys, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from '../../src/contract/idempotency.store';
+import { keyId } from './keys-table';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, OneCommitKeys, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from 'safe-retries/testing';
 
 /**
  * A DELIBERATELY NAIVE store, for the store contract and the race suite to
@@ -125,6 +124,16 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   async renew(owner: Ownership): Promise<string> {
     return owner.token;
   }
+}
+
+/** A response's content type and Location as this store keeps them in `headers` (its rows are read back by it alone). */
+function encodeHeaders(response: StoredResponse): string {
+  return JSON.stringify({ contentType: response.contentType, location: response.location });
+}
+
+function decodeResponse(status: number, body: string, headers: string | null): StoredResponse {
+  const { contentType, location } = JSON.parse(headers ?? '{}') as Partial<StoredResponse>;
+  return { status, body, contentType: contentType ?? 'application/json; charset=utf-8', ...(location ? { location } : {}) };
 }
 
 /** A rendezvous of `parties` claims: each waits until all have arrived; later ones pass at once. */

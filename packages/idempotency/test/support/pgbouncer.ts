@@ -1,5 +1,6 @@
 // A real PgBouncer in transaction mode in front of the run's PostgreSQL, for the
-// suites that prove the app behind one (test/e2e/pgbouncer.spec.ts). It runs
+// suites that prove the module (test/outbox, test/e2e) or the app (its
+// test/e2e/pgbouncer.spec.ts) behind one. It runs
 // Debian's `pgbouncer` binary (apt-get install -y pgbouncer; .ci/run installs
 // it when missing); without it the suite fails, saying so. Every database of
 // the server is reachable through it under its own name (the `*` entry), with

@@ -3,8 +3,8 @@ import { Test, TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { IdempotencyModule, IdempotencyModuleOptions, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
-import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-idempotency.store';
-import { StoreContractSubject, idempotencyStoreOf } from '../../src/testing';
+import { PostgresIdempotencyStore } from './internals';
+import { StoreContractSubject, idempotencyStoreOf } from 'safe-retries/testing';
 import { createDatabase } from './test-services';
 
 /**

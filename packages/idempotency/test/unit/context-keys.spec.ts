@@ -1,5 +1,7 @@
 import { IdempotencyErrorCode, IdempotencyProblem } from 'safe-retries';
-import { CONTEXT_ERROR_CODES, IdempotencyGraphQLError, IdempotencyMessageError, asGraphQLError, asMessageError } from '../../src/contexts/context-errors';
+import { IdempotencyGraphQLError } from 'safe-retries/graphql';
+import { CONTEXT_ERROR_CODES, IdempotencyMessageError } from 'safe-retries/messages';
+import { asGraphQLError, asMessageError } from '../../src/contexts/context-errors';
 import { graphqlHttpRequest, readGraphqlKey } from '../../src/contexts/graphql-context';
 import { idempotencyErrors } from '../../src/contract/idempotency.errors';
 import { ReplayedOutcome } from '../../src/contexts/value-answers';

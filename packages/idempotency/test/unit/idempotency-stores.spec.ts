@@ -1,9 +1,9 @@
-import { IdempotencyStores } from '../../src/stores/idempotency-stores';
-import { IdempotencyStore, OneCommitKeys } from '../../src/contract/idempotency.store';
+import { IdempotencyModuleOptions } from 'safe-retries';
+import { RedisIdempotencyStore } from 'safe-retries/redis';
+import { IdempotencyStore, OneCommitKeys } from 'safe-retries/testing';
 import { resolveIdempotencyOptions } from '../../src/config/idempotency.options';
-import { IdempotencyModuleOptions } from '../../src/config/module-options';
+import { IdempotencyStores } from '../../src/stores/idempotency-stores';
 import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from '../../src/stores/redis/redis-idempotency.store';
 
 /**
  * Which store and commit mode a route gets, decided once at startup: only the

@@ -1,5 +1,5 @@
 import { REPLAY_CACHE_MAX_AGE_MS, ReplayCache } from '../../src/core/replay-cache';
-import { StoredResponse } from '../../src/contract/idempotency.store';
+import { StoredResponse } from 'safe-retries/testing';
 
 const FP = Buffer.alloc(16, 1);
 const OTHER_FP = Buffer.alloc(16, 2);

@@ -1,5 +1,6 @@
 import { createCipheriv, randomBytes } from 'node:crypto';
-import { ResponseCipher, SealedResponseError, parseKeyRing } from '../../src/contract/response-cipher';
+import { parseKeyRing } from 'safe-retries';
+import { ResponseCipher, SealedResponseError } from '../../src/contract/response-cipher';
 
 const key = (byte: number) => Buffer.alloc(32, byte);
 const ROW = '0b9d3a3e-7d4f-4f7e-9d2a-6f1e8b0c2a11';

@@ -1,59 +1,58 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import type { IdempotencyStoreKind } from '../../packages/idempotency/src/config/module-options';
-import { CLIENT_A, CLIENT_B, TestApp, createTestApp } from '../support/app';
 import { IdempotencyKeys } from 'safe-retries';
-import { ContractModule, SEND_CONTENT_TYPE, SideEffects } from '../support/demo/contract.module';
-import { TimedResponse, histogram, peakConcurrency, timed } from '../support/race';
-import { hasRedisSuites, redisSuites, redisUrl } from '../support/redis-server';
-import { StalledRenewals } from '../support/stalled-renewals';
+import { idempotencyStoreOf } from 'safe-retries/testing';
 import { holdKey } from '../support/claim-window';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from '../../packages/idempotency/src/stores/redis/redis-idempotency.store';
+import { ContractModule, SEND_CONTENT_TYPE, SideEffects, StoreKind } from '../support/demo/contract.module';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
+import { TimedResponse, histogram, peakConcurrency, timed } from '../support/race';
+import { StalledRenewals } from '../support/stalled-renewals';
+import { hasRedis, redisUrl } from '../support/test-services';
 
 /**
  * The contract of @Idempotent() over HTTP, on each store on a real server:
- * PostgreSQL (the run's database) and Redis (the run's redis-server,
- * test/support/redis-server.ts). The stores' own contract (claims, fencing,
+ * PostgreSQL (the run's database) and Redis (the run's redis-server, from the
+ * repository's jest global setup). The stores' own contract (claims, fencing,
  * takeover, renewal, release, outcome, one winner of a race) is the kit of
- * `safe-retries/testing`, run by packages/idempotency/test/store-contract; here
- * is what the interceptor makes of it. The route's side effect is a counter of
- * executions outside any database (SideEffects), so what is counted is what a
- * store let run, whatever it stored. The replay cache is off: every replay is
- * the store's.
+ * `safe-retries/testing`, run by test/store-contract; here is what the
+ * interceptor makes of it. The route's side effect is a counter of executions
+ * outside any database (SideEffects), so what is counted is what a store let
+ * run, whatever it stored. The replay cache is off: every replay is the store's.
  */
 const RUNS = Number(process.env.RACE_RUNS ?? 3);
+const CLIENT_A = 'client-a';
+const CLIENT_B = 'client-b';
 // The Redis half skips, with one line, where the run has no Redis (never under CI).
-const STORES: IdempotencyStoreKind[] = hasRedisSuites() ? ['postgres', 'redis'] : (redisSuites(), ['postgres']);
+const STORES: StoreKind[] = hasRedis() ? ['postgres', 'redis'] : ['postgres'];
 /** Each store, and the PostgreSQL store's routes again with `commit: 'one'` (under /contract/postgres-one). */
-const VARIANTS: { route: string; store: IdempotencyStoreKind; commit?: 'one' }[] = [
+const VARIANTS: { route: string; store: StoreKind; commit?: 'one' }[] = [
   ...STORES.map((store) => ({ route: store, store })),
   { route: 'postgres-one', store: 'postgres', commit: 'one' },
 ];
 
 describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, commit }) => {
   // A leased owner's renewal and takeover are the durable claim's; a one-commit owner's lease
-  // bounds its transaction instead (packages/idempotency/test/e2e/idempotency-one-commit.spec.ts).
+  // bounds its transaction instead (idempotency-one-commit.spec.ts).
   const leased = commit === 'one' ? it.skip : it;
   jest.setTimeout(120_000);
-  let t: TestApp;
+  let t: LibraryApp;
   let effects: SideEffects;
   let renewals: StalledRenewals;
 
   beforeAll(async () => {
-    t = await createTestApp({
+    t = await createLibraryApp('fastify', {
       listen: true,
       imports: [ContractModule.on(store, commit)],
-      env: { IDEMPOTENCY_REPLAY_CACHE: '0', ...(store === 'redis' ? { REDIS_URL: redisUrl() } : {}) },
+      idempotency: { replayCache: { enabled: false }, ...(store === 'redis' ? { redis: { url: redisUrl() } } : {}) },
     });
     effects = t.app.get(SideEffects);
-    renewals = new StalledRenewals(store === 'redis' ? t.app.get(RedisIdempotencyStore) : t.app.get(PostgresIdempotencyStore));
+    renewals = new StalledRenewals(idempotencyStoreOf(t.app, store).store);
   });
   afterAll(() => t?.close());
 
   type Body = { name: string; hold?: boolean; pace_ms?: number; fail?: 'boom' | 'declined' };
-  const post = (path: 'sends' | 'short-lease', key: string, body: Body, client?: { key: string }) =>
-    request(t.url!).post(`/contract/${route}/${path}`).set(t.auth(client)).set('Idempotency-Key', key).send(body);
+  const post = (path: 'sends' | 'short-lease', key: string, body: Body, principal = CLIENT_A) =>
+    request(t.url!).post(`/contract/${route}/${path}`).set(PRINCIPAL_HEADER, principal).set('Idempotency-Key', key).send(body);
   const send = (path: 'sends' | 'short-lease', key: string, body: Body) => post(path, key, body).then((r) => r);
   const name = (what: string) => `${what}-${randomUUID()}`;
 
@@ -105,7 +104,7 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
     expect(effects.executions(body.name)).toBe(1);
   });
 
-  it('scopes keys per client: the same key from two clients is two operations', async () => {
+  it('scopes keys per principal: the same key from two principals is two operations', async () => {
     const key = randomUUID();
     const body = { name: name('scope') };
     const a = await post('sends', key, body).expect(202);
@@ -227,7 +226,7 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
   });
 
   it('tells where an operation stands by its key, running nothing: unknown, in progress, completed; scoped', async () => {
-    const [{ id: scope }] = await t.dataSource.query<{ id: string }[]>('SELECT id::text AS id FROM clients WHERE name = $1', [CLIENT_A.name]);
+    const scope = CLIENT_A;
     const keys = t.app.get(IdempotencyKeys);
     const key = randomUUID();
     const body = { name: name('outcome'), hold: true };
@@ -250,10 +249,8 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
     for (let run = 1; run <= RUNS; run++) {
       const key = randomUUID();
       const body = { name: name('race'), pace_ms: 50 };
-      const held = store === 'postgres' && !commit ? await holdKey(t.db.url, key) : undefined;
-      const sent = Promise.all(
-        Array.from({ length: n }, () => timed(request(t.url!).post(`/contract/${route}/sends`).set(t.auth()).set('Idempotency-Key', key).send(body))),
-      );
+      const held = store === 'postgres' && !commit ? await holdKey(t.db.url, key, [CLIENT_A], LIBRARY_TABLE) : undefined;
+      const sent = Promise.all(Array.from({ length: n }, () => timed(post('sends', key, body))));
       let waited = '';
       try {
         if (held) waited = `, ${await held.claimsWaiting(2)} claims met in the window`;

@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { keyIdSql } from '../../packages/idempotency/src/contract/key-id';
+import { keyIdSql } from './keys-table';
 
 /**
  * Opens the one window a claim leaves to a concurrent one, for as long as a
@@ -11,10 +11,10 @@ import { keyIdSql } from '../../packages/idempotency/src/contract/key-id';
  * that let both win (`ON CONFLICT DO UPDATE` for `DO NOTHING`: two owners, two
  * executions) would pass the race.
  *
- * A transaction of the test's own inserts the key's row (under every client:
- * the rows the claims will try to insert) and keeps it uncommitted: each claim
- * reads no row, tries its insert and waits on ours, where `claimsWaiting()`
- * sees it (pg_stat_activity). release() rolls back: the waiting claims go on
+ * A transaction of the test's own inserts the key's row (under each of
+ * `scopes`, the principals whose claims will try to insert it) and keeps it
+ * uncommitted: each claim reads no row, tries its insert and waits on ours,
+ * where `claimsWaiting()` sees it (pg_stat_activity). release() rolls back: the waiting claims go on
  * together, one inserts, and every other one meets that insert just as a claim
  * that lost the race by a microsecond does. A correct claim answers them 409;
  * a broken one makes each an owner. Nothing is slept: the window stays open
@@ -28,7 +28,7 @@ export interface HeldKey {
 
 const ANY_FINGERPRINT = Buffer.alloc(16);
 
-export async function holdKey(databaseUrl: string, key: string, table = 'idempotency_keys'): Promise<HeldKey> {
+export async function holdKey(databaseUrl: string, key: string, scopes: string[], table = 'idempotency_keys'): Promise<HeldKey> {
   const holder = new Client({ connectionString: databaseUrl, application_name: 'test-held-key' });
   const watcher = new Client({ connectionString: databaseUrl, application_name: 'test-held-key-watch' });
   await Promise.all([holder.connect(), watcher.connect()]);
@@ -37,8 +37,8 @@ export async function holdKey(databaseUrl: string, key: string, table = 'idempot
     await holder.query('BEGIN');
     await holder.query(
       `INSERT INTO ${t} (id, lease, expires_at, fingerprint)
-       SELECT ${keyIdSql('c.id::text', '$1::text')}, 0, now(), $2::bytea FROM clients c`,
-      [key, ANY_FINGERPRINT],
+       SELECT ${keyIdSql('s', '$1::text')}, 0, now(), $2::bytea FROM unnest($3::text[]) s`,
+      [key, ANY_FINGERPRINT, scopes],
     );
   } catch (error) {
     await Promise.all([holder.end(), watcher.end()]);

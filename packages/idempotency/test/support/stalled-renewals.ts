@@ -1,4 +1,4 @@
-import type { IdempotencyStore, Ownership } from '../../packages/idempotency/src/contract/idempotency.store';
+import type { IdempotencyStore, Ownership } from 'safe-retries/testing';
 
 /**
  * A worker whose lease renewals never reach the store: the in-process stand-in
@@ -9,7 +9,7 @@ import type { IdempotencyStore, Ownership } from '../../packages/idempotency/src
  * leaves the newer claim) make one this way. Renewals of the keys named by
  * `stall` fail as a dropped connection would; every other statement, and
  * every other key's renewals, reach the real store (and are counted).
- * fault/slow-worker shows the same with a real process frozen by SIGSTOP.
+ * The app's test/e2e/fault/slow-worker.spec.ts shows the same with a real process frozen by SIGSTOP.
  */
 export class StalledRenewals {
   private readonly keys = new Set<string>();

@@ -2,28 +2,28 @@ import { Controller, Module, Post } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { Idempotent } from '../../packages/idempotency/src/module/idempotent.decorator';
-import { keyId } from '../../packages/idempotency/src/contract/key-id';
-import { RedisIdempotencyStore } from '../../packages/idempotency/src/stores/redis/redis-idempotency.store';
-import { TestApp, createTestApp } from '../support/app';
+import { Idempotent } from 'safe-retries';
+import { RedisIdempotencyStore } from 'safe-retries/redis';
 import { ContractModule } from '../support/demo/contract.module';
-import { redisSuites, redisUrl } from '../support/redis-server';
+import { keyId } from '../support/keys-table';
+import { LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
+import { hasRedis, redisUrl } from '../support/test-services';
 
 /**
  * What is particular to the Redis store (the contract both stores keep is
  * idempotency-contract.spec.ts): how keys are named, expired and fenced in
  * Redis, and the startup check that refuses routes needing PostgreSQL.
  */
-const describeRedis = redisSuites();
+const describeRedis = hasRedis() ? describe : describe.skip;
 
 describeRedis('Redis store (e2e)', () => {
-  let t: TestApp;
+  let t: LibraryApp;
   let redis: Redis;
   let store: RedisIdempotencyStore;
   const fingerprint = Buffer.alloc(32, 7);
 
   beforeAll(async () => {
-    t = await createTestApp({ imports: [ContractModule.on('redis')], env: { REDIS_URL: redisUrl(), IDEMPOTENCY_REPLAY_CACHE: '0' } });
+    t = await createLibraryApp('fastify', { imports: [ContractModule.on('redis')], idempotency: { redis: { url: redisUrl() }, replayCache: { enabled: false } } });
     redis = new Redis(redisUrl());
     store = t.app.get(RedisIdempotencyStore);
   });
@@ -34,9 +34,9 @@ describeRedis('Redis store (e2e)', () => {
 
   it('keeps a key as one hash named by keyId, without the key or the scope, for the retention (TTL)', async () => {
     const key = `order-${randomUUID()}`;
-    await request(t.app.getHttpServer()).post('/contract/redis/sends').set(t.auth()).set('Idempotency-Key', key).send({ name: randomUUID() }).expect(202);
-    const clientId = (await t.dataSource.query<{ id: string }[]>('SELECT id FROM clients WHERE name = $1', ['client-a']))[0].id;
-    const name = `idempotency:${keyId(clientId, key)}`;
+    const principal = 'client-a';
+    await request(t.app.getHttpServer()).post('/contract/redis/sends').set(PRINCIPAL_HEADER, principal).set('Idempotency-Key', key).send({ name: randomUUID() }).expect(202);
+    const name = `idempotency:${keyId(principal, key)}`;
     expect(await redis.type(name)).toBe('hash');
     const fields = await redis.hgetallBuffer(name);
     expect(Object.keys(fields).sort()).toEqual(['b', 'c', 'f', 'o', 's']);
@@ -107,13 +107,13 @@ describeRedis('IdempotentRoutes: routes that need PostgreSQL refuse the Redis st
   class RedisWithoutRedisModule {}
 
   it('stops the app when a phased route asks for the Redis store, in one line saying why', async () => {
-    await expect(createTestApp({ imports: [PhasedOnRedisModule], env: { REDIS_URL: redisUrl() } })).rejects.toThrow(
+    await expect(createLibraryApp('fastify', { imports: [PhasedOnRedisModule], idempotency: { redis: { url: redisUrl() } } })).rejects.toThrow(
       "@Idempotent() on PhasedOnRedisController.phased: phased operations need a store with recovery points (they commit with the key in each phase's transaction); the redis store has none: use store 'postgres'",
     );
   });
 
   it('stops the app when a route asks for the Redis store and the module has none', async () => {
-    await expect(createTestApp({ imports: [RedisWithoutRedisModule] })).rejects.toThrow(
+    await expect(createLibraryApp('fastify', { imports: [RedisWithoutRedisModule] })).rejects.toThrow(
       "@Idempotent() on RedisWithoutRedisController.send: store 'redis' needs IdempotencyModule's redis option ({ url } or { client })",
     );
   });

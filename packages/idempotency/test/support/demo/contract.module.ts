@@ -1,41 +1,26 @@
-import { Body, Controller, DynamicModule, HttpCode, Injectable, Module, Post, Res, Type } from '@nestjs/common';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
-import { CurrentClient } from '../../../src/auth/current-client.decorator';
-import type { AuthenticatedClient } from '../../../src/auth/authenticated-client';
-import type { ResponseHeaders } from '../../../src/http/http';
-import { BusinessOutcomeException } from '../../../src/http/problem';
-import type { IdempotencyStoreKind } from '../../../packages/idempotency/src/config/module-options';
-import { Idempotent } from '../../../packages/idempotency/src/module/idempotent.decorator';
+import { Body, Controller, DynamicModule, HttpCode, Injectable, Module, Post, Req, Res, Type } from '@nestjs/common';
+import { HttpResponse, Idempotent, IdempotentOptions } from 'safe-retries';
+import { HeaderRequest, principal } from '../library-app';
+import { Declined } from './widgets.module';
 
 /**
  * Routes for the idempotency contract that both stores must keep
- * (test/e2e/idempotency-contract.spec.ts): the same handler under
+ * (idempotency-contract.spec.ts): the same handler under
  * `/contract/postgres/...` and `/contract/redis/...`. Its side effect is a
  * counter of executions per name (SideEffects), outside any database, and it
  * can be held mid-effect until the test lets it go: a slow side effect the test
  * controls by events, not by sleeps.
  */
-export class SendDto {
-  @IsString()
-  @MaxLength(80)
-  name!: string;
-
+export interface SendDto {
+  name: string;
   /** Wait at the gate (SideEffects.release) after counting the execution. */
-  @IsOptional()
-  @IsBoolean()
   hold?: boolean;
-
   /** The side effect's own pace (ms), e.g. a provider's latency in a race. */
-  @IsOptional()
-  @IsInt()
-  @Min(0)
-  @Max(5_000)
   pace_ms?: number;
-
-  @IsOptional()
-  @IsIn(['boom', 'declined'])
   fail?: 'boom' | 'declined';
 }
+
+export type StoreKind = NonNullable<IdempotentOptions['store']>;
 
 /** What a held execution does once released. */
 export type Release = 'succeed' | 'fail';
@@ -103,36 +88,35 @@ export class SideEffects {
 /** A media type of our own: a replay must give it back, not application/json. */
 export const SEND_CONTENT_TYPE = 'application/vnd.demo.send+json; charset=utf-8';
 
-function contractController(store: IdempotencyStoreKind, commit?: 'one'): Type {
+function contractController(store: StoreKind, commit?: 'one'): Type {
   const route = commit === 'one' ? `${store}-one` : store;
   @Controller(`contract/${route}`)
   class ContractController {
     constructor(readonly effects: SideEffects) {}
 
-    async send(client: AuthenticatedClient, dto: SendDto, res: ResponseHeaders): Promise<string> {
+    async send(req: HeaderRequest, dto: SendDto, res: unknown): Promise<string> {
       const execution = await this.effects.run(dto);
       if (dto.fail === 'boom') throw new Error('contract: unexpected failure');
-      if (dto.fail === 'declined') {
-        throw new BusinessOutcomeException({ status: 402, code: 'card_declined', title: 'Card Declined', detail: `${dto.name} declined` });
-      }
-      res.header('Location', `/contract/${route}/sends/${encodeURIComponent(dto.name)}/${execution}`);
-      res.header('Content-Type', SEND_CONTENT_TYPE);
+      if (dto.fail === 'declined') throw new Declined(`${dto.name} declined`);
+      const response = HttpResponse.of(res);
+      response.setHeader('Location', `/contract/${route}/sends/${encodeURIComponent(dto.name)}/${execution}`);
+      response.setHeader('Content-Type', SEND_CONTENT_TYPE);
       // Keys in a deliberate order and a non-ASCII character: the bytes must come back as sent.
-      return JSON.stringify({ zeta: 1, name: dto.name, execution, client: client.id, note: 'envoyé ✓' });
+      return JSON.stringify({ zeta: 1, name: dto.name, execution, client: principal(req), note: 'envoyé ✓' });
     }
 
     @Post('sends')
     @HttpCode(202)
     @Idempotent({ store, commit })
-    sends(@CurrentClient() client: AuthenticatedClient, @Body() dto: SendDto, @Res({ passthrough: true }) res: ResponseHeaders) {
-      return this.send(client, dto, res);
+    sends(@Req() req: HeaderRequest, @Body() dto: SendDto, @Res({ passthrough: true }) res: unknown) {
+      return this.send(req, dto, res);
     }
 
     @Post('short-lease')
     @HttpCode(202)
     @Idempotent({ store, commit, lease: '300ms' })
-    shortLease(@CurrentClient() client: AuthenticatedClient, @Body() dto: SendDto, @Res({ passthrough: true }) res: ResponseHeaders) {
-      return this.send(client, dto, res);
+    shortLease(@Req() req: HeaderRequest, @Body() dto: SendDto, @Res({ passthrough: true }) res: unknown) {
+      return this.send(req, dto, res);
     }
   }
   Object.defineProperty(ContractController, 'name', { value: `${store[0].toUpperCase()}${store.slice(1)}${commit === 'one' ? 'OneCommit' : ''}ContractController` });
@@ -140,12 +124,12 @@ function contractController(store: IdempotencyStoreKind, commit?: 'one'): Type {
 }
 
 /**
- * The contract's routes on one store (`redis` needs the idempotency module's redis option: REDIS_URL),
+ * The contract's routes on one store (`redis` needs the module's `redis` option),
  * under `/contract/<store>`, or with `commit: 'one'` under `/contract/<store>-one`.
  */
 @Module({})
 export class ContractModule {
-  static on(store: IdempotencyStoreKind, commit?: 'one'): DynamicModule {
+  static on(store: StoreKind, commit?: 'one'): DynamicModule {
     return { module: ContractModule, controllers: [contractController(store, commit)], providers: [SideEffects], exports: [SideEffects] };
   }
 }

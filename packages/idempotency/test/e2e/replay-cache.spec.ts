@@ -1,29 +1,31 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { TestApp, countRows, createTestApp } from '../support/app';
-import { DemoModule } from '../support/demo/demo.module';
-import { keyIs } from '../support/keys';
+import { DemoModule } from '../support/demo/widgets.module';
+import { keyId } from '../support/keys-table';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
+import { countRows } from '../support/test-services';
 
 /**
  * Replays answered from memory (ReplayCache), through HTTP on a real
  * PostgreSQL. The probe: the stored body is changed behind the app's back (no
- * path of the app ever changes a completed key), so a replay that still answers
- * the original bytes did not read the row.
+ * path of the module ever changes a completed key), so a replay that still
+ * answers the original bytes did not read the row.
  */
 describe('replays from memory (e2e)', () => {
-  let t: TestApp;
-  let second: TestApp;
-  let uncached: TestApp;
-  const post = (app: TestApp, path: string, key: string, body: object) =>
-    request(app.app.getHttpServer()).post(path).set(app.auth()).set('Idempotency-Key', key).send(body);
-  const tamper = (key: string) =>
-    t.dataSource.query(`UPDATE idempotency_keys SET body = '{"tampered":true}' WHERE ${keyIs()} AND status IS NOT NULL`, [key]);
+  const PRINCIPAL = 'client-a';
+  const KEYS = `"${LIBRARY_TABLE}"`;
+  let t: LibraryApp;
+  let second: LibraryApp;
+  let uncached: LibraryApp;
+  const post = (app: LibraryApp, path: string, key: string, body: object) =>
+    request(app.app.getHttpServer()).post(path).set(PRINCIPAL_HEADER, PRINCIPAL).set('Idempotency-Key', key).send(body);
+  const tamper = (key: string) => t.dataSource.query(`UPDATE ${KEYS} SET body = '{"tampered":true}' WHERE id = $1 AND status IS NOT NULL`, [keyId(PRINCIPAL, key)]);
 
   beforeAll(async () => {
-    t = await createTestApp({ imports: [DemoModule] });
+    t = await createLibraryApp('fastify', { imports: [DemoModule] });
     // Two more instances on the same database: one like the first, one with the cache off.
-    second = await createTestApp({ imports: [DemoModule], database: t.db });
-    uncached = await createTestApp({ imports: [DemoModule], database: t.db, env: { IDEMPOTENCY_REPLAY_CACHE: '0' } });
+    second = await createLibraryApp('fastify', { imports: [DemoModule], database: t.db });
+    uncached = await createLibraryApp('fastify', { imports: [DemoModule], database: t.db, idempotency: { replayCache: { enabled: false } } });
   });
   afterAll(async () => {
     await uncached.close();
@@ -54,14 +56,14 @@ describe('replays from memory (e2e)', () => {
   });
 
   it.each([
-    ['a payment (phased: stored by finish())', 'tok_visa', 201],
-    ['a declined payment (a business outcome stored in its phase)', 'tok_chargeDeclined', 402],
-  ])('answers a replay of %s from memory', async (_name, source, status) => {
+    ['a phased route (stored by finish())', undefined, 201],
+    ['a declined phased route (a business outcome stored in its phase)', 'declined', 402],
+  ])('answers a replay of %s from memory', async (_name, fail, status) => {
     const key = randomUUID();
-    const body = { amount: 1999, currency: 'usd', source };
-    const first = await post(t, '/payments', key, body).expect(status);
+    const body = { name: `phased-${key}`, fail };
+    const first = await post(t, '/demo/phased', key, body).expect(status);
     await tamper(key);
-    const replay = await post(t, '/payments', key, body).expect(status);
+    const replay = await post(t, '/demo/phased', key, body).expect(status);
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.text).toBe(first.text);
     expect(replay.headers['content-type']).toBe(first.headers['content-type']);
@@ -81,7 +83,7 @@ describe('replays from memory (e2e)', () => {
     const first = await post(t, '/demo/short-retention', key, { name: 'retained' }).expect(201); // retention 1.5 s
     expect((await post(t, '/demo/short-retention', key, { name: 'retained' }).expect(201)).headers['idempotent-replayed']).toBe('true');
     // Wait until the database itself says the key has expired.
-    const expired = () => countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND expires_at <= now()`, [key]);
+    const expired = () => countRows(t.dataSource, KEYS, 'id = $1 AND expires_at <= now()', [keyId(PRINCIPAL, key)]);
     while ((await expired()) === 0) await new Promise((r) => setTimeout(r, 50));
 
     const again = await post(t, '/demo/short-retention', key, { name: 'retained' }).expect(201);

@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { Client } from 'pg';
+import { Registry } from 'prom-client';
 import request from 'supertest';
-import { keyIdSql } from '../../packages/idempotency/src/contract/key-id';
-import { IdempotencyMetrics } from '../../packages/idempotency/src/telemetry/idempotency.metrics';
-import { IdempotencyPurgeService, PURGE_LOCK_ID } from '../../packages/idempotency/src/purge/idempotency-purge.service';
-import { TestApp, countRows, createTestApp } from '../support/app';
-import { NOW_US } from '../support/db-clock';
-import { DemoModule } from '../support/demo/demo.module';
-import { waitFor } from '../support/http-client';
-import { keyIs } from '../support/keys';
+import { IdempotencyModuleOptions, IdempotencyPurgeService } from 'safe-retries';
+import { DemoModule } from '../support/demo/widgets.module';
+import { NOW_US, PURGE_LOCK_ID, keyId, keyIdSql } from '../support/keys-table';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
+import { countRows } from '../support/test-services';
+import { waitFor } from '../support/wait-for';
 
 /**
  * The purge job on a real PostgreSQL: it deletes only what retention and the
@@ -17,40 +16,42 @@ import { keyIs } from '../support/keys';
  * without it. Correctness only: every wait is a bounded poll; the one timing
  * taken proves requests were answered inside a purge run, not how fast.
  */
-// The card network's timeout with its resends must fit in the lease (these suites never call it).
-const ENV = { IDEMPOTENCY_RETENTION: '2s', IDEMPOTENCY_LEASE: '1s', CARD_NETWORK_TIMEOUT: '200ms' };
-
+const OPTIONS: IdempotencyModuleOptions = { retention: '2s', lease: '1s' };
 
 describe('purge of expired idempotency keys (e2e)', () => {
-  let t: TestApp;
-  const http = (app: TestApp = t) => request(app.app.getHttpServer());
-  const post = (key: string, body: object, app: TestApp = t) =>
-    http(app).post('/demo/widgets').set(app.auth()).set('Idempotency-Key', key).send(body);
-  const purger = (app: TestApp = t) => app.app.get(IdempotencyPurgeService);
+  const KEYS = `"${LIBRARY_TABLE}"`;
+  const PRINCIPAL = 'client-a';
+  const registry = new Registry();
+  let t: LibraryApp;
+  const http = (app: LibraryApp = t) => request(app.app.getHttpServer());
+  const post = (key: string, body: object, app: LibraryApp = t) =>
+    http(app).post('/demo/widgets').set(PRINCIPAL_HEADER, PRINCIPAL).set('Idempotency-Key', key).send(body);
+  const purger = (app: LibraryApp = t) => app.app.get(IdempotencyPurgeService);
   /** Rows written by insertKey belong to this scope, which no request uses. */
-  const DIRECT = `'written-directly'`;
-  const keyRows = (key: string) => countRows(t.dataSource, 'idempotency_keys', `(${keyIs()} OR id = ${keyIdSql(DIRECT, '$1::text')})`, [key]);
+  const DIRECT = 'written-directly';
+  /** The key's rows: a request's, and one insertKey wrote. */
+  const ids = (key: string) => [keyId(PRINCIPAL, key), keyId(DIRECT, key)];
+  const keyRows = (key: string) => countRows(t.dataSource, KEYS, 'id = ANY($1::uuid[])', [ids(key)]);
+  const keyIs = 'id = $1';
   const widgets = (name: string) => countRows(t.dataSource, 'demo_widgets', 'name = $1', [name]);
   const expiredOnDbClock = (key: string) =>
     waitFor(`key ${key} to pass its retention`, async () => {
-      const rows = await t.dataSource.query<{ expired: boolean }[]>(
-        `SELECT expires_at <= now() AS expired FROM idempotency_keys WHERE (${keyIs()} OR id = ${keyIdSql(DIRECT, '$1::text')})`,
-        [key],
-      );
+      const rows = await t.dataSource.query<{ expired: boolean }[]>(`SELECT expires_at <= now() AS expired FROM ${KEYS} WHERE id = ANY($1::uuid[])`, [ids(key)]);
       return rows[0]?.expired === true;
     });
   /** A key row written directly, its lease and expiry relative to the database clock. */
   const insertKey = (key: string, o: { leaseInMs: number; expiresInMs: number; status: number | null; recovery?: object }) =>
     t.dataSource.query(
-      `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at, status, body, recovery)
-       VALUES (${keyIdSql(DIRECT, '$1::text')}, substring(sha256(convert_to($1::text, 'UTF8')) FROM 1 FOR 16),
+      `INSERT INTO ${KEYS} (id, fingerprint, lease, expires_at, status, body, recovery)
+       VALUES ($6::uuid, substring(sha256(convert_to($1::text, 'UTF8')) FROM 1 FOR 16),
                ${NOW_US} + $2::int8 * 1000,
                now() + $3::int8 * interval '1 millisecond', $4::int2, CASE WHEN $4::int2 IS NULL THEN NULL ELSE '{}' END, $5::jsonb)`,
-      [key, o.leaseInMs, o.expiresInMs, o.status, o.recovery ? JSON.stringify(o.recovery) : null],
+      [key, o.leaseInMs, o.expiresInMs, o.status, o.recovery ? JSON.stringify(o.recovery) : null, keyId(DIRECT, key)],
     );
-  const counterValue = async (metric: { get(): Promise<{ values: { value: number; metricName?: string }[] }> }, name?: string) => {
-    const { values } = await metric.get();
-    return values.find((v) => name === undefined || v.metricName === name)?.value ?? 0;
+  /** A metric of the app's registry: its value, or that of one of its series (a histogram's `_count`). */
+  const counterValue = async (metric: string, name?: string) => {
+    const { values } = await registry.getSingleMetric(metric)!.get();
+    return values.find((v) => name === undefined || (v as { metricName?: string }).metricName === name)?.value ?? 0;
   };
   const advisoryLockHolders = async () => {
     const rows = await t.dataSource.query<{ n: string }[]>(
@@ -63,15 +64,14 @@ describe('purge of expired idempotency keys (e2e)', () => {
   };
 
   beforeAll(async () => {
-    t = await createTestApp({ imports: [DemoModule], env: ENV });
+    t = await createLibraryApp('fastify', { imports: [DemoModule], idempotency: { ...OPTIONS, registry } });
   });
   afterAll(() => t.close());
 
   it('deletes a key past its retention; reusing the key then runs the request anew', async () => {
-    const metrics = t.app.get(IdempotencyMetrics);
     const [purgedBefore, runsBefore] = [
-      await counterValue(metrics.purgedKeys),
-      await counterValue(metrics.purgeDuration, 'idempotency_purge_run_duration_seconds_count'),
+      await counterValue('idempotency_purge_deleted_keys_total'),
+      await counterValue('idempotency_purge_run_duration_seconds', 'idempotency_purge_run_duration_seconds_count'),
     ];
     const key = randomUUID();
     const first = await post(key, { name: 'expired' }).expect(201);
@@ -82,8 +82,8 @@ describe('purge of expired idempotency keys (e2e)', () => {
     expect(result.deleted).toBeGreaterThanOrEqual(1);
     expect(result.batches).toBeGreaterThanOrEqual(1);
     expect(await keyRows(key)).toBe(0);
-    expect(await counterValue(metrics.purgedKeys)).toBe(purgedBefore + result.deleted);
-    expect(await counterValue(metrics.purgeDuration, 'idempotency_purge_run_duration_seconds_count')).toBe(runsBefore + 1);
+    expect(await counterValue('idempotency_purge_deleted_keys_total')).toBe(purgedBefore + result.deleted);
+    expect(await counterValue('idempotency_purge_run_duration_seconds', 'idempotency_purge_run_duration_seconds_count')).toBe(runsBefore + 1);
 
     const again = await post(key, { name: 'expired' }).expect(201);
     expect(again.headers['idempotent-replayed']).toBeUndefined();
@@ -139,36 +139,32 @@ describe('purge of expired idempotency keys (e2e)', () => {
 
   it('keeps the key of a request in flight even when its retention has passed; the completion starts the retention anew', async () => {
     // A second instance with a long lease, so the lease is surely valid during the purge.
-    const slow = await createTestApp({
-      database: t.db,
-      imports: [DemoModule],
-      env: { IDEMPOTENCY_LEASE: '30s', IDEMPOTENCY_RETENTION: '1m' },
-    });
+    const slow = await createLibraryApp('fastify', { database: t.db, imports: [DemoModule], idempotency: { lease: '30s', retention: '1m' } });
     try {
       const key = randomUUID();
       const inFlight = post(key, { name: 'in-flight', delay_ms: 1500 }, slow).then((r) => r);
       await waitFor('the claim', async () => (await keyRows(key)) === 1);
-      await t.dataSource.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE ${keyIs()}`, [key]);
+      await t.dataSource.query(`UPDATE ${KEYS} SET expires_at = now() - interval '1 second' WHERE ${keyIs}`, [keyId(PRINCIPAL, key)]);
 
       const result = await purger().purgeOnce();
       expect(result.skipped).toBe(false);
-      expect(await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status IS NULL`, [key])).toBe(1);
+      expect(await countRows(t.dataSource, KEYS, `${keyIs} AND status IS NULL`, [keyId(PRINCIPAL, key)])).toBe(1);
 
       const response = await inFlight;
       expect(response.status).toBe(201);
-      expect(await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status = 201`, [key])).toBe(1);
+      expect(await countRows(t.dataSource, KEYS, `${keyIs} AND status = 201`, [keyId(PRINCIPAL, key)])).toBe(1);
       expect(await widgets('in-flight')).toBe(1);
 
       // Its retention starts at the completion: kept for the route's minute from now...
       await purger().purgeOnce();
       expect(await keyRows(key)).toBe(1);
       expect(
-        await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND expires_at > now() + interval '50 seconds' AND expires_at <= now() + interval '1 minute'`, [
-          key,
+        await countRows(t.dataSource, KEYS, `${keyIs} AND expires_at > now() + interval '50 seconds' AND expires_at <= now() + interval '1 minute'`, [
+          keyId(PRINCIPAL, key),
         ]),
       ).toBe(1);
       // ...and purged once that has passed.
-      await t.dataSource.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE ${keyIs()}`, [key]);
+      await t.dataSource.query(`UPDATE ${KEYS} SET expires_at = now() - interval '1 second' WHERE ${keyIs}`, [keyId(PRINCIPAL, key)]);
       await purger().purgeOnce();
       expect(await keyRows(key)).toBe(0);
     } finally {
@@ -177,7 +173,7 @@ describe('purge of expired idempotency keys (e2e)', () => {
   });
 
   it('runs once across instances: while one instance purges, another skips', async () => {
-    const other = await createTestApp({ database: t.db, env: ENV });
+    const other = await createLibraryApp('fastify', { database: t.db, idempotency: OPTIONS });
     const blocker = new Client({ connectionString: t.db.url });
     await blocker.connect();
     try {
@@ -185,7 +181,7 @@ describe('purge of expired idempotency keys (e2e)', () => {
       await insertKey(key, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
       // Hold the first purger inside its run: its DELETE waits for this table lock.
       await blocker.query('BEGIN');
-      await blocker.query('LOCK TABLE idempotency_keys IN SHARE MODE');
+      await blocker.query(`LOCK TABLE ${KEYS} IN SHARE MODE`);
       const first = purger().purgeOnce();
       await waitFor('the first purger to hold the purge lock', async () => (await advisoryLockHolders()) === 1);
 
@@ -234,7 +230,6 @@ describe('purge of expired idempotency keys (e2e)', () => {
   });
 
   it('with the purge job switched off, an expired key still behaves as new', async () => {
-    expect(t.config.idempotency.purge.enabled).toBe(false);
     expect(t.app.get(IdempotencyPurgeService).scheduled).toBe(false);
     const key = randomUUID();
     const first = await post(key, { name: 'no-purge' }).expect(201);
@@ -254,11 +249,8 @@ describe('purge of expired idempotency keys (e2e)', () => {
   it('runs on its schedule when enabled, and stops on shutdown', async () => {
     const key = `scheduled-${randomUUID()}`;
     await insertKey(key, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
-    const scheduled = await createTestApp({
-      database: t.db,
-      // The purge runs every second (144 runs a retention of 2 s, at least every second).
-      env: { ...ENV, IDEMPOTENCY_JOBS: 'on' },
-    });
+    // The purge runs every second.
+    const scheduled = await createLibraryApp('fastify', { database: t.db, idempotency: { ...OPTIONS, purge: { enabled: true, cron: '* * * * * *' } } });
     const purge = scheduled.app.get(IdempotencyPurgeService);
     let closed = false;
     try {
@@ -274,23 +266,22 @@ describe('purge of expired idempotency keys (e2e)', () => {
   });
 
   it('logs and counts a failed run without throwing from the tick; the next run works', async () => {
-    const metrics = t.app.get(IdempotencyMetrics);
-    const failuresBefore = await counterValue(metrics.purgeFailures);
+    const failuresBefore = await counterValue('idempotency_purge_failures_total');
     const errors = jest.spyOn(Logger.prototype, 'error');
     const key = `after-failure-${randomUUID()}`;
     await insertKey(key, { leaseInMs: -60_000, expiresInMs: -1_000, status: 201 });
-    await t.dataSource.query('ALTER TABLE idempotency_keys RENAME TO idempotency_keys_away');
+    await t.dataSource.query(`ALTER TABLE ${KEYS} RENAME TO "${LIBRARY_TABLE} away"`);
     try {
       await expect(purger().runScheduled()).resolves.toBeUndefined();
-      expect(await counterValue(metrics.purgeFailures)).toBe(failuresBefore + 1);
-      expect(errors).toHaveBeenCalledWith(expect.stringMatching(/purge .*failed: .*idempotency_keys/), expect.anything());
-      await expect(purger().purgeOnce()).rejects.toThrow(/idempotency_keys/);
-      expect(await counterValue(metrics.purgeFailures)).toBe(failuresBefore + 2);
+      expect(await counterValue('idempotency_purge_failures_total')).toBe(failuresBefore + 1);
+      expect(errors).toHaveBeenCalledWith(expect.stringMatching(new RegExp(`purge .*failed: .*${LIBRARY_TABLE}`)), expect.anything());
+      await expect(purger().purgeOnce()).rejects.toThrow(LIBRARY_TABLE);
+      expect(await counterValue('idempotency_purge_failures_total')).toBe(failuresBefore + 2);
       // The failed runs released the lock (and their connection).
       expect(await advisoryLockHolders()).toBe(0);
     } finally {
       errors.mockRestore();
-      await t.dataSource.query('ALTER TABLE idempotency_keys_away RENAME TO idempotency_keys');
+      await t.dataSource.query(`ALTER TABLE "${LIBRARY_TABLE} away" RENAME TO ${KEYS}`);
     }
     const next = await purger().purgeOnce();
     expect(next.skipped).toBe(false);
@@ -300,9 +291,9 @@ describe('purge of expired idempotency keys (e2e)', () => {
   it('purges 100,000 expired keys in batches while claims keep answering', async () => {
     // The bulk rows are told apart by their lease, -42: they are completed, so it is never compared again.
     const bulkClient = randomUUID();
-    const bulkRows = () => countRows(t.dataSource, 'idempotency_keys', 'lease = -42');
+    const bulkRows = () => countRows(t.dataSource, KEYS, 'lease = -42');
     await t.dataSource.query(
-      `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at, status, body)
+      `INSERT INTO ${KEYS} (id, fingerprint, lease, expires_at, status, body)
        SELECT ${keyIdSql('$1::text', "'bulk-' || g")}, substring(sha256(g::text::bytea) FROM 1 FOR 16), -42, now() - interval '1 hour', 201, '{}'
          FROM generate_series(1, 100000) g`,
       [bulkClient],

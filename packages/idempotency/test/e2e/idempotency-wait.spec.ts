@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { Registry } from 'prom-client';
 import request from 'supertest';
-import { IdempotencyMetrics } from '../../packages/idempotency/src/telemetry/idempotency.metrics';
-import { TestApp, countRows, createTestApp } from '../support/app';
-import { DemoModule } from '../support/demo/demo.module';
-import { waitFor } from '../support/http-client';
+import { DemoModule } from '../support/demo/widgets.module';
+import { keyId } from '../support/keys-table';
+import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
 import { histogram, timed } from '../support/race';
-import { keyIs } from '../support/keys';
 import { lockTableWrites } from '../support/table-lock';
+import { countRows } from '../support/test-services';
+import { waitFor } from '../support/wait-for';
 
 /**
  * `@Idempotent({ wait })`: a duplicate of a request in progress waits for the
@@ -15,23 +16,26 @@ import { lockTableWrites } from '../support/table-lock';
  *
  * The owner is held in its handler by a lock on demo_widgets (its INSERT waits)
  * for as long as each test needs, and a waiter is known to wait by its claims
- * (idempotency_claim_duration_seconds): it asks, finds the key in progress,
- * subscribes to the key's settlement and asks once more before it sleeps.
+ * (idempotency_claim_duration_seconds, in the app's registry): it asks, finds
+ * the key in progress, subscribes to the key's settlement and asks once more
+ * before it sleeps.
  */
 describe('@Idempotent({ wait }) (e2e)', () => {
-  let t: TestApp;
-  const post = (path: string, key: string, body: object) => request(t.url!).post(path).set(t.auth()).set('Idempotency-Key', key).send(body);
-  const inProgress = async (key: string) => (await countRows(t.dataSource, 'idempotency_keys', `${keyIs()} AND status IS NULL`, [key])) === 1;
+  const PRINCIPAL = 'client-a';
+  const registry = new Registry();
+  let t: LibraryApp;
+  const post = (path: string, key: string, body: object) => request(t.url!).post(path).set(PRINCIPAL_HEADER, PRINCIPAL).set('Idempotency-Key', key).send(body);
+  const inProgress = async (key: string) => (await countRows(t.dataSource, `"${LIBRARY_TABLE}"`, 'id = $1 AND status IS NULL', [keyId(PRINCIPAL, key)])) === 1;
   const claimed = (key: string) => waitFor('the key to be claimed', () => inProgress(key));
   /** Claims made so far (the owner's one, and a waiter's two or more). */
   const claims = async () => {
-    const { values } = await t.app.get(IdempotencyMetrics).claimDuration.get();
-    return values.find((v) => v.metricName === 'idempotency_claim_duration_seconds_count')?.value ?? 0;
+    const { values } = await registry.getSingleMetric('idempotency_claim_duration_seconds')!.get();
+    return values.find((v) => (v as { metricName?: string }).metricName === 'idempotency_claim_duration_seconds_count')?.value ?? 0;
   };
   const holdOwner = () => lockTableWrites(t.db.url, 'demo_widgets');
 
   beforeAll(async () => {
-    t = await createTestApp({ imports: [DemoModule], listen: true });
+    t = await createLibraryApp('fastify', { imports: [DemoModule], idempotency: { registry }, listen: true });
   });
   afterAll(() => t.close());
 
