@@ -8,8 +8,7 @@ import { TimedResponse, histogram, peakConcurrency, timed } from '../support/rac
 import { hasRedisSuites, redisSuites, redisUrl } from '../support/redis-server';
 import { StalledRenewals } from '../support/stalled-renewals';
 import { holdKey } from '../support/claim-window';
-import { PostgresIdempotencyStore } from '../../packages/idempotency/src/stores/postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from '../../packages/idempotency/src/stores/redis/redis-idempotency.store';
+import { idempotencyStoreOf } from 'safe-retries/testing';
 
 /**
  * The contract of @Idempotent() over HTTP, on each store on a real server:
@@ -47,7 +46,7 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
       env: { IDEMPOTENCY_REPLAY_CACHE: '0', ...(store === 'redis' ? { REDIS_URL: redisUrl() } : {}) },
     });
     effects = t.app.get(SideEffects);
-    renewals = new StalledRenewals(store === 'redis' ? t.app.get(RedisIdempotencyStore) : t.app.get(PostgresIdempotencyStore));
+    renewals = new StalledRenewals(idempotencyStoreOf(t.app, store).store);
   });
   afterAll(() => t?.close());
 

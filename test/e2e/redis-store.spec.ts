@@ -5,6 +5,7 @@ import request from 'supertest';
 import { Idempotent } from '../../packages/idempotency/src/module/idempotent.decorator';
 import { keyId } from '../../packages/idempotency/src/contract/key-id';
 import { RedisIdempotencyStore } from '../../packages/idempotency/src/stores/redis/redis-idempotency.store';
+import { idempotencyStoreOf } from 'safe-retries/testing';
 import { TestApp, createTestApp } from '../support/app';
 import { ContractModule } from '../support/demo/contract.module';
 import { redisSuites, redisUrl } from '../support/redis-server';
@@ -25,7 +26,7 @@ describeRedis('Redis store (e2e)', () => {
   beforeAll(async () => {
     t = await createTestApp({ imports: [ContractModule.on('redis')], env: { REDIS_URL: redisUrl(), IDEMPOTENCY_REPLAY_CACHE: '0' } });
     redis = new Redis(redisUrl());
-    store = t.app.get(RedisIdempotencyStore);
+    store = idempotencyStoreOf(t.app, 'redis').store as RedisIdempotencyStore;
   });
   afterAll(async () => {
     redis?.disconnect();
@@ -114,7 +115,7 @@ describeRedis('IdempotentRoutes: routes that need PostgreSQL refuse the Redis st
 
   it('stops the app when a route asks for the Redis store and the module has none', async () => {
     await expect(createTestApp({ imports: [RedisWithoutRedisModule] })).rejects.toThrow(
-      "@Idempotent() on RedisWithoutRedisController.send: store 'redis' needs IdempotencyModule's redis option ({ url } or { client })",
+      "@Idempotent() on RedisWithoutRedisController.send: store 'redis' needs IdempotencyModule's stores.redis (new RedisIdempotencyStore({ url }) from safe-retries/redis)",
     );
   });
 });

@@ -162,7 +162,7 @@ export async function createLibraryApp(
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ type: 'postgres', url }),
-      IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, policyUrl: '/docs/idempotency', purge: { enabled: false }, recovery: { enabled: false }, ...options.idempotency }),
+      IdempotencyModule.forRoot({ postgres: { tableName: LIBRARY_TABLE }, scope: principal, policyUrl: '/docs/idempotency', purge: { enabled: false }, recovery: { enabled: false }, ...options.idempotency }),
       LibraryDemoModule,
     ],
   }).compile();
