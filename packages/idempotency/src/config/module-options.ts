@@ -242,10 +242,12 @@ export interface IdempotentOptions {
    */
   wait?: Duration;
   /**
-   * This route's store, overriding the module's. `redis`: the handler runs
-   * without a database transaction and its response is stored after it, fenced
-   * (packages/idempotency/docs/stores.md, "A Redis store"); not with `phased` or `wait` (the app
-   * stops at startup with the reason).
+   * This route's store, overriding the module's. `redis` (the store given as
+   * the module's `stores.redis`): the handler runs without a database
+   * transaction and its response is stored after it, fenced
+   * (packages/idempotency/docs/stores.md, "A Redis store"); not with `phased` or
+   * `wait`. A store the module was not given, or cannot serve the route's
+   * options, stops the app at startup with the reason.
    */
   store?: IdempotencyStoreKind;
   /**

@@ -84,9 +84,16 @@ export class RedisIdempotencyStore implements IdempotencyStore, OnModuleInit, On
     return this.connecting;
   }
 
+  /** Quits the connection it made (a module that starts again connects anew); an app's own client stays open. */
   async onModuleDestroy(): Promise<void> {
-    if (!this.options.url || !this.client) return;
-    await this.client.quit().catch((error: unknown) => this.logger.warn(`closing the Redis connection failed: ${(error as Error).message}`));
+    if (!this.options.url) return;
+    // A startup that failed elsewhere may stop the module while the store still connects.
+    await this.connecting?.catch(() => undefined);
+    const client = this.client;
+    if (!client) return;
+    this.client = undefined;
+    this.connecting = undefined;
+    await client.quit().catch((error: unknown) => this.logger.warn(`closing the Redis connection failed: ${(error as Error).message}`));
   }
 
   private async connect(url: string): Promise<void> {
