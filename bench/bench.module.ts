@@ -35,8 +35,7 @@ function noKeyStore(txHost: TransactionHost<TransactionalAdapterTypeOrm>): Idemp
     recovery: {
       checkpoint: async () => undefined,
       discard: async () => undefined,
-      takeOverAbandoned: async () => [],
-      takeOverOperation: async () => null,
+      takeOver: async () => null,
     },
   };
 }

@@ -115,7 +115,7 @@ export async function pileup(
   url: string,
   opts: { duplicates: number; holdMs: number; rounds: number; sampledRounds: number },
 ): Promise<PileupResult> {
-  const poolSize = h.options.claimPoolSize;
+  const poolSize = h.options.postgres.claimPoolSize;
   const sampler = await LockSampler.open(url);
   const refPool = new Pool({
     connectionString: url,

@@ -15,6 +15,7 @@ import { GraphqlApiModule } from './graphql/graphql-api.module';
 import { HealthModule } from './health/health.module';
 import { IdempotencyModule, IdempotencyModuleOptions } from 'safe-retries';
 import { OutboxPublisher } from 'safe-retries/outbox';
+import { RedisIdempotencyStore } from 'safe-retries/redis';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { MetricsService } from './metrics/metrics.service';
@@ -99,12 +100,15 @@ export class AppModule {
             policyUrl: '/docs/idempotency',
             // Lease, retention, pools, jobs, replay cache and keys: the configuration's, as they are.
             ...config.idempotency,
-            preparedStatements: mode.preparedStatements,
-            transactionPooler: mode.transactionPooler,
-            listenUrl: mode.directUrl,
+            postgres: {
+              ...config.idempotency.postgres,
+              preparedStatements: mode.preparedStatements,
+              transactionPooler: mode.transactionPooler,
+              listenUrl: mode.directUrl,
+            },
             scope: (req) => (req as Pick<RequestWithClient, 'client'>).client?.id,
             // The Redis store, for routes that name it (`@Idempotent({ store: 'redis' })`).
-            ...(config.redis.url ? { redis: { url: config.redis.url } } : {}),
+            ...(config.redis.url ? { stores: { redis: new RedisIdempotencyStore({ url: config.redis.url }) } } : {}),
             registry: metrics.registry,
             // Order confirmations and the clients' webhooks go out through the outbox's relay (not in a command-line run).
             outbox: {

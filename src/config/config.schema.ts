@@ -105,12 +105,14 @@ function idempotency(e: Env) {
   return {
     lease: e.IDEMPOTENCY_LEASE,
     retention: e.IDEMPOTENCY_RETENTION,
-    /** Claims and releases are one short statement each: half the main pool serves them. */
-    claimPoolSize: Math.max(1, Math.ceil(e.DATABASE_POOL_SIZE / 2)),
+    postgres: {
+      /** Claims and releases are one short statement each: half the main pool serves them. */
+      claimPoolSize: Math.max(1, Math.ceil(e.DATABASE_POOL_SIZE / 2)),
+      /** `id:base64` keys sealing stored responses, newest first (empty: stored as sent). */
+      encryptionKeys: e.IDEMPOTENCY_ENCRYPTION_KEYS,
+    },
     purge: { enabled: e.IDEMPOTENCY_JOBS, cron: purgeCron(e.IDEMPOTENCY_RETENTION) },
     replayCache: { maxBytes: e.IDEMPOTENCY_REPLAY_CACHE },
-    /** `id:base64` keys sealing stored responses, newest first (empty: stored as sent). */
-    encryptionKeys: e.IDEMPOTENCY_ENCRYPTION_KEYS,
     /** An operation is abandoned once its lease has run out: looking every two leases finds it within three. */
     recovery: { enabled: e.IDEMPOTENCY_JOBS, interval: 2 * e.IDEMPOTENCY_LEASE },
   } satisfies IdempotencyModuleOptions;

@@ -68,7 +68,7 @@ export function refuseUnsafeProductionConfig(config: AppConfig): void {
   if (!config.database.url) {
     refuse(EMBEDDED_DATABASE_REFUSAL);
   }
-  if (config.idempotency.encryptionKeys.length === 0) {
+  if (config.idempotency.postgres.encryptionKeys.length === 0) {
     refuse("IDEMPOTENCY_ENCRYPTION_KEYS is not set, so webhook endpoints' signing secrets and stored responses would be kept in clear; set a key ring");
   }
   if (config.http.trustProxy.some((entry) => entry.split('/')[1] === '0')) {

@@ -87,7 +87,7 @@ export function perConnectionBytes(config: AppConfig): number {
 /** The cap (see ConnectionLimits) for a process allowed `descriptors` open files and `memoryBytes` of memory. */
 export function connectionLimits(config: AppConfig, descriptors = descriptorLimit(), memoryBytes = memoryLimit()): ConnectionLimits {
   const { poolSize, replicaUrls } = config.database;
-  const ownSockets = RESERVED_DESCRIPTORS + poolSize * (1 + replicaUrls.length) + config.idempotency.claimPoolSize + config.payments.concurrency;
+  const ownSockets = RESERVED_DESCRIPTORS + poolSize * (1 + replicaUrls.length) + config.idempotency.postgres.claimPoolSize + config.payments.concurrency;
   const byDescriptors = Math.max(MIN_TOTAL, descriptors - ownSockets);
   const perConnection = perConnectionBytes(config);
   const byMemory = Math.max(MIN_TOTAL, Math.floor(memoryBytes / 2 / perConnection));

@@ -30,7 +30,7 @@ export class EndpointSecrets {
   private readonly ring: ReturnType<typeof parseKeyRing>;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
-    this.ring = parseKeyRing(config.idempotency.encryptionKeys);
+    this.ring = parseKeyRing(config.idempotency.postgres.encryptionKeys);
   }
 
   /** A new signing secret in the Standard Webhooks format: `whsec_` and base64 of 32 random bytes. */

@@ -30,7 +30,7 @@ export class ReplicaReadIdempotencyStore extends PostgresIdempotencyStore {
     private readonly replicas: ReadReplicas,
   ) {
     super(data, txHost, options);
-    this.table = options.table.sql;
+    this.table = options.postgres.table.sql;
   }
 
   override async claim(r: ClaimRequest): Promise<ClaimResult> {

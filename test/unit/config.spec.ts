@@ -133,10 +133,9 @@ describe('loadConfig', () => {
       idempotency: {
         lease: 30_000,
         retention: 86_400_000,
-        claimPoolSize: 10,
+        postgres: { claimPoolSize: 10, encryptionKeys: [] },
         purge: { enabled: true, cron: '0 */10 * * * *' },
         replayCache: { maxBytes: 16 * 1024 * 1024 },
-        encryptionKeys: [],
         recovery: { enabled: true, interval: 60_000 },
       },
       cardNetwork: {
@@ -213,10 +212,9 @@ describe('loadConfig', () => {
       idempotency: {
         lease: 2500,
         retention: 3_600_000,
-        claimPoolSize: 4,
+        postgres: { claimPoolSize: 4, encryptionKeys: [`k1:${k1}`] },
         purge: { enabled: false, cron: '*/20 * * * * *' },
         replayCache: { maxBytes: 524_288 },
-        encryptionKeys: [`k1:${k1}`],
         recovery: { enabled: false, interval: 5000 },
       },
       cardNetwork: {
@@ -284,8 +282,8 @@ describe('loadConfig', () => {
   });
 
   it('gives the claims a pool half the size of the main pool', () => {
-    expect(loadConfig({ DATABASE_POOL_SIZE: '1' }).idempotency.claimPoolSize).toBe(1);
-    expect(loadConfig({ DATABASE_POOL_SIZE: '41' }).idempotency.claimPoolSize).toBe(21);
+    expect(loadConfig({ DATABASE_POOL_SIZE: '1' }).idempotency.postgres.claimPoolSize).toBe(1);
+    expect(loadConfig({ DATABASE_POOL_SIZE: '41' }).idempotency.postgres.claimPoolSize).toBe(21);
   });
 });
 

@@ -66,7 +66,7 @@ describe('pinnedLookup', () => {
 
 describe('EndpointSecrets', () => {
   const ring = (...ids: string[]) => ids.map((id) => `${id}:${randomBytes(32).toString('base64')}`);
-  const secrets = (keys: string[]) => new EndpointSecrets({ idempotency: { encryptionKeys: keys } } as unknown as AppConfig);
+  const secrets = (keys: string[]) => new EndpointSecrets({ idempotency: { postgres: { encryptionKeys: keys } } } as unknown as AppConfig);
 
   it('seals under the newest key, opens under any key of the ring, and only for its own endpoint', () => {
     const [k1, k2] = ring('k1', 'k2');

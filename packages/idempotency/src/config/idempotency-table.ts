@@ -1,6 +1,6 @@
 /**
  * The table the module keeps its keys in, configurable
- * (`IdempotencyModule.forRoot({ tableName })`, `idempotencyMigrations`),
+ * (`IdempotencyModule.forRoot({ postgres: { tableName } })`, `idempotencyMigrations`),
  * `idempotency_keys` by default. Every statement uses the escaped identifier,
  * and the names of the table's constraints and indexes derive from it, so two
  * tables in one schema never collide (for the default table they are the names
@@ -27,7 +27,7 @@ const quote = (identifier: string) => `"${identifier.replace(/"/g, '""')}"`;
 export function idempotencyTable(name: string = DEFAULT_TABLE_NAME): IdempotencyTable {
   const parts = name.split('.');
   if (parts.length > 2 || parts.some((p) => p.length === 0 || p.length > 63)) {
-    throw new Error(`IdempotencyModule: tableName "${name}" must be "table" or "schema.table", each part 1-63 characters`);
+    throw new Error(`IdempotencyModule: postgres.tableName "${name}" must be "table" or "schema.table", each part 1-63 characters`);
   }
   const table = parts[parts.length - 1];
   const schema = parts.length === 2 ? parts[0] : undefined;

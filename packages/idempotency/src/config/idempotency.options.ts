@@ -1,9 +1,8 @@
 import { EncryptionKey, parseKeyRing } from '../contract/response-cipher';
 import { Duration, formatDuration, parseDuration } from './duration';
 import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from './idempotency-messages-table';
-import { DEFAULT_OUTBOX_TABLE_NAME, IdempotencyTable, idempotencyTable } from './idempotency-table';
+import { DEFAULT_OUTBOX_TABLE_NAME, DEFAULT_TABLE_NAME, IdempotencyTable, idempotencyTable } from './idempotency-table';
 import { IDEMPOTENCY_COMMIT_MODES, IDEMPOTENCY_STORE_KINDS, IdempotencyCommitMode, IdempotencyModuleOptions, IdempotencyRequest, IdempotencyStoreKind } from './module-options';
-import type { IdempotencyRedisClient } from './redis-options';
 import type { OutboxPublisher } from '../contract/outbox-message';
 
 /**
@@ -12,29 +11,30 @@ import type { OutboxPublisher } from '../contract/outbox-message';
  * an app gives are in module-options.ts.
  */
 export interface ResolvedIdempotencyOptions {
-  table: IdempotencyTable;
   migrations: boolean;
   /** The store of routes that name none. */
   store: IdempotencyStoreKind;
   /** The commit mode of routes that name none (`one` applies to non-phased PostgreSQL routes). */
   commit: IdempotencyCommitMode;
-  /** The Redis store's connection, when there is one. */
-  redis?: { url?: string; client?: IdempotencyRedisClient; keyPrefix: string };
+  /** The PostgreSQL store, and how the data source reaches PostgreSQL (see IdempotencyModuleOptions['postgres']). */
+  postgres: {
+    table: IdempotencyTable;
+    claimPoolSize: number;
+    preparedStatements: boolean;
+    transactionPooler: boolean;
+    /** Where waiting duplicates and the outbox's relay are woken: LISTEN on `url` (the data source's primary when absent), or `false`: they poll. */
+    listen: { url?: string } | false;
+    /** The key ring of stored responses, newest first; empty: not encrypted. */
+    encryption: EncryptionKey[];
+  };
   leaseMs: number;
   retentionMs: number;
   scope(request: IdempotencyRequest): string | undefined;
-  claimPoolSize: number;
-  preparedStatements: boolean;
-  transactionPooler: boolean;
-  /** Where waiting duplicates are woken: LISTEN on `url` (the data source's primary when absent), or `false`: they poll. */
-  listen: { url?: string } | false;
   /** The published policy page, when the app serves one (safe-retries/swagger); none: problems have `type: about:blank` and no Link. */
   policyUrl?: string;
   purge: { enabled: boolean; cron: string; batchSize: number; budgetMs: number };
   /** 0: no replay cache. */
   replayCacheBytes: number;
-  /** The key ring of stored responses, newest first; empty: not encrypted. */
-  encryption: EncryptionKey[];
   recovery: { enabled: boolean; intervalMs: number; batchSize: number };
   messages: { table: IdempotencyTable; retentionMs: number };
   /** The outbox; `channel` is where adds are announced (NOTIFY). */
@@ -50,8 +50,7 @@ export const IDEMPOTENCY_DEFAULTS = {
   commit: 'durable',
   lease: '30s',
   retention: '24h',
-  claimPoolSize: 10,
-  transactionPooler: false,
+  postgres: { tableName: DEFAULT_TABLE_NAME, claimPoolSize: 10, transactionPooler: false },
   purge: { enabled: true, cron: '0 */10 * * * *', batchSize: 5_000, budget: '60s' },
   replayCache: { enabled: true, maxBytes: 16 * 1024 * 1024 },
   recovery: { enabled: true, interval: '1m', batchSize: 100 },
@@ -92,14 +91,13 @@ const DEFAULT_TIMING: Timing = {
 /** The module's options with every default applied and every invariant checked (at startup). */
 export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
   const d = IDEMPOTENCY_DEFAULTS;
+  refuseMisplaced(o);
   return {
-    table: idempotencyTable(o.tableName),
-    ...resolveStore(o),
+    store: resolveStore(o),
     commit: resolveCommit(o.commit),
+    postgres: resolvePostgres(o.postgres),
     ...resolveTiming(o, DEFAULT_TIMING, 'IdempotencyModule'),
     scope: o.scope ?? ((req) => (req as { client?: { id?: string } }).client?.id),
-    claimPoolSize: o.claimPoolSize ?? d.claimPoolSize,
-    ...resolveConnection(o),
     policyUrl: o.policyUrl,
     migrations: o.migrations ?? d.migrations,
     purge: {
@@ -109,7 +107,6 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
       budgetMs: parseDuration(o.purge?.budget ?? d.purge.budget),
     },
     replayCacheBytes: replayCacheBytes(o.replayCache),
-    encryption: keyRing(o.encryptionKeys),
     recovery: {
       enabled: o.recovery?.enabled ?? d.recovery.enabled,
       intervalMs: parseDuration(o.recovery?.interval ?? d.recovery.interval),
@@ -120,12 +117,36 @@ export function resolveIdempotencyOptions(o: IdempotencyModuleOptions): Resolved
   };
 }
 
-function resolveStore(o: IdempotencyModuleOptions): Pick<ResolvedIdempotencyOptions, 'store' | 'redis'> {
+/**
+ * Names of a group's options given at the top level, and their place. Refused
+ * at startup rather than ignored: an ignored `encryptionKeys` would store
+ * responses in clear, an ignored `tableName` would use another table.
+ */
+const GROUPED = {
+  tableName: 'postgres.tableName',
+  claimPoolSize: 'postgres.claimPoolSize',
+  preparedStatements: 'postgres.preparedStatements',
+  transactionPooler: 'postgres.transactionPooler',
+  listenUrl: 'postgres.listenUrl',
+  encryptionKeys: 'postgres.encryptionKeys',
+  redis: 'stores.redis (new RedisIdempotencyStore(options) from safe-retries/redis)',
+} as const;
+
+function refuseMisplaced(o: IdempotencyModuleOptions): void {
+  const misplaced = Object.entries(GROUPED).filter(([name]) => (o as Record<string, unknown>)[name] !== undefined);
+  if (misplaced.length) throw new RangeError(`IdempotencyModule: ${misplaced.map(([name, place]) => `${name} is ${place}`).join('; ')}`);
+}
+
+function resolveStore(o: IdempotencyModuleOptions): IdempotencyStoreKind {
   const store = o.store ?? 'postgres';
   if (!IDEMPOTENCY_STORE_KINDS.includes(store)) throw new RangeError(`IdempotencyModule: store must be ${IDEMPOTENCY_STORE_KINDS.join(' or ')}, not ${String(store)}`);
-  if (o.redis && !o.redis.url === !o.redis.client) throw new RangeError('IdempotencyModule: redis needs exactly one of url and client');
-  if (store === 'redis' && !o.redis) throw new RangeError("IdempotencyModule: store 'redis' needs the redis option ({ url } or { client })");
-  return { store, redis: o.redis && { url: o.redis.url, client: o.redis.client, keyPrefix: o.redis.keyPrefix ?? 'idempotency:' } };
+  if (store === 'redis' && !o.stores?.redis) throw new RangeError(`IdempotencyModule: ${storeNotGiven(store)}`);
+  return store;
+}
+
+/** Why `kind` cannot serve a route: the module builds only the PostgreSQL store, and was not given this one. */
+export function storeNotGiven(kind: IdempotencyStoreKind): string {
+  return `store '${kind}' needs IdempotencyModule's stores.${kind} (new RedisIdempotencyStore({ url }) from safe-retries/redis)`;
 }
 
 function resolveCommit(commit: IdempotencyCommitMode | undefined): IdempotencyCommitMode {
@@ -134,17 +155,20 @@ function resolveCommit(commit: IdempotencyCommitMode | undefined): IdempotencyCo
   return mode;
 }
 
-function resolveConnection(o: IdempotencyModuleOptions): Pick<ResolvedIdempotencyOptions, 'preparedStatements' | 'transactionPooler' | 'listen'> {
-  const d = IDEMPOTENCY_DEFAULTS;
-  const transactionPooler = o.transactionPooler ?? d.transactionPooler;
-  if (o.listenUrl !== undefined && !/^postgres(ql)?:\/\//.test(o.listenUrl)) {
-    throw new RangeError('IdempotencyModule: listenUrl must be a postgres:// or postgresql:// URL');
+function resolvePostgres(given: IdempotencyModuleOptions['postgres'] = {}): ResolvedIdempotencyOptions['postgres'] {
+  const d = IDEMPOTENCY_DEFAULTS.postgres;
+  const transactionPooler = given.transactionPooler ?? d.transactionPooler;
+  if (given.listenUrl !== undefined && !/^postgres(ql)?:\/\//.test(given.listenUrl)) {
+    throw new RangeError('IdempotencyModule: postgres.listenUrl must be a postgres:// or postgresql:// URL');
   }
   return {
+    table: idempotencyTable(given.tableName ?? d.tableName),
+    claimPoolSize: given.claimPoolSize ?? d.claimPoolSize,
     // A declared pooler gets unnamed statements unless the app says it keeps them.
-    preparedStatements: o.preparedStatements ?? !transactionPooler,
+    preparedStatements: given.preparedStatements ?? !transactionPooler,
     transactionPooler,
-    listen: o.listenUrl !== undefined ? { url: o.listenUrl } : transactionPooler ? false : {},
+    listen: given.listenUrl !== undefined ? { url: given.listenUrl } : transactionPooler ? false : {},
+    encryption: keyRing(given.encryptionKeys),
   };
 }
 
@@ -178,7 +202,7 @@ function keyRing(entries: string[] | undefined): EncryptionKey[] {
   try {
     return parseKeyRing(entries ?? []);
   } catch (error) {
-    throw new RangeError(`IdempotencyModule: encryptionKeys: ${(error as Error).message}`, { cause: error });
+    throw new RangeError(`IdempotencyModule: postgres.encryptionKeys: ${(error as Error).message}`, { cause: error });
   }
 }
 

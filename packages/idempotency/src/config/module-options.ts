@@ -2,8 +2,8 @@ import type { Type } from '@nestjs/common';
 import type { Registry } from 'prom-client';
 import type { Duration } from './duration';
 import type { IdempotentReplay } from '../contract/idempotent-replay';
+import type { IdempotencyStore } from '../contract/idempotency.store';
 import type { OutboxPublisher } from '../contract/outbox-message';
-import type { IdempotencyRedisOptions } from './redis-options';
 
 /**
  * The options an app gives: `IdempotencyModule.forRoot(options)` and, per
@@ -46,7 +46,7 @@ export interface IdempotencyModuleOptions {
   /**
    * The store of routes that do not name one (`@Idempotent({ store })`).
    * Default `postgres`: the key commits with the handler's writes. `redis` needs
-   * the `redis` option and suits only routes whose side effect is not in this
+   * `stores.redis` and suits only routes whose side effect is not in this
    * database (packages/idempotency/docs/stores.md, "A Redis store").
    */
   store?: IdempotencyStoreKind;
@@ -56,15 +56,70 @@ export interface IdempotencyModuleOptions {
    * PostgreSQL store; phased routes and Redis routes keep the durable claim.
    */
   commit?: IdempotencyCommitMode;
-  /** The Redis store, for `store: 'redis'` or routes with `@Idempotent({ store: 'redis' })`. Requires the `ioredis` package. */
-  redis?: IdempotencyRedisOptions;
   /**
-   * The table of the keys, `table` or `schema.table`. Default `idempotency_keys`.
+   * The stores besides the PostgreSQL one, given as instances (as
+   * `@nestjs/throttler` takes its `storage`): the module loads and builds none
+   * itself, and runs the lifecycle of those it is given (a store connects at
+   * startup and closes what it opened at shutdown). `redis`: a
+   * `RedisIdempotencyStore` of `safe-retries/redis`
+   * (`new RedisIdempotencyStore({ url })`), for `store: 'redis'` and routes
+   * with `@Idempotent({ store: 'redis' })`. A route that names a store not
+   * given here stops the app at startup.
    */
-  tableName?: string;
+  stores?: { redis?: IdempotencyStore };
+  /**
+   * The PostgreSQL store, which the module builds on the app's data source (the
+   * default: nothing to set). Its table, claim pool, statements and encryption
+   * are the store's alone; `transactionPooler` and `listenUrl` say how the data
+   * source reaches PostgreSQL, which the outbox's relay follows too (it LISTENs
+   * where waiting duplicates do). Not here: `migrations` (they create every
+   * table of the module, the processed messages' and the outbox's as well as
+   * the keys', whatever store routes use) and `messages.tableName` (the
+   * consumer's).
+   */
+  postgres?: {
+    /** The table of the keys, `table` or `schema.table`. Default `idempotency_keys`. */
+    tableName?: string;
+    /** Connections of the pool that commits claims and releases (synchronous_commit off). Default 10. */
+    claimPoolSize?: number;
+    /**
+     * Name every statement the store sends, so that PostgreSQL parses and plans it
+     * once per connection. Default: true, false with `transactionPooler`. A pooler
+     * that does not keep prepared statements across transactions (PgBouncer in
+     * transaction mode before 1.21, or without max_prepared_statements) fails named
+     * statements; unnamed ones are parsed on every run. Set it true behind a
+     * pooler only when that pooler keeps them.
+     */
+    preparedStatements?: boolean;
+    /**
+     * The data source reaches PostgreSQL through a transaction pooler (PgBouncer in
+     * transaction mode), whose server connections serve one transaction and then
+     * another client: nothing may rely on a session there. The claim pool then sets
+     * no session parameter (its commits take the server's synchronous_commit), and
+     * waiting duplicates and the outbox's relay LISTEN only on `listenUrl`.
+     * Default false.
+     */
+    transactionPooler?: boolean;
+    /**
+     * A direct (not pooled) URL of the same primary, where the one connection per
+     * process that wakes waiting duplicates (`@Idempotent({ wait })`) LISTENs, and
+     * the outbox's relay's. Default: the data source's primary, unless
+     * `transactionPooler`: then, without it, waiting duplicates ask again every
+     * 250 ms instead, and the relay looks every second.
+     */
+    listenUrl?: string;
+    /**
+     * Encryption at rest of stored responses: AES-256-GCM keys as `id:base64`
+     * (32 random bytes each), newest first. New responses are sealed with the
+     * first; older ones open with the key they name, so a key is rotated by
+     * putting a new one first and removing the old one once no kept response
+     * uses it (one retention later). Default: none (stored as sent).
+     */
+    encryptionKeys?: string[];
+  };
   /**
    * Create and update the module's tables at startup: its pending migrations
-   * (`idempotencyMigrations(tableName, messages.tableName)`) run on the
+   * (`idempotencyMigrations(postgres.tableName, messages.tableName)`) run on the
    * app's data source, recorded in its migrations table, in one transaction
    * under an advisory lock (instances that boot together run them once).
    * Default true. Off: the app runs those migrations among its own, or the
@@ -88,32 +143,6 @@ export interface IdempotencyModuleOptions {
    * Default: `req.client.id`.
    */
   scope?(request: IdempotencyRequest): string | undefined;
-  /** Connections of the pool that commits claims and releases (synchronous_commit off). Default 10. */
-  claimPoolSize?: number;
-  /**
-   * Name every statement the store sends, so that PostgreSQL parses and plans it
-   * once per connection. Default: true, false with `transactionPooler`. A pooler
-   * that does not keep prepared statements across transactions (PgBouncer in
-   * transaction mode before 1.21, or without max_prepared_statements) fails named
-   * statements; unnamed ones are parsed on every run. Set it true behind a
-   * pooler only when that pooler keeps them.
-   */
-  preparedStatements?: boolean;
-  /**
-   * The data source reaches PostgreSQL through a transaction pooler (PgBouncer in
-   * transaction mode), whose server connections serve one transaction and then
-   * another client: nothing may rely on a session there. The claim pool then sets
-   * no session parameter (its commits take the server's synchronous_commit), and
-   * waiting duplicates LISTEN only on `listenUrl`. Default false.
-   */
-  transactionPooler?: boolean;
-  /**
-   * A direct (not pooled) URL of the same primary, where the one connection per
-   * process that wakes waiting duplicates (`@Idempotent({ wait })`) LISTENs.
-   * Default: the data source's primary, unless `transactionPooler`: then,
-   * without it, waiting duplicates ask again every 250 ms instead.
-   */
-  listenUrl?: string;
   /** Where the idempotency policy is published: the `type` of its problems and their `Link`. */
   policyUrl?: string;
   /** A prom-client registry for the module's metrics; a private one when omitted. */
@@ -141,19 +170,11 @@ export interface IdempotencyModuleOptions {
     /** The memory it may hold (least recently used responses go first). Default 16 MiB. */
     maxBytes?: number;
   };
-  /**
-   * Encryption at rest of stored responses (PostgreSQL store): AES-256-GCM
-   * keys as `id:base64` (32 random bytes each), newest first. New responses are
-   * sealed with the first; older ones open with the key they name, so a key is
-   * rotated by putting a new one first and removing the old one once no kept
-   * response uses it (one retention later). Default: none (stored as sent).
-   */
-  encryptionKeys?: string[];
   /** The processed messages of IdempotentConsumer (exactly-once webhooks and queue messages). */
   messages?: {
     /**
      * Their table, `table` or `schema.table`. Default `idempotency_messages`.
-     * Create it with `idempotencyMigrations(tableName, messagesTableName)`.
+     * Create it with `idempotencyMigrations(postgres.tableName, messages.tableName)`.
      */
     tableName?: string;
     /**
@@ -227,14 +248,16 @@ export interface IdempotentOptions {
    * instead of 409 at once; still 409 with Retry-After when the time is up.
    * Woken by PostgreSQL LISTEN/NOTIFY when the key settles (and asking again
    * at least once a second); behind a transaction pooler without the module's
-   * `listenUrl`, by asking again every 250 ms.
+   * `postgres.listenUrl`, by asking again every 250 ms.
    */
   wait?: Duration;
   /**
-   * This route's store, overriding the module's. `redis`: the handler runs
-   * without a database transaction and its response is stored after it, fenced
-   * (packages/idempotency/docs/stores.md, "A Redis store"); not with `phased` or `wait` (the app
-   * stops at startup with the reason).
+   * This route's store, overriding the module's. `redis` (the store given as
+   * the module's `stores.redis`): the handler runs without a database
+   * transaction and its response is stored after it, fenced
+   * (packages/idempotency/docs/stores.md, "A Redis store"); not with `phased` or
+   * `wait`. A store the module was not given, or cannot serve the route's
+   * options, stops the app at startup with the reason.
    */
   store?: IdempotencyStoreKind;
   /**

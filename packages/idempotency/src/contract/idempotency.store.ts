@@ -174,17 +174,15 @@ export interface RecoveryPoints {
    */
   discard(owner: Ownership): Promise<void>;
   /**
-   * Takes over up to `limit` operations left at a recovery point past their
-   * lease (their request crashed or gave up), each with a new lease of its own.
-   * One winner per key across instances.
+   * Takes over, with a new lease, an operation left at a recovery point whose
+   * lease has ended (its request crashed or gave up): the one at `at` when
+   * given (IdempotencyRecovery.takeOver, e.g. an app that settles it on the
+   * outside system's word), else any one (the recovery job's next, the
+   * longest abandoned first). Null when there is none (at `at`: finished,
+   * gone, or its owner still holds the lease). One winner per key across
+   * instances.
    */
-  takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]>;
-  /**
-   * Takes over the operation at this key with a new lease, when it stands at a
-   * recovery point and its lease has ended; null otherwise (finished, gone, or
-   * its owner still holds the lease).
-   */
-  takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
+  takeOver(leaseMs: number, at?: { scope: string; key: string }): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
 }
 
 /** Waiting duplicates (`@Idempotent({ wait })`). */

@@ -38,7 +38,7 @@ export class IdempotencyMigrator implements OnModuleInit {
 
   /** Runs the module's pending migrations; the names of those it applied. */
   async migrate(): Promise<string[]> {
-    const migrations = idempotencyMigrations(this.options.table.name, this.options.messages.table.name);
+    const migrations = idempotencyMigrations(this.options.postgres.table.name, this.options.messages.table.name);
     const migrator = await new DataSource({
       ...primaryOnly(this.dataSource.options),
       migrations,

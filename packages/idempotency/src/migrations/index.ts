@@ -14,7 +14,7 @@ export type IdempotencyMigration = new () => MigrationInterface;
 /**
  * The module's migrations, in order, for a keys table named `tableName` and a
  * processed-messages table named `messagesTableName` (the same as
- * `IdempotencyModule.forRoot({ tableName, messages: { tableName } })`). Add them to the data source's
+ * `IdempotencyModule.forRoot({ postgres: { tableName }, messages: { tableName } })`). Add them to the data source's
  * `migrations` among the app's own; their names (and timestamps) never change,
  * so a database that has run one never runs it again. For a database managed
  * without TypeORM migrations, sql/idempotency-keys.sql is the keys table's

@@ -10,7 +10,7 @@ import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { IdempotencyPurgeService } from '../purge/idempotency-purge.service';
 import { IdempotencyRecovery } from '../recovery/idempotency-recovery.service';
 import { IdempotentRoutes } from '../routes/idempotent-routes';
-import { IdempotencyStores } from '../stores/idempotency-stores';
+import { IdempotencyStores, REDIS_STORE } from '../stores/idempotency-stores';
 import { IdempotentConsumer } from '../consumer/idempotent-consumer';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_REGISTRY, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions, resolveIdempotencyOptions } from '../config/idempotency.options';
 import { IdempotencyModuleOptions } from '../config/module-options';
@@ -20,7 +20,6 @@ import { OutboxMetrics } from '../outbox/outbox-metrics';
 import { OutboxRelay } from '../outbox/outbox-relay';
 import { KeyTransactionWrites } from '../core/key-transaction-writes';
 import { PostgresIdempotencyStore } from '../stores/postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from '../stores/redis/redis-idempotency.store';
 import { ReplayCache } from '../core/replay-cache';
 import { ResumersCheck } from '../recovery/resumers.check';
 import { ResumersExplorer } from '../recovery/resumers.explorer';
@@ -50,6 +49,8 @@ export const {
  *   opens), the interceptor opens the request's context itself;
  * - its jobs (purge, recovery, the outbox's relay) on timers of its own: no
  *   scheduler to register;
+ * - the PostgreSQL store, on the app's data source; any other store is given
+ *   (`stores`), never loaded here, and runs with the module's lifecycle;
  * - its tables, migrated at startup (IdempotencyMigrator).
  */
 @Global()
@@ -69,12 +70,8 @@ export const {
     TransactionsCheck,
     IdempotencyMetrics,
     PostgresIdempotencyStore,
-    // Built (and connected) from the `redis` option; null without it.
-    {
-      provide: RedisIdempotencyStore,
-      useFactory: (o: ResolvedIdempotencyOptions) => (o.redis ? RedisIdempotencyStore.create(o.redis) : null),
-      inject: [IDEMPOTENCY_OPTIONS],
-    },
+    // The store the app gives, or null: a provider, so that Nest runs its lifecycle (connect, close).
+    { provide: REDIS_STORE, useFactory: (o: IdempotencyModuleOptions) => o.stores?.redis ?? null, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
     IdempotencyStores,
     IdempotentRoutes,
     { provide: ReplayCache, useFactory: (o: ResolvedIdempotencyOptions) => new ReplayCache(o.replayCacheBytes), inject: [IDEMPOTENCY_OPTIONS] },

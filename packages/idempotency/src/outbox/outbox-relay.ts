@@ -50,7 +50,7 @@ const tracer = trace.getTracer('safe-retries');
  *   letter holds its stream until it is replayed.
  * - Wake-ups. NOTIFY at the commit of an added message wakes the relay
  *   (OutboxWakeups); it also looks every few seconds, which is all it does
- *   behind a transaction pooler without `listenUrl`.
+ *   behind a transaction pooler without `postgres.listenUrl`.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -74,7 +74,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   onApplicationBootstrap(): void {
     if (!this.publish || !this.options.outbox.enabled) return;
-    const { listen } = this.options;
+    const { listen } = this.options.postgres;
     if (listen) this.wakeups = new OutboxWakeups(this.options.outbox.channel, listen.url ? { connectionString: listen.url } : primaryClientConfig(this.dataSource));
     this.loop = this.run();
     this.logger.log(`outbox relay started (${listen ? 'woken by LISTEN/NOTIFY' : 'polling'})`);

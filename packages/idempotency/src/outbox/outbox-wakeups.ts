@@ -4,7 +4,7 @@ import { Client, ClientConfig } from 'pg';
 /**
  * Wakes the relay when a message is added or replayed: one connection per
  * process LISTENs on the outbox's channel (a session of its own, on
- * `listenUrl` when given, never through a transaction pooler). The relay
+ * `postgres.listenUrl` when given, never through a transaction pooler). The relay
  * polls anyway; a notification only makes it early (one that arrives while
  * the relay is busy ends its next wait at once). A failed listener is
  * dropped and connected again at the next wait.

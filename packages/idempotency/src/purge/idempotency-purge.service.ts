@@ -100,7 +100,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, BeforeAp
     private readonly metrics: IdempotencyMetrics,
     private readonly outboxMetrics: OutboxMetrics,
   ) {
-    const sql = purgeStatements(options.table.sql, options.messages.table.sql);
+    const sql = purgeStatements(options.postgres.table.sql, options.messages.table.sql);
     this.purgeBatchSql = sql.keys;
     this.purgeMessagesBatchSql = sql.messages;
     this.purgeOutboxBatchSql = outboxStatements(options.outbox.table.sql).purge;

@@ -137,7 +137,7 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
       const tried = new Set<string>();
       while (result.taken < this.options.recovery.batchSize) {
         const takenAt = performance.now();
-        const [next] = await recovery.takeOverAbandoned(1, this.options.leaseMs);
+        const next = await recovery.takeOver(this.options.leaseMs);
         if (!next) break;
         const taken: Taken = { store, ...next, takenAt };
         const id = JSON.stringify([next.owner.scope, next.owner.key]);
@@ -171,7 +171,7 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
   async takeOver<S, T>(name: string, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>> {
     for (const { store, recovery } of this.stores) {
       const takenAt = performance.now();
-      const taken = await recovery.takeOverOperation(scope, key, this.options.leaseMs);
+      const taken = await recovery.takeOver(this.options.leaseMs, { scope, key });
       if (!taken) continue;
       const attempt = this.attempt({ store, ...taken, takenAt });
       const held = taken.recovery.operation;

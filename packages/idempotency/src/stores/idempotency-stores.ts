@@ -1,9 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
+import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, storeNotGiven } from '../config/idempotency.options';
 import { IdempotencyStoreKind, IdempotentOptions } from '../config/module-options';
 import { IdempotencyStore, OneCommitKeys } from '../contract/idempotency.store';
 import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
-import { RedisIdempotencyStore } from './redis/redis-idempotency.store';
+
+/** The Redis store the app gave the module (`stores.redis`), or null. */
+export const REDIS_STORE = Symbol('IDEMPOTENCY_REDIS_STORE');
 
 /** What a route may need of its store beyond the contract's core, and why. */
 const NEEDS = {
@@ -25,7 +27,7 @@ const NEEDS = {
 
 /**
  * The module's stores, by kind: the PostgreSQL store always, the Redis store
- * when the module has its `redis` option. A route's store is resolved here, once
+ * when the app gave it (`stores.redis`). A route's store is resolved here, once
  * (IdempotentRoutes, at startup): the one it names or the module's default,
  * with whatever optional part of the store contract its options need, or the
  * reason it cannot have it.
@@ -36,7 +38,7 @@ export class IdempotencyStores {
 
   constructor(
     postgres: PostgresIdempotencyStore,
-    @Inject(RedisIdempotencyStore) redis: RedisIdempotencyStore | null,
+    @Inject(REDIS_STORE) redis: IdempotencyStore | null,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {
     const stores: [IdempotencyStoreKind, IdempotencyStore][] = [['postgres', postgres]];
@@ -53,7 +55,7 @@ export class IdempotencyStores {
   forRoute(route: IdempotentOptions): IdempotencyStore {
     const kind = route.store ?? this.options.store;
     const store = this.byKind.get(kind);
-    if (!store) throw new Error(`store '${kind}' needs IdempotencyModule's ${kind} option ({ url } or { client })`);
+    if (!store) throw new Error(storeNotGiven(kind));
     for (const part of ['recovery', 'settlement', 'oneCommit'] as const) {
       if (NEEDS[part].route(route) && !store[part]) throw new Error(NEEDS[part].missing(kind, this.kindsWith(part)));
     }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RecoveryPoint, RecoveryPoints } from '../contract/idempotency.store';
+import { Ownership, RecoveryPoint, RecoveryPoints } from '../contract/idempotency.store';
 import { ContractDriver, StoreContractCase } from './store-contract-subject';
 
 /** The cases of the contract's optional parts: recovery points, and waking waiting duplicates. */
@@ -97,15 +97,20 @@ export const recoveryCases: StoreContractCase[] = [
       const [a, b] = [d.request({ leaseMs }), d.request({ leaseMs })];
       for (const request of [a, b]) {
         const { owner } = await d.claimed(request);
-        assert.equal(await recovery.takeOverOperation(request.scope, request.key, leaseMs), null, 'taken over while its lease holds');
+        assert.equal(await recovery.takeOver(leaseMs, request), null, 'taken over while its lease holds');
         await d.unit(() => recovery.checkpoint(owner, point(request.key)));
         await d.store.release(owner);
       }
-      const byKey = await recovery.takeOverOperation(a.scope, a.key, leaseMs);
+      const byKey = await recovery.takeOver(leaseMs, a);
       assert.deepEqual(byKey?.recovery, point(a.key));
       assert.equal(byKey?.owner.key, a.key);
-      assert.equal(await recovery.takeOverOperation(a.scope, a.key, leaseMs), null, 'taken over twice');
-      const abandoned = await recovery.takeOverAbandoned(10_000, leaseMs);
+      assert.equal(await recovery.takeOver(leaseMs, a), null, 'taken over twice');
+      // The recovery job's takeovers, one at a time until none is left (earlier cases may have left some).
+      const abandoned: { owner: Ownership; recovery: RecoveryPoint }[] = [];
+      for (let next = await recovery.takeOver(leaseMs); next; next = await recovery.takeOver(leaseMs)) {
+        abandoned.push(next);
+        assert.ok(abandoned.length <= 10_000, 'the same operations are taken over again and again');
+      }
       const mine = abandoned.filter((t) => t.owner.key === a.key || t.owner.key === b.key);
       assert.deepEqual(
         mine.map((t) => [t.owner.scope, t.owner.key, t.owner.retentionMs, t.recovery]),

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { IdempotencyKeys } from 'safe-retries';
+import { RedisIdempotencyStore } from 'safe-retries/redis';
 import { idempotencyStoreOf } from 'safe-retries/testing';
 import { holdKey } from '../support/claim-window';
 import { ContractModule, SEND_CONTENT_TYPE, SideEffects, StoreKind } from '../support/demo/contract.module';
@@ -43,7 +44,7 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
     t = await createLibraryApp('fastify', {
       listen: true,
       imports: [ContractModule.on(store, commit)],
-      idempotency: { replayCache: { enabled: false }, ...(store === 'redis' ? { redis: { url: redisUrl() } } : {}) },
+      idempotency: { replayCache: { enabled: false }, ...(store === 'redis' ? { stores: { redis: new RedisIdempotencyStore({ url: redisUrl() }) } } : {}) },
     });
     effects = t.app.get(SideEffects);
     renewals = new StalledRenewals(idempotencyStoreOf(t.app, store).store);

@@ -7,13 +7,16 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
 import { DataSource } from 'typeorm';
+import { Redis } from 'ioredis';
 import request from 'supertest';
 import { IdempotencyModule, IdempotencyPurgeService, IdempotencyRecovery, Idempotent, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { Outbox } from 'safe-retries/outbox';
+import { RedisIdempotencyStore } from 'safe-retries/redis';
+import { idempotencyStoreOf } from 'safe-retries/testing';
 import { keyId } from '../support/keys-table';
 import { LIBRARY_TABLE, LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
-import { TestDatabase, countRows, createDatabase } from '../support/test-services';
+import { TestDatabase, countRows, createDatabase, hasRedis, redisUrl } from '../support/test-services';
 import { waitFor } from '../support/wait-for';
 import { MISSING_KEY_PROBLEM } from '../support/problems';
 
@@ -316,6 +319,39 @@ describe('the idempotency module at startup (e2e)', () => {
       } finally {
         await app.close();
       }
+    }
+  });
+
+  const withRedis = hasRedis() ? it : it.skip;
+  withRedis('runs a store it is given with its own lifecycle: connected at startup, closed at shutdown; an app client left open', async () => {
+    const jobsOff = { purge: { enabled: false }, recovery: { enabled: false } };
+    const start = async (redis: RedisIdempotencyStore) => (await boot([IdempotencyModule.forRoot({ stores: { redis }, ...jobsOff })])).createNestApplication({ logger: false });
+    const claim = { scope: 'given', key: randomUUID(), fingerprint: Buffer.alloc(16), leaseMs: 1_000, retentionMs: 60_000 };
+
+    const given = new RedisIdempotencyStore({ url: redisUrl(), keyPrefix: `given-${randomUUID()}:` });
+    const app = await (await start(given)).init();
+    try {
+      expect(idempotencyStoreOf(app, 'redis').store).toBe(given);
+      expect((await given.claim(claim)).kind).toBe('claimed');
+    } finally {
+      await app.close();
+    }
+    await expect(given.claim(claim)).rejects.toThrow('the Redis store is not connected');
+
+    const own = new Redis(redisUrl());
+    try {
+      const withClient = await (await start(new RedisIdempotencyStore({ client: own, keyPrefix: `given-${randomUUID()}:` }))).init();
+      await withClient.close();
+      expect(await own.ping()).toBe('PONG');
+    } finally {
+      own.disconnect();
+    }
+
+    const unreachable = await start(new RedisIdempotencyStore({ url: 'redis://127.0.0.1:1' }));
+    try {
+      await expect(unreachable.init()).rejects.toThrow('IdempotencyModule: cannot connect to Redis (127.0.0.1:1)');
+    } finally {
+      await unreachable.close();
     }
   });
 

@@ -43,13 +43,13 @@ describe('@Idempotent({ wait }) behind PgBouncer in transaction mode (e2e)', () 
   });
 
   /** The demo on a database reached through PgBouncer, with unnamed statements. */
-  const pooledApp = (registry: Registry, options: IdempotencyModuleOptions = {}) =>
+  const pooledApp = (registry: Registry, postgres: IdempotencyModuleOptions['postgres'] = {}) =>
     createLibraryApp('fastify', {
       imports: [DemoModule],
       listen: true,
       database: db,
       databaseUrl: () => bouncer.url(db.name),
-      idempotency: { transactionPooler: true, preparedStatements: false, registry, ...options },
+      idempotency: { postgres: { transactionPooler: true, preparedStatements: false, ...postgres }, registry },
     });
 
   /** Sessions LISTENing for settled keys on this database (the store's listener names itself). */

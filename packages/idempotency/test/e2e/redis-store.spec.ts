@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { Idempotent } from 'safe-retries';
 import { RedisIdempotencyStore } from 'safe-retries/redis';
+import { idempotencyStoreOf } from 'safe-retries/testing';
 import { ContractModule } from '../support/demo/contract.module';
 import { keyId } from '../support/keys-table';
 import { LibraryApp, PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
@@ -23,9 +24,9 @@ describeRedis('Redis store (e2e)', () => {
   const fingerprint = Buffer.alloc(32, 7);
 
   beforeAll(async () => {
-    t = await createLibraryApp('fastify', { imports: [ContractModule.on('redis')], idempotency: { redis: { url: redisUrl() }, replayCache: { enabled: false } } });
+    t = await createLibraryApp('fastify', { imports: [ContractModule.on('redis')], idempotency: { stores: { redis: new RedisIdempotencyStore({ url: redisUrl() }) }, replayCache: { enabled: false } } });
     redis = new Redis(redisUrl());
-    store = t.app.get(RedisIdempotencyStore);
+    store = idempotencyStoreOf(t.app, 'redis').store as RedisIdempotencyStore;
   });
   afterAll(async () => {
     redis?.disconnect();
@@ -107,14 +108,14 @@ describeRedis('IdempotentRoutes: routes that need PostgreSQL refuse the Redis st
   class RedisWithoutRedisModule {}
 
   it('stops the app when a phased route asks for the Redis store, in one line saying why', async () => {
-    await expect(createLibraryApp('fastify', { imports: [PhasedOnRedisModule], idempotency: { redis: { url: redisUrl() } } })).rejects.toThrow(
+    await expect(createLibraryApp('fastify', { imports: [PhasedOnRedisModule], idempotency: { stores: { redis: new RedisIdempotencyStore({ url: redisUrl() }) } } })).rejects.toThrow(
       "@Idempotent() on PhasedOnRedisController.phased: phased operations need a store with recovery points (they commit with the key in each phase's transaction); the redis store has none: use store 'postgres'",
     );
   });
 
   it('stops the app when a route asks for the Redis store and the module has none', async () => {
     await expect(createLibraryApp('fastify', { imports: [RedisWithoutRedisModule] })).rejects.toThrow(
-      "@Idempotent() on RedisWithoutRedisController.send: store 'redis' needs IdempotencyModule's redis option ({ url } or { client })",
+      "@Idempotent() on RedisWithoutRedisController.send: store 'redis' needs IdempotencyModule's stores.redis (new RedisIdempotencyStore({ url }) from safe-retries/redis)",
     );
   });
 });

@@ -11,6 +11,6 @@ describeStoreContract('PostgreSQL', () => postgresStoreSubject(), { parts });
 
 describeStoreContract(
   'PostgreSQL, responses sealed, statements unnamed',
-  () => postgresStoreSubject({ encryptionKeys: [`k1:${randomBytes(32).toString('base64')}`], preparedStatements: false, tableName: 'Contract Keys' }),
+  () => postgresStoreSubject({ postgres: { encryptionKeys: [`k1:${randomBytes(32).toString('base64')}`], preparedStatements: false, tableName: 'Contract Keys' } }),
   { parts },
 );

@@ -210,7 +210,14 @@ export async function createLibraryApp(platform: Platform = 'express', options: 
     const moduleRef = await Test.createTestingModule({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url }),
-        IdempotencyModule.forRoot({ tableName: LIBRARY_TABLE, scope: principal, policyUrl: '/docs/idempotency', purge: { enabled: false }, recovery: { enabled: false }, ...options.idempotency }),
+        IdempotencyModule.forRoot({
+          scope: principal,
+          policyUrl: '/docs/idempotency',
+          purge: { enabled: false },
+          recovery: { enabled: false },
+          ...options.idempotency,
+          postgres: { tableName: LIBRARY_TABLE, ...options.idempotency?.postgres },
+        }),
         LibraryDemoModule,
         ...(options.imports ?? []),
       ],

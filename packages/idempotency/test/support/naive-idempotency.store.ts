@@ -78,8 +78,7 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
     discard: async (owner: Ownership) => {
       await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.scope, owner.key)]);
     },
-    takeOverOperation: async () => null,
-    takeOverAbandoned: async () => [],
+    takeOver: async () => null,
   };
 
   // Claims inside the unit, as naive: a check with no lock, and an upsert at the end.

@@ -35,7 +35,7 @@ async function relay() {
       IdempotencyModule.forRoot({
         purge: { enabled: false },
         recovery: { enabled: false },
-        transactionPooler: TRANSACTION_POOLER === '1',
+        postgres: { transactionPooler: TRANSACTION_POOLER === '1' },
         outbox: {
           lease: LEASE,
           horizon: HORIZON,

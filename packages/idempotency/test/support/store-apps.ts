@@ -17,7 +17,7 @@ export async function postgresStoreSubject(options: IdempotencyModuleOptions = {
   const db = await createDatabase();
   let builder = Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(options.tableName), migrationsRun: true }),
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(options.postgres?.tableName), migrationsRun: true }),
       transactionalClsModule({ middleware: false }),
       IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false }, ...options }),
     ],

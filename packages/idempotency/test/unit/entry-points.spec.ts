@@ -84,14 +84,15 @@ describe('entry points', () => {
     expect(names.length).toBeLessThanOrEqual(25);
   });
 
-  it('the root never loads @nestjs/swagger, ioredis, nats, GraphQL nor @nestjs/microservices', () => {
+  it('the root never loads @nestjs/swagger, ioredis, nats, GraphQL, @nestjs/microservices nor the Redis store', () => {
     const { files, packages, lazily } = reach(join(SRC, 'index.ts'));
     expect(files.size).toBeGreaterThan(20);
     expect(packages).toContain('@nestjs/common');
     const optional = (p: string) => /^(@nestjs\/(swagger|graphql|mercurius|apollo|microservices)|graphql|mercurius|ioredis|nats)(\/|$)/.test(p);
     expect([...packages].filter(optional)).toEqual([]);
-    // The Redis store, built only from the module's `redis` option, loads ioredis when it connects.
-    expect([...lazily]).toEqual(['ioredis']);
+    // The module builds no store but the PostgreSQL one: an app gives it the others (`stores`).
+    expect([...files].filter((f) => f.includes(`${join('stores', 'redis')}`))).toEqual([]);
+    expect([...lazily]).toEqual([]);
   });
 
   it('the swagger subpath is where @nestjs/swagger is loaded; the Redis store loads ioredis when it connects', () => {

@@ -1,6 +1,8 @@
 import { Controller, Post } from '@nestjs/common';
 import { IDEMPOTENCY_DEFAULTS, Idempotent } from 'safe-retries';
 import { resolveIdempotencyOptions, resolveTiming } from '../../src/config/idempotency.options';
+import { IdempotencyModuleOptions } from '../../src/config/module-options';
+import { IdempotencyStore } from '../../src/contract/idempotency.store';
 
 /** The one resolver of the module's options: defaults, durations, lease < retention. */
 describe('idempotency options', () => {
@@ -9,28 +11,44 @@ describe('idempotency options', () => {
     expect(o).toMatchObject({
       leaseMs: 30_000,
       retentionMs: 86_400_000,
-      claimPoolSize: IDEMPOTENCY_DEFAULTS.claimPoolSize,
+      store: 'postgres',
+      postgres: { claimPoolSize: IDEMPOTENCY_DEFAULTS.postgres.claimPoolSize, preparedStatements: true, transactionPooler: false, listen: {}, encryption: [] },
       policyUrl: undefined,
       purge: { enabled: true, cron: IDEMPOTENCY_DEFAULTS.purge.cron, batchSize: 5_000, budgetMs: 60_000 },
       recovery: { enabled: true, intervalMs: 60_000, batchSize: 100 },
       replayCacheBytes: 16 * 1024 * 1024,
     });
-    expect(o.table.sql).toBe('"idempotency_keys"');
+    expect(o.postgres.table.sql).toBe('"idempotency_keys"');
     expect(o.scope({ client: { id: 'c1' } } as never)).toBe('c1');
   });
 
-  it('behind a transaction pooler: LISTEN only on listenUrl, else waiters poll; unnamed statements unless asked', () => {
-    expect(resolveIdempotencyOptions({})).toMatchObject({ preparedStatements: true, transactionPooler: false, listen: {} });
-    expect(resolveIdempotencyOptions({ transactionPooler: true })).toMatchObject({
-      preparedStatements: false,
-      transactionPooler: true,
-      listen: false,
-    });
-    expect(resolveIdempotencyOptions({ transactionPooler: true, preparedStatements: true }).preparedStatements).toBe(true);
-    expect(resolveIdempotencyOptions({ preparedStatements: false }).preparedStatements).toBe(false);
+  it('behind a transaction pooler: LISTEN only on postgres.listenUrl, else waiters poll; unnamed statements unless asked', () => {
+    const postgres = (given: IdempotencyModuleOptions['postgres']) => resolveIdempotencyOptions({ postgres: given }).postgres;
+    expect(postgres({ transactionPooler: true })).toMatchObject({ preparedStatements: false, transactionPooler: true, listen: false });
+    expect(postgres({ transactionPooler: true, preparedStatements: true }).preparedStatements).toBe(true);
+    expect(postgres({ preparedStatements: false }).preparedStatements).toBe(false);
     const listenUrl = 'postgres://app@db:5432/app';
-    expect(resolveIdempotencyOptions({ transactionPooler: true, listenUrl }).listen).toEqual({ url: listenUrl });
-    expect(() => resolveIdempotencyOptions({ listenUrl: 'db:5432' })).toThrow('IdempotencyModule: listenUrl must be a postgres:// or postgresql:// URL');
+    expect(postgres({ transactionPooler: true, listenUrl }).listen).toEqual({ url: listenUrl });
+    expect(() => postgres({ listenUrl: 'db:5432' })).toThrow('IdempotencyModule: postgres.listenUrl must be a postgres:// or postgresql:// URL');
+  });
+
+  it("keeps the PostgreSQL store's settings in postgres, and refuses them at the top level, naming their place", () => {
+    const o = resolveIdempotencyOptions({ postgres: { tableName: 'billing.keys', claimPoolSize: 3, encryptionKeys: [`k1:${Buffer.alloc(32, 1).toString('base64')}`] } });
+    expect(o.postgres).toMatchObject({ table: { name: 'billing.keys' }, claimPoolSize: 3, encryption: [{ id: 'k1' }] });
+    expect(() => resolveIdempotencyOptions({ tableName: 'keys', encryptionKeys: [] } as IdempotencyModuleOptions)).toThrow(
+      'IdempotencyModule: tableName is postgres.tableName; encryptionKeys is postgres.encryptionKeys',
+    );
+    expect(() => resolveIdempotencyOptions({ redis: { url: 'redis://127.0.0.1:6379' } } as IdempotencyModuleOptions)).toThrow(
+      'IdempotencyModule: redis is stores.redis (new RedisIdempotencyStore(options) from safe-retries/redis)',
+    );
+    expect(() => resolveIdempotencyOptions({ postgres: { encryptionKeys: ['k1:short'] } })).toThrow(/^IdempotencyModule: postgres.encryptionKeys: /);
+  });
+
+  it("refuses store 'redis' as the default when no Redis store is given", () => {
+    expect(() => resolveIdempotencyOptions({ store: 'redis' })).toThrow(
+      "IdempotencyModule: store 'redis' needs IdempotencyModule's stores.redis (new RedisIdempotencyStore({ url }) from safe-retries/redis)",
+    );
+    expect(resolveIdempotencyOptions({ store: 'redis', stores: { redis: {} as IdempotencyStore } }).store).toBe('redis');
   });
 
   it('sizes the replay cache, or turns it off', () => {

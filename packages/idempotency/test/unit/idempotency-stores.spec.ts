@@ -13,9 +13,9 @@ import { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-ide
 describe('IdempotencyStores: a route\'s store and commit mode', () => {
   const oneCommit = {} as OneCommitKeys;
   const postgres = { recovery: {}, settlement: {}, oneCommit } as unknown as PostgresIdempotencyStore;
-  const redis = {} as unknown as RedisIdempotencyStore;
-  const stores = (options: IdempotencyModuleOptions = {}) =>
-    new IdempotencyStores(postgres, redis, resolveIdempotencyOptions({ redis: { url: 'redis://127.0.0.1:6379' }, ...options }));
+  const redis = {} as IdempotencyStore;
+  const stores = (options: IdempotencyModuleOptions = {}, given: IdempotencyStore | null = redis) =>
+    new IdempotencyStores(postgres, given, resolveIdempotencyOptions({ stores: given ? { redis: given } : {}, ...options }));
 
   it("gives a route that asks for commit 'one' its store's one-commit claims", () => {
     const s = stores();
@@ -39,6 +39,13 @@ describe('IdempotencyStores: a route\'s store and commit mode', () => {
     );
     expect(() => stores().forRoute({ phased: 'op', commit: 'one' })).toThrow(
       "commit 'one' is for a route whose whole effect is one transaction; a phased route commits in each phase: drop commit or phased",
+    );
+  });
+
+  it('refuses at startup, in one line, a route that names a store the module was not given', () => {
+    expect(stores({}, null).forRoute({})).toBe(postgres);
+    expect(() => stores({}, null).forRoute({ store: 'redis' })).toThrow(
+      "store 'redis' needs IdempotencyModule's stores.redis (new RedisIdempotencyStore({ url }) from safe-retries/redis)",
     );
   });
 

@@ -59,7 +59,7 @@ import { KeyStatements, keyStatements } from './statements';
  * committed after it, and the key simply becomes free again. A lost release
  * leaves an in-progress key that a retry takes over after the lease. The setting
  * is a startup parameter of the pool's sessions, so behind a transaction pooler
- * (`transactionPooler`), which refuses it, claims commit with the server's own.
+ * (`postgres.transactionPooler`), which refuses it, claims commit with the server's own.
  */
 interface ClaimRow {
   lease: string;
@@ -101,16 +101,17 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
   ) {
-    this.sql = keyStatements(options.table.sql);
-    this.cipher = new ResponseCipher(options.encryption);
-    this.claimPool = createClaimPool(dataSource, options.claimPoolSize, options.transactionPooler);
+    const { table, encryption, claimPoolSize, transactionPooler, preparedStatements, listen } = options.postgres;
+    this.sql = keyStatements(table.sql);
+    this.cipher = new ResponseCipher(encryption);
+    this.claimPool = createClaimPool(dataSource, claimPoolSize, transactionPooler);
     this.claimPool.on('error', (error) => this.logger.warn(`idle claim connection failed: ${error.message}`));
-    this.queries = new KeyQueries(this.claimPool, txHost, options.preparedStatements);
+    this.queries = new KeyQueries(this.claimPool, txHost, preparedStatements);
     this.points = new PostgresRecoveryPoints(this.queries, this.sql, options.retentionMs);
     this.recovery = this.points;
-    this.oneCommit = new PostgresOneCommitKeys(this.queries, oneCommitStatements(options.table.sql), this.cipher);
-    const listenAt = options.listen && (options.listen.url ? { connectionString: options.listen.url } : this.claimPool.options);
-    this.listener = new SettledKeysListener(options.table.name, listenAt);
+    this.oneCommit = new PostgresOneCommitKeys(this.queries, oneCommitStatements(table.sql), this.cipher);
+    const listenAt = listen && (listen.url ? { connectionString: listen.url } : this.claimPool.options);
+    this.listener = new SettledKeysListener(table.name, listenAt);
     this.settlement = {
       awaitSettled: (scope, key, timeoutMs) => this.listener.awaitSettled(scope, key, timeoutMs),
       announceSettled: async (scope, key) => {

@@ -15,6 +15,11 @@ export interface StoredRecoveryPoint extends RecoveryPoint {
   retentionMs?: number;
 }
 
+interface TakenRow {
+  lease: string;
+  recovery: StoredRecoveryPoint;
+}
+
 /**
  * Recovery points in the keys table (the `recovery` column): each phase's point
  * commits, fenced, in the phase's own transaction; takeovers are the lease's
@@ -37,19 +42,10 @@ export class PostgresRecoveryPoints implements RecoveryPoints {
     await this.queries.fencedInTransaction('idempotency_discard', this.sql.discard, [keyId(owner.scope, owner.key), owner.token]);
   }
 
-  async takeOverAbandoned(limit: number, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint }[]> {
-    const rows = await this.queries.autocommit<{ lease: string; recovery: StoredRecoveryPoint }>('idempotency_take_over_abandoned', this.sql.takeOverAbandoned, [
-      limit,
-      leaseMs,
-    ]);
-    return rows.map((r) => this.ownerOf(r.lease, r.recovery));
-  }
-
-  async takeOverOperation(scope: string, key: string, leaseMs: number): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
-    const [row] = await this.queries.autocommit<{ lease: string; recovery: StoredRecoveryPoint }>('idempotency_take_over_operation', this.sql.takeOverOperation, [
-      keyId(scope, key),
-      leaseMs,
-    ]);
+  async takeOver(leaseMs: number, at?: { scope: string; key: string }): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
+    const [row] = at
+      ? await this.queries.autocommit<TakenRow>('idempotency_take_over_operation', this.sql.takeOverOperation, [keyId(at.scope, at.key), leaseMs])
+      : await this.queries.autocommit<TakenRow>('idempotency_take_over_abandoned', this.sql.takeOverAbandoned, [leaseMs]);
     return row ? this.ownerOf(row.lease, row.recovery) : null;
   }
 

@@ -5,19 +5,19 @@ import { keyId } from '../../contract/key-id';
 
 /** A waiter asks the claim again at least this often (a lost notification costs no more). */
 const MAX_WAIT_SLICE_MS = 1_000;
-/** Without a listener (behind a transaction pooler, no listenUrl), a waiter asks again this often. */
+/** Without a listener (behind a transaction pooler, no postgres.listenUrl), a waiter asks again this often. */
 const POLL_WAIT_SLICE_MS = 250;
 
 /**
  * Waiting duplicates (`@Idempotent({ wait })`) in PostgreSQL. One connection per
- * process LISTENs on one channel (a session of its own: on `listenUrl` when
+ * process LISTENs on one channel (a session of its own: on `postgres.listenUrl` when
  * given, never through a transaction pooler); a settled key is announced with
  * pg_notify, after its completion or release committed, with the key's row id
  * (keyId, a hash) as payload: the key itself never travels. Every waiter also
  * wakes at least once a second and asks the claim again, so a notification lost
  * while the listener reconnects costs at most that second: no polling storm,
  * and no reliance on delivery. Without a listener (a transaction pooler and no
- * listenUrl) waiters only poll, every POLL_WAIT_SLICE_MS, each one primary-key
+ * postgres.listenUrl) waiters only poll, every POLL_WAIT_SLICE_MS, each one primary-key
  * lookup.
  */
 export class SettledKeysListener {

@@ -109,10 +109,10 @@ WITH abandoned AS (
   SELECT id, lease FROM ${t}
    WHERE recovery IS NOT NULL AND status IS NULL AND lease <= ${NOW_US}
    ORDER BY lease
-   LIMIT $1
+   LIMIT 1
    FOR UPDATE SKIP LOCKED
 )
-UPDATE ${t} k SET lease = ${NOW_US} + $2::int8 * 1000
+UPDATE ${t} k SET lease = ${NOW_US} + $1::int8 * 1000
   FROM abandoned a
  WHERE k.id = a.id AND k.lease = a.lease
 RETURNING k.lease::text AS lease, k.recovery`;

@@ -1,8 +1,8 @@
-import { Logger, OnModuleDestroy } from '@nestjs/common';
+import { Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { LeaseLostError, ResponseNotStoredError } from '../../contract/idempotency.errors';
 import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, StoredResponse } from '../../contract/idempotency.store';
 import { keyId } from '../../contract/key-id';
-import type { IdempotencyRedisClient, IdempotencyRedisOptions } from '../../config/redis-options';
+import type { IdempotencyRedisClient, IdempotencyRedisOptions } from './redis-options';
 import { CLAIM_LUA, COMPLETE_LUA, IdempotencyCommands, OUTCOME_LUA, RELEASE_LUA, RENEW_LUA } from './redis-scripts';
 
 /**
@@ -52,37 +52,53 @@ export const DEFAULT_KEY_PREFIX = 'idempotency:';
 /** Commands are answered within this, or fail (a frozen Redis is an outage, as a frozen PostgreSQL). */
 const COMMAND_TIMEOUT_MS = 5_000;
 
-export class RedisIdempotencyStore implements IdempotencyStore, OnModuleDestroy {
+export class RedisIdempotencyStore implements IdempotencyStore, OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('Idempotency');
-  private readonly redis: IdempotencyRedisClient & IdempotencyCommands;
+  private readonly keyPrefix: string;
+  /** The client with the store's commands: the app's at once, the store's own once it has connected. */
+  private client?: IdempotencyRedisClient & IdempotencyCommands;
+  private connecting?: Promise<void>;
 
   /**
-   * `owned`: the module made the client (from a URL) and quits it at shutdown;
-   * an app's own client is left open.
+   * The store, for `IdempotencyModule.forRoot({ stores: { redis } })`. With
+   * `url` it connects when the module starts (an unreachable Redis stops the
+   * startup with its reason) and quits that connection when the module stops;
+   * an app's own `client` is used as is and left open.
    */
-  constructor(
-    client: IdempotencyRedisClient,
-    private readonly keyPrefix: string,
-    private readonly owned: boolean,
-  ) {
-    client.defineCommand('idempotencyClaim', { numberOfKeys: 1, lua: CLAIM_LUA });
-    client.defineCommand('idempotencyComplete', { numberOfKeys: 1, lua: COMPLETE_LUA });
-    client.defineCommand('idempotencyRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
-    client.defineCommand('idempotencyRenew', { numberOfKeys: 1, lua: RENEW_LUA });
-    client.defineCommand('idempotencyOutcome', { numberOfKeys: 1, lua: OUTCOME_LUA });
-    this.redis = client as IdempotencyRedisClient & IdempotencyCommands;
+  constructor(private readonly options: IdempotencyRedisOptions) {
+    if (!options.url === !options.client) throw new RangeError('RedisIdempotencyStore: give exactly one of url and client');
+    this.keyPrefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
+    if (options.client) this.client = withCommands(options.client);
   }
 
-  /**
-   * The store of the module's `redis` option: connects (from a URL) before the
-   * app starts, so an unreachable Redis stops the startup with its reason.
-   * ioredis is loaded only here: an app without a Redis store need not install it.
-   */
+  /** A store connected now, for code that drives it outside a module (a test, a benchmark); onModuleDestroy closes it. */
   static async create(options: IdempotencyRedisOptions): Promise<RedisIdempotencyStore> {
-    const keyPrefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
-    if (options.client) return new RedisIdempotencyStore(options.client, keyPrefix, false);
+    const store = new RedisIdempotencyStore(options);
+    await store.onModuleInit();
+    return store;
+  }
+
+  /** Connects, once, from `url`. ioredis is loaded only here: an app without a Redis store need not install it. */
+  onModuleInit(): Promise<void> {
+    this.connecting ??= this.client ? Promise.resolve() : this.connect(this.options.url!);
+    return this.connecting;
+  }
+
+  /** Quits the connection it made (a module that starts again connects anew); an app's own client stays open. */
+  async onModuleDestroy(): Promise<void> {
+    if (!this.options.url) return;
+    // A startup that failed elsewhere may stop the module while the store still connects.
+    await this.connecting?.catch(() => undefined);
+    const client = this.client;
+    if (!client) return;
+    this.client = undefined;
+    this.connecting = undefined;
+    await client.quit().catch((error: unknown) => this.logger.warn(`closing the Redis connection failed: ${(error as Error).message}`));
+  }
+
+  private async connect(url: string): Promise<void> {
     const { Redis: Client } = await import('ioredis');
-    const client = new Client(options.url!, {
+    const client = new Client(url, {
       lazyConnect: true,
       connectTimeout: 3_000,
       commandTimeout: COMMAND_TIMEOUT_MS,
@@ -99,12 +115,12 @@ export class RedisIdempotencyStore implements IdempotencyStore, OnModuleDestroy 
         cause: error,
       });
     }
-    return new RedisIdempotencyStore(client, keyPrefix, true);
+    this.client = withCommands(client);
   }
 
-  async onModuleDestroy(): Promise<void> {
-    if (!this.owned) return;
-    await this.redis.quit().catch((error: unknown) => this.logger.warn(`closing the Redis connection failed: ${(error as Error).message}`));
+  private get redis(): IdempotencyRedisClient & IdempotencyCommands {
+    if (!this.client) throw new Error('the Redis store is not connected: IdempotencyModule connects the store it is given (stores.redis) at startup; RedisIdempotencyStore.create connects one now');
+    return this.client;
   }
 
   /** The Redis key of (scope, key): the prefix and keyId, as the PostgreSQL row's id. */
@@ -184,4 +200,14 @@ export class RedisIdempotencyStore implements IdempotencyStore, OnModuleDestroy 
   async release(owner: Ownership): Promise<void> {
     await this.redis.idempotencyRelease(this.redisKey(owner.scope, owner.key), owner.token);
   }
+}
+
+/** The client with the store's scripts defined on it (EVALSHA, EVAL on NOSCRIPT). */
+function withCommands(client: IdempotencyRedisClient): IdempotencyRedisClient & IdempotencyCommands {
+  client.defineCommand('idempotencyClaim', { numberOfKeys: 1, lua: CLAIM_LUA });
+  client.defineCommand('idempotencyComplete', { numberOfKeys: 1, lua: COMPLETE_LUA });
+  client.defineCommand('idempotencyRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+  client.defineCommand('idempotencyRenew', { numberOfKeys: 1, lua: RENEW_LUA });
+  client.defineCommand('idempotencyOutcome', { numberOfKeys: 1, lua: OUTCOME_LUA });
+  return client as IdempotencyRedisClient & IdempotencyCommands;
 }

@@ -7,11 +7,11 @@ export interface IdempotencyRedisClient {
   quit(): Promise<unknown>;
 }
 
-/** The Redis store's connection: a URL (the module owns the client) or the app's own ioredis client. */
+/** The Redis store's connection (exactly one of `url` and `client`) and its keys' prefix: `new RedisIdempotencyStore(options)`. */
 export interface IdempotencyRedisOptions {
-  /** `redis://[user:password@]host:port[/db]` or `rediss://...`; the module connects at startup and quits at shutdown. */
+  /** `redis://[user:password@]host:port[/db]` or `rediss://...`; the store connects when the module starts and quits when it stops. */
   url?: string;
-  /** An ioredis client of the app's (it stays the app's: the module never closes it). */
+  /** An ioredis client of the app's (it stays the app's: the store never closes it). */
   client?: IdempotencyRedisClient;
   /** Prefix of the Redis keys, each followed by the key's id (keyId). Default `idempotency:`. */
   keyPrefix?: string;
