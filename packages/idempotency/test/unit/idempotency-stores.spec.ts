@@ -1,5 +1,4 @@
 import { IdempotencyModuleOptions } from 'safe-retries';
-import { RedisIdempotencyStore } from 'safe-retries/redis';
 import { IdempotencyStore, OneCommitKeys } from 'safe-retries/testing';
 import { resolveIdempotencyOptions } from '../../src/config/idempotency.options';
 import { IdempotencyStores } from '../../src/stores/idempotency-stores';
