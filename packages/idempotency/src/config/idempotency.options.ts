@@ -2,7 +2,8 @@ import { EncryptionKey, parseKeyRing } from '../contract/response-cipher';
 import { Duration, formatDuration, parseDuration } from './duration';
 import { DEFAULT_MESSAGES_TABLE_NAME, messagesTable } from './idempotency-messages-table';
 import { DEFAULT_OUTBOX_TABLE_NAME, DEFAULT_TABLE_NAME, IdempotencyTable, idempotencyTable } from './idempotency-table';
-import { IDEMPOTENCY_COMMIT_MODES, IDEMPOTENCY_STORE_KINDS, IdempotencyCommitMode, IdempotencyModuleOptions, IdempotencyRequest, IdempotencyStoreKind } from './module-options';
+import { IdempotencyRequest } from '../contract/idempotency-request';
+import { IDEMPOTENCY_COMMIT_MODES, IDEMPOTENCY_STORE_KINDS, IdempotencyCommitMode, IdempotencyModuleOptions, IdempotencyStoreKind } from './module-options';
 import type { OutboxPublisher } from '../contract/outbox-message';
 
 /**

@@ -1,6 +1,7 @@
 import type { Type } from '@nestjs/common';
 import type { Registry } from 'prom-client';
 import type { Duration } from './duration';
+import type { IdempotencyRequest } from '../contract/idempotency-request';
 import type { IdempotentReplay } from '../contract/idempotent-replay';
 import type { IdempotencyStore } from '../contract/idempotency.store';
 import type { OutboxPublisher } from '../contract/outbox-message';
@@ -10,21 +11,6 @@ import type { OutboxPublisher } from '../contract/outbox-message';
  * route, `@Idempotent(options)`. Their defaults are IDEMPOTENCY_DEFAULTS, applied
  * and checked by resolveIdempotencyOptions (idempotency.options.ts).
  */
-
-/**
- * What the module reads of a request: the same on Express and Fastify. The
- * functions of the options receive the platform's own request object; declare
- * them with its type (`(req: Request) => ...`, `(req: FastifyRequest) => ...`).
- */
-export interface IdempotencyRequest {
-  method: string;
-  /** The path and query as received (Fastify and Express both set it). */
-  url: string;
-  /** Express: the URL before any router stripped a mount path. */
-  originalUrl?: string;
-  headers: Record<string, string | string[] | undefined>;
-  body?: unknown;
-}
 
 /** Where a route's keys are kept (see packages/idempotency/docs/stores.md, "A Redis store"). */
 export const IDEMPOTENCY_STORE_KINDS = ['postgres', 'redis'] as const;

@@ -1,4 +1,4 @@
-import type { IdempotencyRequest } from '../config/module-options';
+import type { IdempotencyRequest } from './idempotency-request';
 
 /**
  * How an HTTP route whose answer holds something that must never be stored

@@ -6,7 +6,7 @@ import { HttpResponse } from './http-response';
 import { IdempotencyContext } from '../core/idempotency.context';
 import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
-import { IdempotencyRequest } from '../config/module-options';
+import { IdempotencyRequest } from '../contract/idempotency-request';
 import { StoredResponse } from '../contract/idempotency.store';
 import { IdempotentRoutes } from '../routes/idempotent-routes';
 import { fingerprint } from '../core/fingerprint';
