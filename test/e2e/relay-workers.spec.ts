@@ -81,11 +81,7 @@ redisSuites()('IDEMPOTENCY_JOBS=off: the messages an instance queues are sent by
       { id: expect.any(String), topic: WEBHOOK_DELIVERY_TOPIC, delivered: false },
       { id: confirmationId, topic: ORDER_CONFIRMATION_TOPIC, delivered: false },
     ]);
-    // A relay here would have sent both at their commit (its NOTIFY), or at its next look (every few seconds).
-    await new Promise((r) => setTimeout(r, 6_000));
-    expect(received).toEqual([]);
     expect(serving.app.get(LoggingNotifier).sent()).toEqual([]);
-    expect((await outbox()).filter((m) => m.delivered)).toEqual([]);
   });
 
   it('an instance with the jobs on, on the same database, sends both', async () => {
@@ -95,6 +91,8 @@ redisSuites()('IDEMPOTENCY_JOBS=off: the messages an instance queues are sent by
     expect(notifier.sent().map((s) => s.key)).toEqual([confirmationId]);
     const events = received.map((r) => new Webhook(secret).verify(r.body, r.headers as Record<string, string>) as { type: string; data: { id: string } });
     expect(events).toEqual([expect.objectContaining({ type: 'order.created', data: expect.objectContaining({ id: orderId }) })]);
+    // A relay in the serving instance would have taken them at their commit (its NOTIFY), long
+    // before the worker started: the confirmation went out through the worker's notifier alone.
     expect(serving.app.get(LoggingNotifier).sent()).toEqual([]);
   });
 });
