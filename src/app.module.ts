@@ -38,8 +38,8 @@ export interface AppModuleOptions {
   /**
    * 'server' (default): the service. 'cli': a one-off command (src/cli) with the
    * same modules and database, and nothing that outlives the command or reaches
-   * out: no metrics listener, no purge or recovery job, no card network (so no
-   * embedded simulator).
+   * out: no metrics listener, no purge or recovery job, no outbox relay, no card
+   * network (so no embedded simulator).
    */
   role?: 'server' | 'cli';
 }
@@ -52,6 +52,7 @@ function forCommandLine(config: AppConfig): AppConfig {
       ...config.idempotency,
       purge: { ...config.idempotency.purge, enabled: false },
       recovery: { ...config.idempotency.recovery, enabled: false },
+      outbox: { ...config.idempotency.outbox, enabled: false },
     },
     metrics: { ...config.metrics, port: undefined },
     // No routes are served: no Redis connection.
@@ -110,12 +111,12 @@ export class AppModule {
             // The Redis store, for routes that name it (`@Idempotent({ store: 'redis' })`).
             ...(config.redis.url ? { stores: { redis: new RedisIdempotencyStore({ url: config.redis.url }) } } : {}),
             registry: metrics.registry,
-            // Order confirmations and the clients' webhooks go out through the outbox's relay (not in a command-line run).
+            // Order confirmations and the clients' webhooks go out through the outbox's relay, where the jobs run
+            // (IDEMPOTENCY_JOBS; never in a command-line run).
             outbox: {
               // The module's defaults (lease, horizon, retention), unless a test's configuration shortens them.
               ...(config.idempotency as IdempotencyModuleOptions).outbox,
               publish: outboxPublisher(confirmationPublisher(notifier), webhooks.publish),
-              enabled: !cli,
             },
           }),
         }),

@@ -112,6 +112,8 @@ function idempotency(e: Env) {
       encryptionKeys: e.IDEMPOTENCY_ENCRYPTION_KEYS,
     },
     purge: { enabled: e.IDEMPOTENCY_JOBS, cron: purgeCron(e.IDEMPOTENCY_RETENTION) },
+    /** The relay: an instance with the jobs off adds messages, and those with them on send them. */
+    outbox: { enabled: e.IDEMPOTENCY_JOBS },
     replayCache: { maxBytes: e.IDEMPOTENCY_REPLAY_CACHE },
     /** An operation is abandoned once its lease has run out: looking every two leases finds it within three. */
     recovery: { enabled: e.IDEMPOTENCY_JOBS, interval: 2 * e.IDEMPOTENCY_LEASE },

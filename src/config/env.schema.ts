@@ -90,8 +90,8 @@ export const variables = z.object({
     'k1:<base64 of 32 random bytes>',
   ),
   IDEMPOTENCY_JOBS: documented(
-    onOff(IDEMPOTENCY_DEFAULTS.purge.enabled && IDEMPOTENCY_DEFAULTS.recovery.enabled),
-    'Run the background jobs in this process: the purge of expired keys and webhook events, and the recovery of abandoned payments and refunds. Every instance may run them: each is safe on many.',
+    onOff(IDEMPOTENCY_DEFAULTS.purge.enabled && IDEMPOTENCY_DEFAULTS.recovery.enabled && IDEMPOTENCY_DEFAULTS.outbox.enabled),
+    'Run the background jobs in this process: the purge of expired keys and webhook events, the recovery of abandoned payments and refunds, and the outbox relay that sends order confirmations and webhook deliveries. Every instance may run them: each is safe on many. `off`: the instance only serves requests, and what it queues is sent by the instances with the jobs on (at least one must run them).',
   ),
 
   CARD_NETWORK_URL: documented(
@@ -169,8 +169,8 @@ export const RETIRED_VARIABLES: Readonly<Record<string, string>> = {
   STRIPE_API_KEY: 'renamed: set CARD_NETWORK_SECRET',
   STRIPE_WEBHOOK_SECRET: 'renamed: set CARD_NETWORK_WEBHOOK_SECRET',
   WEBHOOK_EVENT_RETENTION: 'removed: a processed webhook event is remembered 7d',
-  IDEMPOTENCY_PURGE_ENABLED: 'replaced: set IDEMPOTENCY_JOBS (on or off: the purge and the recovery job together)',
-  RECOVERY_ENABLED: 'replaced: set IDEMPOTENCY_JOBS (on or off: the purge and the recovery job together)',
+  IDEMPOTENCY_PURGE_ENABLED: 'replaced: set IDEMPOTENCY_JOBS (on or off: the purge, the recovery job and the outbox relay together)',
+  RECOVERY_ENABLED: 'replaced: set IDEMPOTENCY_JOBS (on or off: the purge, the recovery job and the outbox relay together)',
   RECOVERY_INTERVAL: 'removed: the recovery job runs every two IDEMPOTENCY_LEASE',
   IDEMPOTENCY_PURGE_CRON: 'removed: the purge runs 144 times an IDEMPOTENCY_RETENTION, at most every 10 minutes',
   IDEMPOTENCY_PURGE_BATCH: 'removed: the purge deletes 5000 keys a statement',

@@ -213,7 +213,7 @@ describe('the built app on an embedded PostgreSQL (e2e)', () => {
     expect(failure?.stderr.trim().split('\n')).toEqual([
       'Invalid configuration:',
       '  - STRIPE_API_KEY: no longer read; renamed: set CARD_NETWORK_SECRET',
-      '  - RECOVERY_ENABLED: no longer read; replaced: set IDEMPOTENCY_JOBS (on or off: the purge and the recovery job together)',
+      '  - RECOVERY_ENABLED: no longer read; replaced: set IDEMPOTENCY_JOBS (on or off: the purge, the recovery job and the outbox relay together)',
     ]);
   });
 });

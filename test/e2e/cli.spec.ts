@@ -55,8 +55,8 @@ async function holdPort(): Promise<{ port: number; server: Server }> {
   return { port: (server.address() as { port: number }).port, server };
 }
 
-/** What a server would start, all asked for: the metrics listener, the recovery job, the events' purge, the embedded simulator. */
-const BACKGROUND = /embedded card network simulator|recovery of abandoned phased operations|purge of events|metrics on http/;
+/** What a server would start, all asked for: the metrics listener, the recovery job, the events' purge, the outbox relay, the embedded simulator. */
+const BACKGROUND = /embedded card network simulator|recovery of abandoned phased operations|purge of events|outbox relay started|metrics on http/;
 
 describe('command-line tools (e2e)', () => {
   jest.setTimeout(120_000);
@@ -196,7 +196,7 @@ describe('command-line tools (e2e)', () => {
       }
     });
 
-    it("in the command's context: no metrics listener, no recovery or purge job, no simulator (the server's context starts all four)", async () => {
+    it("in the command's context: no metrics listener, no recovery or purge job, no relay, no simulator (the server's context starts all five)", async () => {
       const held = await holdPort();
       let context: INestApplicationContext | undefined;
       try {
@@ -219,6 +219,7 @@ describe('command-line tools (e2e)', () => {
       expect(started).toContain('embedded card network simulator');
       expect(started).toContain('recovery of abandoned phased operations');
       expect(started).toContain('purge of events');
+      expect(started).toContain('outbox relay started');
       expect(started).toContain('metrics on http');
     });
   });

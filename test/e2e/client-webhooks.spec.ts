@@ -277,7 +277,7 @@ describe('client webhooks: endpoints and events (e2e)', () => {
 
 describe('client webhooks: dead letters and redelivery (e2e)', () => {
   it('an endpoint down past the horizon leaves a dead letter; a redelivery then arrives', async () => {
-    const t = await createTestApp({ config: (c) => ({ ...c, idempotency: { ...c.idempotency, outbox: { horizon: '1s' } } as typeof c.idempotency }) });
+    const t = await createTestApp({ config: (c) => ({ ...c, idempotency: { ...c.idempotency, outbox: { ...c.idempotency.outbox, horizon: '1s' } } as typeof c.idempotency }) });
     // A port with nothing listening: every attempt is refused.
     const probe = await new Receiver().start();
     const port = probe.port;

@@ -50,10 +50,10 @@ describe('webhook endpoints and redeliveries, bounded per client (e2e)', () => {
     /**
      * The statements of what POST /orders runs in its key's transaction (the
      * order, its event, a delivery per endpoint), counted by the server and
-     * then rolled back: no message commits, so no relay wakes to run
-     * statements of its own. The fewest of three runs: a relay's idle look
-     * (every few seconds) may fall into one. Each run must have queued a
-     * delivery for every endpoint.
+     * then rolled back: no message commits (and with the jobs off no relay
+     * runs here). The fewest of three runs: the API keys' reading (every 4 s)
+     * may fall into one. Each run must have queued a delivery for every
+     * endpoint.
      */
     const statements = async (endpoints: number) => {
       const runs: number[] = [];
