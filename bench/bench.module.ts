@@ -12,6 +12,7 @@ import { LeaseKeeper } from '../packages/idempotency/src/core/lease-keeper';
 import { OperationAttempt } from '../packages/idempotency/src/core/operation-attempt';
 import { PhasedOperation as InternalPhasedOperation } from '../packages/idempotency/src/core/phased-operation';
 import { oneCommitStatements } from '../packages/idempotency/src/stores/postgres/one-commit-statements';
+import { keyId } from '../packages/idempotency/src/contract/key-id';
 import { CreateOrderDto } from '../src/orders/dto/create-order.dto';
 import { OrderResponse } from '../src/orders/dto/order.response';
 import { OrdersModule } from '../src/orders/orders.module';
@@ -59,7 +60,7 @@ export class UnprotectedPaymentsController {
   /** The payment's phases with no key: a lease that nothing can take, stopped when the work ends. */
   private async unprotected<T>(clientId: string, work: (op: PaymentOperation) => Promise<T>): Promise<T> {
     const store = noKeyStore(this.txHost);
-    const lease = new LeaseKeeper({ scope: clientId, key: 'bench', token: '0', retentionMs: 0 }, store, 3_600_000);
+    const lease = new LeaseKeeper({ scope: clientId, key: 'bench', id: keyId(clientId, 'bench'), token: '0', retentionMs: 0 }, store, 3_600_000);
     // The library's own class, reached by path: the app's type of it is the installed package's.
     const op = new InternalPhasedOperation(new OperationAttempt(lease, store, null), PAYMENT_OPERATION, 201) as unknown as PaymentOperation;
     try {

@@ -165,12 +165,13 @@ async function main() {
     let bodyBytes = 0;
     for (let i = 0; i < MEMORY_KEYS; i++) {
       const key = randomUUID();
-      const c = await redisStore.claim(h.request(key, { ...PAYMENT_BODY, amount: 100 + i }));
+      const request = h.request(key, { ...PAYMENT_BODY, amount: 100 + i });
+      const c = await redisStore.claim(request);
       if (c.kind !== 'claimed') throw new Error('memory: no claim');
       const body = JSON.stringify({ id: randomUUID(), amount: 100 + i, currency: 'usd' });
       bodyBytes += body.length;
       await redisStore.complete(c.owner, { status: 201, body, contentType: JSON_TYPE });
-      names.push(redisStore.redisKey(h.clientId, key));
+      names.push(redisStore.redisKey(request));
     }
     const usage = await Promise.all(names.map((n) => redisInfo.memory('USAGE', n, 'SAMPLES', 0)));
     const usedMemory = Number(((await redisInfo.info('memory')).match(/used_memory:(\d+)/) ?? [])[1]);

@@ -7,6 +7,7 @@ import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { fingerprint } from '../../packages/idempotency/src/core/fingerprint';
+import { keyId } from '../../packages/idempotency/src/contract/key-id';
 // Through the installed package, as the app's own module is: its tokens and classes are the app's.
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from 'safe-retries/swagger';
 import { IdempotencyStore, Ownership, StoredResponse, idempotencyStoreOf } from 'safe-retries/testing';
@@ -74,6 +75,7 @@ export async function createStoreHarness(databaseUrl: string): Promise<StoreHarn
     request: (key, body = PAYMENT_BODY) => ({
       scope: clientId,
       key,
+      id: keyId(clientId, key),
       fingerprint: fingerprint('POST', '/payments', body),
       leaseMs: options.leaseMs,
       retentionMs: options.retentionMs,

@@ -6,7 +6,7 @@ import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from 'safe-retries/swagger';
 import { ClaimRequest, ClaimResult } from 'safe-retries/testing';
 import { IDEMPOTENCY_TX_HOST, PostgresIdempotencyStore, decodeResponse } from '../../packages/idempotency/test/support/internals';
-import { NOW_US, keyId } from '../../packages/idempotency/test/support/keys-table';
+import { NOW_US } from '../../packages/idempotency/test/support/keys-table';
 import { ReadReplicas } from '../../src/database/read-replicas';
 
 /**
@@ -34,7 +34,7 @@ export class ReplicaReadIdempotencyStore extends PostgresIdempotencyStore {
   }
 
   override async claim(r: ClaimRequest): Promise<ClaimResult> {
-    const id = keyId(r.scope, r.key);
+    const { id } = r;
     const [found] = await this.replicas.read<{ same: boolean; status: number | null; body: string | null; headers: string | null }>(
       { text: `SELECT fingerprint = $2::bytea AS same, status, body, headers FROM ${this.table} WHERE id = $1::uuid`, values: [id, r.fingerprint] },
       () => Promise.reject(new Error('the control store reads keys from the replica only')),
@@ -52,6 +52,6 @@ export class ReplicaReadIdempotencyStore extends PostgresIdempotencyStore {
        RETURNING lease::text AS lease`,
       [id, r.fingerprint, r.leaseMs, r.retentionMs],
     );
-    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: lease, retentionMs: r.retentionMs }, takenOver: false, recovery: null };
+    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, id, token: lease, retentionMs: r.retentionMs }, takenOver: false, recovery: null };
   }
 }

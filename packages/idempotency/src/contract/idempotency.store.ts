@@ -14,9 +14,19 @@
  *   held by the unit itself, for `@Idempotent({ commit: 'one' })`). A route that
  *   needs one is refused at startup when its store has none (IdempotencyStores).
  */
-export interface ClaimRequest {
+/**
+ * A key as a store is given it: its scope, the key, and `id`, the key's id
+ * (the first 128 bits of SHA-256(scope, NUL, key), as a uuid; see keyId),
+ * derived once where the request (or the lookup) is built and carried with it.
+ * A store names the key by `id` and never derives it again.
+ */
+export interface ScopedKey {
   scope: string;
   key: string;
+  id: string;
+}
+
+export interface ClaimRequest extends ScopedKey {
   fingerprint: Buffer;
   leaseMs: number;
   retentionMs: number;
@@ -27,9 +37,7 @@ export interface ClaimRequest {
  * replaces it, see LeaseKeeper), and the retention its outcome is kept for,
  * counted from the completion.
  */
-export interface Ownership {
-  scope: string;
-  key: string;
+export interface Ownership extends ScopedKey {
   token: string;
   retentionMs: number;
 }
@@ -112,7 +120,7 @@ export interface IdempotencyStore {
    */
   release(owner: Ownership): Promise<void>;
   /** Where the operation at this key stands; reads only. */
-  outcome(scope: string, key: string): Promise<KeyOutcome>;
+  outcome(at: ScopedKey): Promise<KeyOutcome>;
   /**
    * Runs one unit of work: the writes `work` makes and the store's fenced
    * writes inside it (complete, and a recovery point's checkpoint or discard)
@@ -182,7 +190,7 @@ export interface RecoveryPoints {
    * gone, or its owner still holds the lease). One winner per key across
    * instances.
    */
-  takeOver(leaseMs: number, at?: { scope: string; key: string }): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
+  takeOver(leaseMs: number, at?: ScopedKey): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null>;
 }
 
 /** Waiting duplicates (`@Idempotent({ wait })`). */
@@ -192,7 +200,7 @@ export interface KeySettlement {
    * `announceSettled`) or after `timeoutMs`, whichever comes first. Registers at
    * once, so a settlement right after the call is not missed.
    */
-  awaitSettled(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void };
+  awaitSettled(at: ScopedKey, timeoutMs: number): { settled: Promise<void>; cancel(): void };
   /** Wakes whoever awaits this key (after its completion or release committed). */
-  announceSettled(scope: string, key: string): Promise<void>;
+  announceSettled(at: ScopedKey): Promise<void>;
 }

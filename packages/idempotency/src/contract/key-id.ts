@@ -9,7 +9,8 @@ import { createHash } from 'node:crypto';
  * principal's. A scope never contains NUL (checkScope refuses it; PostgreSQL
  * text cannot hold one) and a key is printable ASCII, so the input is
  * unambiguous. Two distinct (scope, key) pairs share an id with probability
- * about n²/2¹²⁹ for n stored keys: 10¹² keys give 1.5 × 10⁻¹⁵.
+ * about n²/2¹²⁹ for n stored keys: 10¹² keys give 1.5 × 10⁻¹⁵. It is
+ * derived once per request, and the stores are given it with the key (ScopedKey).
  *
  * keyIdSql is the same function in SQL, for operators and migrations: a unit
  * test keeps the two identical.

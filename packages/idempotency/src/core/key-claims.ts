@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeySettlement } from '../contract/idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeySettlement, ScopedKey } from '../contract/idempotency.store';
 import { inSpan } from '../telemetry/idempotency.telemetry';
 
 /**
@@ -31,7 +31,7 @@ export async function claimOrWait(store: IdempotencyStore, request: ClaimRequest
 export async function askAgainWhileInProgress<A extends { kind: string }>(
   answer: A,
   settlement: KeySettlement | undefined,
-  request: Pick<ClaimRequest, 'scope' | 'key'>,
+  request: ScopedKey,
   waitMs: number,
   ask: () => Promise<A>,
   sliceMs = Infinity,
@@ -39,7 +39,7 @@ export async function askAgainWhileInProgress<A extends { kind: string }>(
   if (answer.kind !== 'in_progress' || waitMs <= 0 || !settlement) return answer;
   const deadline = performance.now() + waitMs;
   while (answer.kind === 'in_progress' && performance.now() < deadline) {
-    const waiting = settlement.awaitSettled(request.scope, request.key, Math.min(deadline - performance.now(), sliceMs));
+    const waiting = settlement.awaitSettled(request, Math.min(deadline - performance.now(), sliceMs));
     try {
       answer = await ask();
     } catch (error) {
@@ -67,8 +67,8 @@ export async function timedClaim(metrics: IdempotencyMetrics, claim: () => Promi
 const logger = new Logger('Idempotency');
 
 /** Wakes the duplicates waiting for a key (after its completion or release committed); a failure is logged, not thrown. */
-export function announceSettled(store: IdempotencyStore, owner: { scope: string; key: string }): void {
-  store.settlement?.announceSettled(owner.scope, owner.key).catch((error: unknown) => {
+export function announceSettled(store: IdempotencyStore, owner: ScopedKey): void {
+  store.settlement?.announceSettled(owner).catch((error: unknown) => {
     logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
   });
 }

@@ -3,6 +3,7 @@ import { IdempotencyProblem, idempotencyErrors } from '../contract/idempotency.e
 import { IdempotencyContext } from './idempotency.context';
 import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { ClaimRequest, ClaimResult, StoredResponse } from '../contract/idempotency.store';
+import { keyId } from '../contract/key-id';
 import { parseIdempotencyKey } from './idempotency-key';
 import { RouteSettings } from './route-settings';
 import { aboutOperation, openSpan } from '../telemetry/idempotency.telemetry';
@@ -74,9 +75,10 @@ export class KeyedOperation {
     return parsed.key;
   }
 
-  run<A>(route: RouteSettings, call: Omit<ClaimRequest, 'leaseMs' | 'retentionMs'>, handle: () => Promise<unknown>, io: Answering<A>): Promise<A> {
-    const request: ClaimRequest = { ...call, leaseMs: route.leaseMs, retentionMs: route.retentionMs };
-    return aboutOperation(request.scope, request.key, route.operation, () => {
+  /** Runs the call: its request, with the key's id derived here, once, is what the telemetry and the store are given. */
+  run<A>(route: RouteSettings, call: Omit<ClaimRequest, 'id' | 'leaseMs' | 'retentionMs'>, handle: () => Promise<unknown>, io: Answering<A>): Promise<A> {
+    const request: ClaimRequest = { ...call, id: keyId(call.scope, call.key), leaseMs: route.leaseMs, retentionMs: route.retentionMs };
+    return aboutOperation(request, route.operation, () => {
       const cached = this.replays.get(request.scope, request.key, request.fingerprint);
       if (cached) {
         this.metrics.replayCacheHits.inc();

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { idempotencyErrors } from '../contract/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
 import { KeyOutcome } from '../contract/idempotency.store';
+import { keyId } from '../contract/key-id';
 import { IdempotencyStores } from '../stores/idempotency-stores';
 import { parseIdempotencyKey } from '../core/idempotency-key';
 import { checkScope } from '../core/scope';
@@ -27,9 +28,10 @@ export class IdempotencyKeys {
     const parsed = parseIdempotencyKey(rawKey);
     if (!parsed.ok) throw idempotencyErrors.invalid(this.options.policyUrl, parsed.reason);
     const owner = checkScope(scope);
+    const at = { scope: owner, key: parsed.key, id: keyId(owner, parsed.key) };
     let found: KeyOutcome = { state: 'unknown' };
     for (const store of this.stores.all) {
-      found = await store.outcome(owner, parsed.key);
+      found = await store.outcome(at);
       if (found.state !== 'unknown') break;
     }
     return { key: parsed.key, ...found };

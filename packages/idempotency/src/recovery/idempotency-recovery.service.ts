@@ -3,6 +3,7 @@ import { ClsService } from 'nestjs-cls';
 import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
 import { IdempotencyStore, Ownership, RecoveryPoint, RecoveryPoints } from '../contract/idempotency.store';
+import { keyId } from '../contract/key-id';
 import { IdempotencyStores } from '../stores/idempotency-stores';
 import { LeaseKeeper } from '../core/lease-keeper';
 import { aboutOperation, inSpan } from '../telemetry/idempotency.telemetry';
@@ -140,12 +141,11 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
         const next = await recovery.takeOver(this.options.leaseMs);
         if (!next) break;
         const taken: Taken = { store, ...next, takenAt };
-        const id = JSON.stringify([next.owner.scope, next.owner.key]);
-        if (tried.has(id)) {
+        if (tried.has(next.owner.id)) {
           await this.attempt(taken).settle(async () => undefined, () => 'tried already in this run');
           break;
         }
-        tried.add(id);
+        tried.add(next.owner.id);
         result.taken++;
         const ending = await this.resume(taken);
         if (ending === 'finished') result.finished++;
@@ -169,9 +169,10 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
   takeOver<S, T>(name: PhasedOperationName<S>, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>>;
   takeOver<T>(name: string, scope: string, key: string, work: (operation: PhasedOperation) => Promise<T>): Promise<TakeOverResult<T>>;
   async takeOver<S, T>(name: string, scope: string, key: string, work: (operation: PhasedOperation<S>) => Promise<T>): Promise<TakeOverResult<T>> {
+    const at = { scope, key, id: keyId(scope, key) };
     for (const { store, recovery } of this.stores) {
       const takenAt = performance.now();
-      const taken = await recovery.takeOver(this.options.leaseMs, { scope, key });
+      const taken = await recovery.takeOver(this.options.leaseMs, at);
       if (!taken) continue;
       const attempt = this.attempt({ store, ...taken, takenAt });
       const held = taken.recovery.operation;
@@ -180,7 +181,7 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
         if (held !== name) throw new Error(`the key holds the operation ${held}, not ${name}`);
         return work(operation);
       };
-      const settled = await aboutOperation(scope, key, held, () =>
+      const settled = await aboutOperation(at, held, () =>
         inSpan('idempotency.takeover', () => attempt.settle(run, () => 'the work returned without finish() or release()')),
       );
       if (settled.threw) throw settled.error;
@@ -197,7 +198,7 @@ export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplic
   /** Resumes one operation with its registered function, in a CLS context of its own (the job has no request). */
   private resume(taken: Taken): Promise<'finished' | 'released' | 'failed'> {
     const { owner, recovery } = taken;
-    return aboutOperation(owner.scope, owner.key, recovery.operation, () =>
+    return aboutOperation(owner, recovery.operation, () =>
       inSpan('idempotency.recovery', async () => {
         const attempt = this.attempt(taken);
         const resume = this.resumers.get(recovery.operation);

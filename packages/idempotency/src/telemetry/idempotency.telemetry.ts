@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { channel } from 'node:diagnostics_channel';
 import { Attributes, Span, SpanStatusCode, context, trace } from '@opentelemetry/api';
-import { keyId } from '../contract/key-id';
+import type { ScopedKey } from '../contract/idempotency.store';
 
 /**
  * What the module tells observers, in two ways that cost nothing when no one
@@ -55,9 +55,9 @@ function attributes(subject: Subject): Attributes {
   return { 'idempotency.scope': subject.scope, 'idempotency.key_id': subject.keyId, 'idempotency.operation': subject.operation };
 }
 
-/** The subject of the spans and events of `work`: the operation at (scope, key). */
-export function aboutOperation<T>(scope: string, key: string, operation: string, work: () => T): T {
-  return subjects.run({ scope, keyId: keyId(scope, key), operation }, work);
+/** The subject of the spans and events of `work`: the operation at the key. */
+export function aboutOperation<T>(at: ScopedKey, operation: string, work: () => T): T {
+  return subjects.run({ scope: at.scope, keyId: at.id, operation }, work);
 }
 
 /** An outcome of the current operation (with the error that ended it): an event of the active span and of the diagnostics channel. */

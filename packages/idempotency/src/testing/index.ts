@@ -32,5 +32,6 @@ export type {
   Ownership,
   RecoveryPoint,
   RecoveryPoints,
+  ScopedKey,
   StoredResponse,
 } from '../contract/idempotency.store';

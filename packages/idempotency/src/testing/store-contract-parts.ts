@@ -103,7 +103,7 @@ export const recoveryCases: StoreContractCase[] = [
       }
       const byKey = await recovery.takeOver(leaseMs, a);
       assert.deepEqual(byKey?.recovery, point(a.key));
-      assert.equal(byKey?.owner.key, a.key);
+      assert.deepEqual([byKey?.owner.key, byKey?.owner.id], [a.key, a.id]);
       assert.equal(await recovery.takeOver(leaseMs, a), null, 'taken over twice');
       // The recovery job's takeovers, one at a time until none is left (earlier cases may have left some).
       const abandoned: { owner: Ownership; recovery: RecoveryPoint }[] = [];
@@ -113,8 +113,8 @@ export const recoveryCases: StoreContractCase[] = [
       }
       const mine = abandoned.filter((t) => t.owner.key === a.key || t.owner.key === b.key);
       assert.deepEqual(
-        mine.map((t) => [t.owner.scope, t.owner.key, t.owner.retentionMs, t.recovery]),
-        [[b.scope, b.key, b.retentionMs, point(b.key)]],
+        mine.map((t) => [t.owner.scope, t.owner.key, t.owner.id, t.owner.retentionMs, t.recovery]),
+        [[b.scope, b.key, b.id, b.retentionMs, point(b.key)]],
       );
       await d.complete(mine[0].owner, d.response());
     },
@@ -131,12 +131,12 @@ export const settlementCases: StoreContractCase[] = [
       const request = d.request();
       const timeoutMs = 20_000;
       const started = Date.now();
-      const waiting = settlement.awaitSettled(request.scope, request.key, timeoutMs);
+      const waiting = settlement.awaitSettled(request, timeoutMs);
       await sleep(50);
-      await settlement.announceSettled(request.scope, request.key);
+      await settlement.announceSettled(request);
       await waiting.settled;
       assert.ok(Date.now() - started < timeoutMs / 2, `woken after ${Date.now() - started} ms`);
-      const cancelled = settlement.awaitSettled(request.scope, request.key, timeoutMs);
+      const cancelled = settlement.awaitSettled(request, timeoutMs);
       const at = Date.now();
       cancelled.cancel();
       await cancelled.settled;
@@ -189,7 +189,7 @@ export const oneCommitCases: StoreContractCase[] = [
       const { owner } = await d.claimed(request);
       await d.complete(owner, d.response('first'));
       const deadline = Date.now() + 10_000;
-      while ((await d.store.outcome(request.scope, request.key)).state !== 'unknown') {
+      while ((await d.store.outcome(request)).state !== 'unknown') {
         assert.ok(Date.now() < deadline, 'the key is forgotten once its retention has run out');
         await sleep(10);
       }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ClaimRequest, ClaimResult, IdempotencyStore, OneCommitKeys, Ownership, StoredResponse } from '../contract/idempotency.store';
+import { keyId } from '../contract/key-id';
 
 /** A store under test, and what running it needs. */
 export interface StoreContractSubject {
@@ -71,7 +72,7 @@ export class ContractDriver {
       const ending = new Promise<StoredResponse | null>((settle) => (ended = settle));
       const done = this.unit(async () => {
         const claim = await this.oneCommit.claim(request);
-        if (claim.kind === 'claimed') this.held.set(heldKey(request), { end: ended, done });
+        if (claim.kind === 'claimed') this.held.set(request.id, { end: ended, done });
         resolve(claim);
         if (claim.kind !== 'claimed') return;
         const response = await ending;
@@ -87,8 +88,8 @@ export class ContractDriver {
   /** Gives an owner's key up: the store's release, or (mode `one`) the rollback of its unit. */
   async release(owner: Ownership): Promise<void> {
     if (this.mode === 'durable') return this.store.release(owner);
-    const held = this.held.get(heldKey(owner));
-    this.held.delete(heldKey(owner));
+    const held = this.held.get(owner.id);
+    this.held.delete(owner.id);
     held?.end(null);
     await held?.done.catch((error: unknown) => {
       if (!(error instanceof Released)) throw error;
@@ -101,9 +102,10 @@ export class ContractDriver {
     this.held.clear();
   }
 
-  /** A claim request for a key no one has used, in a scope of its own. */
-  request(over: Partial<ClaimRequest> = {}): ClaimRequest {
-    return { scope: `scope-${randomUUID()}`, key: randomUUID(), fingerprint: randomBytes(16), leaseMs: 30_000, retentionMs: 3_600_000, ...over };
+  /** A claim request for a key no one has used, in a scope of its own; its id derived from its scope and key, as the orchestration does. */
+  request(over: Partial<Omit<ClaimRequest, 'id'>> = {}): ClaimRequest {
+    const request = { scope: `scope-${randomUUID()}`, key: randomUUID(), fingerprint: randomBytes(16), leaseMs: 30_000, retentionMs: 3_600_000, ...over };
+    return { ...request, id: keyId(request.scope, request.key) };
   }
 
   /** A claim that must win the key. */
@@ -112,6 +114,7 @@ export class ContractDriver {
     assert.equal(claim.kind, 'claimed', `expected the key to be claimed, got ${claim.kind}`);
     if (claim.kind !== 'claimed') throw new Error('unreachable');
     assert.equal(claim.takenOver, takenOver, takenOver ? 'expected a takeover' : 'expected a fresh claim, not a takeover');
+    assert.deepEqual([claim.owner.scope, claim.owner.key, claim.owner.id], [request.scope, request.key, request.id], "the owner is the request's key");
     return claim;
   }
 
@@ -122,6 +125,7 @@ export class ContractDriver {
       const claim = await this.store.claim(request);
       if (claim.kind === 'claimed') {
         assert.equal(claim.takenOver, true, 'a claim of a key in progress must be a takeover');
+        assert.deepEqual([claim.owner.scope, claim.owner.key, claim.owner.id], [request.scope, request.key, request.id], "the owner is the request's key");
         return claim;
       }
       assert.equal(claim.kind, 'in_progress', `a key whose owner's lease is running out is in progress, not ${claim.kind}`);
@@ -143,9 +147,9 @@ export class ContractDriver {
   /** The owner's completion in a unit of its own, as the orchestration runs it; in mode `one`, the end of its unit. */
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
     if (this.mode === 'durable') return this.unit(() => this.store.complete(owner, response));
-    const held = this.held.get(heldKey(owner));
+    const held = this.held.get(owner.id);
     assert.ok(held, 'no unit holds this key');
-    this.held.delete(heldKey(owner));
+    this.held.delete(owner.id);
     held.end(response);
     await held.done;
   }
@@ -159,10 +163,6 @@ export class ContractDriver {
   response(body = JSON.stringify({ id: randomUUID(), note: 'zürich ✓' })): StoredResponse {
     return { status: 201, body, contentType: 'application/vnd.example+json; charset=utf-8', location: `/things/${randomUUID()}` };
   }
-}
-
-function heldKey(key: { scope: string; key: string }): string {
-  return `${key.scope}\u0000${key.key}`;
 }
 
 /**

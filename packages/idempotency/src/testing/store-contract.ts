@@ -48,7 +48,7 @@ const coreCases: StoreContractCase[] = [
     async run(d) {
       const request = d.request();
       const { owner } = await d.claimed(request);
-      const other = await d.claimed({ ...request, scope: `${request.scope}-other` });
+      const other = await d.claimed(d.request({ ...request, scope: `${request.scope}-other` }));
       await d.complete(owner, d.response());
       await d.release(other.owner);
     },
@@ -163,19 +163,19 @@ const coreCases: StoreContractCase[] = [
     modes: BOTH,
     async run(d) {
       const request = d.request({ leaseMs: 60_000, retentionMs: 3_600_000 });
-      assert.deepEqual(await d.store.outcome(request.scope, request.key), { state: 'unknown' });
+      assert.deepEqual(await d.store.outcome(request), { state: 'unknown' });
       const { owner } = await d.claimed(request);
-      const running = await d.store.outcome(request.scope, request.key);
+      const running = await d.store.outcome(request);
       assert.ok(running.state === 'in_progress' && running.retryAfterMs > 0 && running.retryAfterMs <= 60_000, JSON.stringify(running));
       await d.complete(owner, d.response());
-      const done = await d.store.outcome(request.scope, request.key);
+      const done = await d.store.outcome(request);
       assert.equal(done.state, 'completed');
       if (done.state !== 'completed') return;
       assert.equal(done.status, 201);
       // Retention counts from the completion (the store's clock; a minute's leeway for clocks apart).
       const left = Date.parse(done.expiresAt) - Date.now();
       assert.ok(Math.abs(left - 3_600_000) < 60_000, `expires ${done.expiresAt}, ${left} ms from now`);
-      assert.deepEqual(await d.store.outcome(`${request.scope}-other`, request.key), { state: 'unknown' });
+      assert.deepEqual(await d.store.outcome(d.request({ ...request, scope: `${request.scope}-other` })), { state: 'unknown' });
     },
   },
   {

@@ -326,7 +326,8 @@ describe('the idempotency module at startup (e2e)', () => {
   withRedis('runs a store it is given with its own lifecycle: connected at startup, closed at shutdown; an app client left open', async () => {
     const jobsOff = { purge: { enabled: false }, recovery: { enabled: false } };
     const start = async (redis: RedisIdempotencyStore) => (await boot([IdempotencyModule.forRoot({ stores: { redis }, ...jobsOff })])).createNestApplication({ logger: false });
-    const claim = { scope: 'given', key: randomUUID(), fingerprint: Buffer.alloc(16), leaseMs: 1_000, retentionMs: 60_000 };
+    const key = randomUUID();
+    const claim = { scope: 'given', key, id: keyId('given', key), fingerprint: Buffer.alloc(16), leaseMs: 1_000, retentionMs: 60_000 };
 
     const given = new RedisIdempotencyStore({ url: redisUrl(), keyPrefix: `given-${randomUUID()}:` });
     const app = await (await start(given)).init();

@@ -52,7 +52,7 @@ describeRedis('Redis store (e2e)', () => {
   it('judges the lease on the server clock and makes a strictly larger token on each takeover', async () => {
     const scope = randomUUID();
     const key = randomUUID();
-    const claim = { scope, key, fingerprint, leaseMs: 30, retentionMs: 60_000 };
+    const claim = { scope, key, id: keyId(scope, key), fingerprint, leaseMs: 30, retentionMs: 60_000 };
     const first = await store.claim(claim);
     if (first.kind !== 'claimed') throw new Error(`expected a claim, got ${first.kind}`);
     expect(await store.claim(claim)).toMatchObject({ kind: 'in_progress' });
@@ -70,11 +70,12 @@ describeRedis('Redis store (e2e)', () => {
   });
 
   it('forgets a key past its retention: the same key is then a new operation', async () => {
-    const claim = { scope: randomUUID(), key: randomUUID(), fingerprint, leaseMs: 10, retentionMs: 200 };
+    const [scope, key] = [randomUUID(), randomUUID()];
+    const claim = { scope, key, id: keyId(scope, key), fingerprint, leaseMs: 10, retentionMs: 200 };
     const first = await store.claim(claim);
     if (first.kind !== 'claimed') throw new Error(`expected a claim, got ${first.kind}`);
     await store.complete(first.owner, { status: 200, body: '{}', contentType: 'application/json; charset=utf-8' });
-    const name = store.redisKey(claim.scope, claim.key);
+    const name = store.redisKey(claim);
     const ttl = await redis.pttl(name);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(200);

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { IdempotencyStore, StoredResponse } from 'safe-retries/testing';
+import { keyId } from '../support/keys-table';
 import { Observed, Op, SHORT_MS, StoreModel } from './store-model';
 
 /**
@@ -76,7 +77,7 @@ async function execute(op: Op, real: RealStore): Promise<Observed> {
   try {
     switch (op.kind) {
       case 'claim':
-        return { result: await store.claim({ scope, key: op.key, fingerprint: createHash('sha256').update(op.fingerprint).digest().subarray(0, 16), leaseMs: op.leaseMs, retentionMs: op.retentionMs }) };
+        return { result: await store.claim({ scope, key: op.key, id: keyId(scope, op.key), fingerprint: createHash('sha256').update(op.fingerprint).digest().subarray(0, 16), leaseMs: op.leaseMs, retentionMs: op.retentionMs }) };
       case 'complete':
         return { result: await real.inContext(() => store.runUnit(() => store.complete(op.owner, op.response))) };
       case 'renew':
@@ -84,7 +85,7 @@ async function execute(op: Op, real: RealStore): Promise<Observed> {
       case 'release':
         return { result: await store.release(op.owner) };
       case 'outcome':
-        return { result: await store.outcome(scope, op.key) };
+        return { result: await store.outcome({ scope, key: op.key, id: keyId(scope, op.key) }) };
     }
   } catch (error) {
     return { error: (error as Error).name === 'LeaseLostError' ? 'LeaseLostError' : `${(error as Error).name}: ${(error as Error).message}` };

@@ -3,8 +3,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { keyId } from './keys-table';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, OneCommitKeys, Ownership, RecoveryPoint, RecoveryPoints, StoredResponse } from 'safe-retries/testing';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, OneCommitKeys, Ownership, RecoveryPoint, RecoveryPoints, ScopedKey, StoredResponse } from 'safe-retries/testing';
 
 /**
  * A DELIBERATELY NAIVE store, for the store contract and the race suite to
@@ -41,14 +40,14 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
       `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at)
        VALUES ($1, $2, 0, now() + interval '1 day')
        ON CONFLICT (id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`,
-      [keyId(r.scope, r.key), r.fingerprint],
+      [r.id, r.fingerprint],
     );
-    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: '0', retentionMs: r.retentionMs }, takenOver: false, recovery: null };
+    return { kind: 'claimed', owner: { scope: r.scope, key: r.key, id: r.id, token: '0', retentionMs: r.retentionMs }, takenOver: false, recovery: null };
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
     await this.txHost.tx.query('UPDATE idempotency_keys SET status = $2, body = $3, headers = $4 WHERE id = $1', [
-      keyId(owner.scope, owner.key),
+      owner.id,
       response.status,
       response.body,
       encodeHeaders(response),
@@ -56,7 +55,7 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.dataSource.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.scope, owner.key)]);
+    await this.dataSource.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [owner.id]);
   }
 
   runUnit<T>(work: () => Promise<T>): Promise<T> {
@@ -71,12 +70,12 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   readonly recovery: RecoveryPoints = {
     checkpoint: async (owner: Ownership, recovery: RecoveryPoint) => {
       await this.txHost.tx.query('UPDATE idempotency_keys SET recovery = $2 WHERE id = $1', [
-        keyId(owner.scope, owner.key),
+        owner.id,
         JSON.stringify({ ...recovery, scope: owner.scope, key: owner.key }),
       ]);
     },
     discard: async (owner: Ownership) => {
-      await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [keyId(owner.scope, owner.key)]);
+      await this.txHost.tx.query('DELETE FROM idempotency_keys WHERE id = $1 AND status IS NULL', [owner.id]);
     },
     takeOver: async () => null,
   };
@@ -87,14 +86,14 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
       const found = await this.check(this.txHost.tx, r);
       if (found) return found;
       await this.window?.enter();
-      return { kind: 'claimed', owner: { scope: r.scope, key: r.key, token: '0', retentionMs: r.retentionMs }, takenOver: false, recovery: null };
+      return { kind: 'claimed', owner: { scope: r.scope, key: r.key, id: r.id, token: '0', retentionMs: r.retentionMs }, takenOver: false, recovery: null };
     },
     complete: async (r: ClaimRequest, response: StoredResponse): Promise<void> => {
       await this.txHost.tx.query(
         `INSERT INTO idempotency_keys (id, fingerprint, lease, expires_at, status, body, headers)
          VALUES ($1, $2, 0, now() + interval '1 day', $3, $4, $5)
          ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, body = EXCLUDED.body, headers = EXCLUDED.headers`,
-        [keyId(r.scope, r.key), r.fingerprint, response.status, response.body, encodeHeaders(response)],
+        [r.id, r.fingerprint, response.status, response.body, encodeHeaders(response)],
       );
     },
   };
@@ -103,7 +102,7 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   private async check(db: Pick<DataSource, 'query'>, r: ClaimRequest): Promise<ClaimResult | null> {
     const [row] = await db.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
       'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1',
-      [keyId(r.scope, r.key)],
+      [r.id],
     );
     if (!row) return null;
     if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
@@ -111,9 +110,9 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
     return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
   }
 
-  async outcome(scope: string, key: string): Promise<KeyOutcome> {
+  async outcome(at: ScopedKey): Promise<KeyOutcome> {
     const [row] = await this.dataSource.query<{ status: number | null; expires_at: Date }[]>('SELECT status, expires_at FROM idempotency_keys WHERE id = $1', [
-      keyId(scope, key),
+      at.id,
     ]);
     if (!row) return { state: 'unknown' };
     return row.status === null ? { state: 'in_progress', retryAfterMs: 1000 } : { state: 'completed', status: row.status, expiresAt: row.expires_at.toISOString() };

@@ -5,10 +5,9 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../../config/idempotency.options';
-import { keyId } from '../../contract/key-id';
 import { KeyTransactionWrites } from '../../core/key-transaction-writes';
 import { ResponseCipher } from '../../contract/response-cipher';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, KeySettlement, OneCommitKeys, Ownership, RecoveryPoints, StoredResponse } from '../../contract/idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, KeySettlement, OneCommitKeys, Ownership, RecoveryPoints, ScopedKey, StoredResponse } from '../../contract/idempotency.store';
 import { createClaimPool } from './claim-pool';
 import { KeyQueries } from './key-queries';
 import { oneCommitStatements } from './one-commit-statements';
@@ -113,9 +112,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
     const listenAt = listen && (listen.url ? { connectionString: listen.url } : this.claimPool.options);
     this.listener = new SettledKeysListener(table.name, listenAt);
     this.settlement = {
-      awaitSettled: (scope, key, timeoutMs) => this.listener.awaitSettled(scope, key, timeoutMs),
-      announceSettled: async (scope, key) => {
-        await this.queries.autocommit('idempotency_settled', 'SELECT pg_notify($1, $2)', [this.listener.channel, keyId(scope, key)]);
+      awaitSettled: (at, timeoutMs) => this.listener.awaitSettled(at.id, timeoutMs),
+      announceSettled: async (at) => {
+        await this.queries.autocommit('idempotency_settled', 'SELECT pg_notify($1, $2)', [this.listener.channel, at.id]);
       },
     };
   }
@@ -134,16 +133,15 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
-    const { scope, key, fingerprint, leaseMs, retentionMs } = request;
+    const { scope, key, id, fingerprint, leaseMs, retentionMs } = request;
     const claimed = (token: string, takenOver = false, recovery: StoredRecoveryPoint | null = null): ClaimResult => ({
       kind: 'claimed',
-      owner: { scope, key, token, retentionMs },
+      owner: { scope, key, id, token, retentionMs },
       takenOver,
-      recovery: recovery && this.points.ownerOf(token, recovery).recovery,
+      recovery: recovery && this.points.ownerOf(id, token, recovery).recovery,
       // Its retention starts at the completion: at least retentionMs from the claim.
       retainedForMs: retentionMs,
     });
-    const id = keyId(scope, key);
     const [row] = await this.queries.autocommit<ClaimRow>('idempotency_claim', this.sql.claim, [id, fingerprint, leaseMs, retentionMs]);
     if (!row) return UNSEEN;
     if (row.claimed) return claimed(row.lease);
@@ -167,25 +165,24 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
-    const id = keyId(owner.scope, owner.key);
-    const sealed = this.cipher.seal(id, response);
-    await this.queries.fencedInTransaction('idempotency_complete', this.sql.complete, [id, owner.token, response.status, sealed.body, sealed.headers, owner.retentionMs]);
+    const sealed = this.cipher.seal(owner.id, response);
+    await this.queries.fencedInTransaction('idempotency_complete', this.sql.complete, [owner.id, owner.token, response.status, sealed.body, sealed.headers, owner.retentionMs]);
   }
 
   async renew(owner: Ownership, leaseMs: number): Promise<string | null> {
-    const [row] = await this.queries.autocommit<{ lease: string }>('idempotency_renew', this.sql.renew, [keyId(owner.scope, owner.key), owner.token, leaseMs]);
+    const [row] = await this.queries.autocommit<{ lease: string }>('idempotency_renew', this.sql.renew, [owner.id, owner.token, leaseMs]);
     return row?.lease ?? null;
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.queries.autocommit('idempotency_release', this.sql.release, [keyId(owner.scope, owner.key), owner.token]);
+    await this.queries.autocommit('idempotency_release', this.sql.release, [owner.id, owner.token]);
   }
 
-  async outcome(scope: string, key: string): Promise<KeyOutcome> {
+  async outcome(at: ScopedKey): Promise<KeyOutcome> {
     const [row] = await this.queries.autocommit<{ found: boolean; status: number | null; forgotten: boolean | null; remaining_ms: string; expires_at: string; locked: boolean | null }>(
       'idempotency_outcome',
       this.sql.outcome,
-      [keyId(scope, key)],
+      [at.id],
     );
     if (!row.found || row.forgotten) return row.locked ? { state: 'in_progress', retryAfterMs: UNSEEN_RETRY_MS } : { state: 'unknown' };
     if (row.status === null) return { state: 'in_progress', retryAfterMs: Number(row.remaining_ms) };

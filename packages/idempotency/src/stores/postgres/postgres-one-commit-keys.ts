@@ -1,5 +1,4 @@
 import { ClaimRequest, ClaimResult, OneCommitKeys, StoredResponse } from '../../contract/idempotency.store';
-import { keyId } from '../../contract/key-id';
 import { ResponseCipher } from '../../contract/response-cipher';
 import { KeyQueries } from './key-queries';
 import { OneCommitStatements } from './one-commit-statements';
@@ -43,8 +42,7 @@ export class PostgresOneCommitKeys implements OneCommitKeys {
   ) {}
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
-    const { scope, key, fingerprint, leaseMs, retentionMs } = request;
-    const id = keyId(scope, key);
+    const { scope, key, id, fingerprint, leaseMs, retentionMs } = request;
     const [first] = await this.queries.inTransaction<OneCommitClaimRow>('idempotency_one_commit_claim', this.sql.claim, [id, fingerprint, String(leaseMs)]);
     // Tried only for a key left to be claimed (see the statement): held by another unit, it is in progress.
     if (first.locked === false) return { kind: 'in_progress', retryAfterMs: HELD_RETRY_MS };
@@ -53,7 +51,7 @@ export class PostgresOneCommitKeys implements OneCommitKeys {
     const claimed = (takenOver: boolean): ClaimResult => ({
       kind: 'claimed',
       // No token: the claim is the transaction's lock, and nothing outside it can be fenced.
-      owner: { scope, key, token: '', retentionMs },
+      owner: { scope, key, id, token: '', retentionMs },
       takenOver,
       recovery: null,
       retainedForMs: retentionMs,
@@ -69,11 +67,10 @@ export class PostgresOneCommitKeys implements OneCommitKeys {
   }
 
   async complete(request: ClaimRequest, response: StoredResponse): Promise<void> {
-    const id = keyId(request.scope, request.key);
-    const sealed = this.cipher.seal(id, response);
+    const sealed = this.cipher.seal(request.id, response);
     // No row written (LeaseLostError): a durable claim of the same key committed its row after our read.
     await this.queries.fencedInTransaction('idempotency_one_commit_complete', this.sql.complete, [
-      id,
+      request.id,
       request.fingerprint,
       response.status,
       sealed.body,

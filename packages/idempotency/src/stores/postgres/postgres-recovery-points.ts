@@ -1,5 +1,4 @@
-import { keyId } from '../../contract/key-id';
-import { Ownership, RecoveryPoint, RecoveryPoints } from '../../contract/idempotency.store';
+import { Ownership, RecoveryPoint, RecoveryPoints, ScopedKey } from '../../contract/idempotency.store';
 import { KeyQueries } from './key-queries';
 import { KeyStatements } from './statements';
 
@@ -16,6 +15,8 @@ export interface StoredRecoveryPoint extends RecoveryPoint {
 }
 
 interface TakenRow {
+  /** The key's id: the recovery point names its scope and key, the row its id. */
+  id: string;
   lease: string;
   recovery: StoredRecoveryPoint;
 }
@@ -35,23 +36,23 @@ export class PostgresRecoveryPoints implements RecoveryPoints {
 
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
     const stored: StoredRecoveryPoint = { ...recovery, scope: owner.scope, key: owner.key, retentionMs: owner.retentionMs };
-    await this.queries.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [keyId(owner.scope, owner.key), owner.token, JSON.stringify(stored)]);
+    await this.queries.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [owner.id, owner.token, JSON.stringify(stored)]);
   }
 
   async discard(owner: Ownership): Promise<void> {
-    await this.queries.fencedInTransaction('idempotency_discard', this.sql.discard, [keyId(owner.scope, owner.key), owner.token]);
+    await this.queries.fencedInTransaction('idempotency_discard', this.sql.discard, [owner.id, owner.token]);
   }
 
-  async takeOver(leaseMs: number, at?: { scope: string; key: string }): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
+  async takeOver(leaseMs: number, at?: ScopedKey): Promise<{ owner: Ownership; recovery: RecoveryPoint } | null> {
     const [row] = at
-      ? await this.queries.autocommit<TakenRow>('idempotency_take_over_operation', this.sql.takeOverOperation, [keyId(at.scope, at.key), leaseMs])
+      ? await this.queries.autocommit<TakenRow>('idempotency_take_over_operation', this.sql.takeOverOperation, [at.id, leaseMs])
       : await this.queries.autocommit<TakenRow>('idempotency_take_over_abandoned', this.sql.takeOverAbandoned, [leaseMs]);
-    return row ? this.ownerOf(row.lease, row.recovery) : null;
+    return row ? this.ownerOf(row.id, row.lease, row.recovery) : null;
   }
 
-  /** A stored recovery point parted into the owner it belongs to (with the new token) and the point itself. */
-  ownerOf(token: string, stored: StoredRecoveryPoint): { owner: Ownership; recovery: RecoveryPoint } {
+  /** A stored recovery point of the key `id` parted into the owner it belongs to (with the new token) and the point itself. */
+  ownerOf(id: string, token: string, stored: StoredRecoveryPoint): { owner: Ownership; recovery: RecoveryPoint } {
     const { scope, key, retentionMs, ...recovery } = stored;
-    return { owner: { scope, key, token, retentionMs: retentionMs ?? this.defaultRetentionMs }, recovery };
+    return { owner: { scope, key, id, token, retentionMs: retentionMs ?? this.defaultRetentionMs }, recovery };
   }
 }

@@ -1,7 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { Client, ClientConfig } from 'pg';
-import { keyId } from '../../contract/key-id';
 
 /** A waiter asks the claim again at least this often (a lost notification costs no more). */
 const MAX_WAIT_SLICE_MS = 1_000;
@@ -37,12 +36,11 @@ export class SettledKeysListener {
   }
 
   /**
-   * Resolves when the key is announced settled or after `timeoutMs` (at most a
+   * Resolves when the key `id` is announced settled or after `timeoutMs` (at most a
    * slice of it: the caller asks again), whichever comes first. Registers at
    * once, so a settlement right after the call is not missed.
    */
-  awaitSettled(scope: string, key: string, timeoutMs: number): { settled: Promise<void>; cancel(): void } {
-    const id = keyId(scope, key);
+  awaitSettled(id: string, timeoutMs: number): { settled: Promise<void>; cancel(): void } {
     let wake!: () => void;
     const settled = new Promise<void>((resolve) => (wake = resolve));
     const slice = this.listenAt ? MAX_WAIT_SLICE_MS : POLL_WAIT_SLICE_MS;

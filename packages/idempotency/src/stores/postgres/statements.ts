@@ -115,14 +115,14 @@ WITH abandoned AS (
 UPDATE ${t} k SET lease = ${NOW_US} + $1::int8 * 1000
   FROM abandoned a
  WHERE k.id = a.id AND k.lease = a.lease
-RETURNING k.lease::text AS lease, k.recovery`;
+RETURNING k.id::text AS id, k.lease::text AS lease, k.recovery`;
 
 // One operation by its key, when its lease has ended (abandoned, or given up
 // after an unknown outcome): the same compare-and-set as any takeover.
 const TAKE_OVER_OPERATION_SQL = (t: string) => `
 UPDATE ${t} SET lease = ${NOW_US} + $2::int8 * 1000
  WHERE id = $1::uuid AND recovery IS NOT NULL AND status IS NULL AND lease <= ${NOW_US}
-RETURNING lease::text AS lease, recovery`;
+RETURNING id::text AS id, lease::text AS lease, recovery`;
 
 // What a client may be told about its key: nothing is written, nothing locked.
 // A key claimed by a unit that commits once has no row until that unit

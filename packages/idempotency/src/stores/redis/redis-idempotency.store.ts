@@ -1,15 +1,14 @@
 import { Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { LeaseLostError, ResponseNotStoredError } from '../../contract/idempotency.errors';
-import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, StoredResponse } from '../../contract/idempotency.store';
-import { keyId } from '../../contract/key-id';
+import { ClaimRequest, ClaimResult, IdempotencyStore, KeyOutcome, Ownership, ScopedKey, StoredResponse } from '../../contract/idempotency.store';
 import type { IdempotencyRedisClient, IdempotencyRedisOptions } from './redis-options';
 import { CLAIM_LUA, COMPLETE_LUA, IdempotencyCommands, OUTCOME_LUA, RELEASE_LUA, RENEW_LUA } from './redis-scripts';
 
 /**
  * The claim/complete protocol in Redis, for routes whose side effect does not
  * live in PostgreSQL (the library's README, "A Redis store"). One hash per key, named
- * `<prefix><keyId(scope, key)>` (the key and the scope are never stored, as in
- * PostgreSQL), with fields
+ * `<prefix><id>` with the key's id (see ScopedKey: the key and the scope are
+ * never stored, as in PostgreSQL), with fields
  *
  *   f  fingerprint (16 bytes)    t  fencing token     l  lease deadline, µs
  *   s  status (absent while in progress)   b  body   c  content type   o  Location
@@ -123,19 +122,19 @@ export class RedisIdempotencyStore implements IdempotencyStore, OnModuleInit, On
     return this.client;
   }
 
-  /** The Redis key of (scope, key): the prefix and keyId, as the PostgreSQL row's id. */
-  redisKey(scope: string, key: string): string {
-    return `${this.keyPrefix}${keyId(scope, key)}`;
+  /** The Redis key of a key: the prefix and the key's id, as the PostgreSQL row's id. */
+  redisKey(at: ScopedKey): string {
+    return `${this.keyPrefix}${at.id}`;
   }
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
-    const { scope, key, fingerprint, leaseMs, retentionMs } = request;
-    const reply = await this.redis.idempotencyClaim(this.redisKey(scope, key), fingerprint, leaseMs, retentionMs);
+    const { scope, key, id, fingerprint, leaseMs, retentionMs } = request;
+    const reply = await this.redis.idempotencyClaim(this.redisKey(request), fingerprint, leaseMs, retentionMs);
     switch (reply[0]) {
       case 'claimed':
       case 'taken_over':
         // Its retention starts at the completion: at least retentionMs from the claim.
-        return { kind: 'claimed', owner: { scope, key, token: reply[1], retentionMs }, takenOver: reply[0] === 'taken_over', recovery: null, retainedForMs: retentionMs };
+        return { kind: 'claimed', owner: { scope, key, id, token: reply[1], retentionMs }, takenOver: reply[0] === 'taken_over', recovery: null, retainedForMs: retentionMs };
       case 'mismatch':
         return { kind: 'mismatch' };
       case 'in_progress':
@@ -174,7 +173,7 @@ export class RedisIdempotencyStore implements IdempotencyStore, OnModuleInit, On
 
   private send(owner: Ownership, response: StoredResponse): Promise<number> {
     return this.redis.idempotencyComplete(
-      this.redisKey(owner.scope, owner.key),
+      this.redisKey(owner),
       owner.token,
       response.status,
       response.body,
@@ -184,8 +183,8 @@ export class RedisIdempotencyStore implements IdempotencyStore, OnModuleInit, On
     );
   }
 
-  async outcome(scope: string, key: string): Promise<KeyOutcome> {
-    const reply = await this.redis.idempotencyOutcome(this.redisKey(scope, key));
+  async outcome(at: ScopedKey): Promise<KeyOutcome> {
+    const reply = await this.redis.idempotencyOutcome(this.redisKey(at));
     if (!reply) return { state: 'unknown' };
     const [status, lease, ttl, now] = reply;
     if (status === null) return { state: 'in_progress', retryAfterMs: Math.max(0, Math.ceil((Number(lease) - Number(now)) / 1000)) };
@@ -194,11 +193,11 @@ export class RedisIdempotencyStore implements IdempotencyStore, OnModuleInit, On
   }
 
   async renew(owner: Ownership, leaseMs: number): Promise<string | null> {
-    return this.redis.idempotencyRenew(this.redisKey(owner.scope, owner.key), owner.token, leaseMs);
+    return this.redis.idempotencyRenew(this.redisKey(owner), owner.token, leaseMs);
   }
 
   async release(owner: Ownership): Promise<void> {
-    await this.redis.idempotencyRelease(this.redisKey(owner.scope, owner.key), owner.token);
+    await this.redis.idempotencyRelease(this.redisKey(owner), owner.token);
   }
 }
 
