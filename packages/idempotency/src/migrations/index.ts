@@ -7,7 +7,7 @@ import { idempotencyKeysAnyScope } from './1764460800005-IdempotencyKeysAnyScope
 import { idempotencyKeysHashed } from './1796081151558-IdempotencyKeysHashed';
 import { createIdempotencyMessages } from './1796142644217-CreateIdempotencyMessages';
 import { createIdempotencyOutbox } from './1796500000000-CreateIdempotencyOutbox';
-import { idempotencyOutboxLanes } from './1796600000000-IdempotencyOutboxLanes';
+import { idempotencyOutboxLanes } from './1798000000000-IdempotencyOutboxLanes';
 import { DEFAULT_OUTBOX_TABLE_NAME } from '../config/idempotency-table';
 
 export type IdempotencyMigration = new () => MigrationInterface;

@@ -8,8 +8,8 @@ import { IdempotencyTable } from '../config/idempotency-table';
  * without a default: adding it rewrites no row.
  */
 export const idempotencyOutboxLanes = (t: IdempotencyTable) =>
-  class IdempotencyOutboxLanes1796600000000 implements MigrationInterface {
-    name = 'IdempotencyOutboxLanes1796600000000';
+  class IdempotencyOutboxLanes1798000000000 implements MigrationInterface {
+    name = 'IdempotencyOutboxLanes1798000000000';
 
     async up(q: QueryRunner): Promise<void> {
       await q.query(`ALTER TABLE ${t.sql} ADD COLUMN lane text`);
