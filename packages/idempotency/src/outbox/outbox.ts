@@ -17,7 +17,7 @@ export interface OutboxEntry {
   stream?: string;
   /**
    * The destination it shares with others (one receiver's endpoint): a relay
-   * has at most RELAY_LANE_CAP messages of a lane in flight at once, and
+   * has at most 4 messages of a lane in flight at once (RELAY_LANE_CAP), and
    * claims across lanes in turn, so a slow lane delays only its own messages.
    */
   lane?: string;
