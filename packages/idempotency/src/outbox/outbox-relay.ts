@@ -68,14 +68,14 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly publish?: OutboxPublisher;
   private wakeups?: OutboxWakeups;
   private loop?: Promise<void>;
-  /** Aborted at shutdown: ends the loop's wait at once. */
+  /** Aborted at shutdown: the loop claims no more. */
   private readonly stopping = new AbortController();
   private readonly connections = new Turns(RELAY_CONNECTIONS);
   /** The deliveries in flight (each frees its slot when it ends). */
   private readonly inFlight = new Set<Promise<void>>();
   /** Deliveries in flight per lane. */
   private readonly lanes = new Map<string, number>();
-  /** Aborted when a delivery ends: the loop claims again. */
+  /** Aborted when a delivery ends (the loop claims again) and at shutdown: ends the loop's wait. */
   private freed = new AbortController();
 
   constructor(
@@ -98,6 +98,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /** Stops claiming, lets the deliveries in flight end before the data source closes, then closes the publisher. */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping.abort();
+    this.freed.abort();
     await this.loop;
     await Promise.all(this.inFlight);
     await this.wakeups?.stop();
@@ -188,9 +189,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           this.logger.error(`outbox relay claim failed: ${(error as Error).message}`);
         }
       }
+      if (signal.aborted || (more && this.inFlight.size < RELAY_SLOTS)) continue;
       // A slot that freed during the claim ends the wait at once.
-      const woken = AbortSignal.any([signal, this.freed.signal]);
-      if (more && this.inFlight.size < RELAY_SLOTS) continue;
+      const woken = this.freed.signal;
       if (this.inFlight.size >= RELAY_SLOTS) await sleep(pollMs, woken);
       else await (this.wakeups ? this.wakeups.sleep(pollMs, woken) : sleep(pollMs, woken));
     }
