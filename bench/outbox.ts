@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
-import { AddressInfo } from 'node:net';
+import { AddressInfo, Socket, createServer as createTcpServer } from 'node:net';
 import { INestApplicationContext, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
@@ -30,6 +30,12 @@ import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
  * - Steady: `rate` messages a second for `seconds`, one per transaction;
  *   commit-to-delivery latency (the receiver's arrival less the moment the
  *   adding transaction's COMMIT returned), p50/p99.
+ * - Beside a tarpit: 1,000 messages added in one transaction in one lane whose
+ *   receiver accepts the connection and answers a byte a second (the
+ *   publisher posts them to it), then `rate` / 5 messages a second for 5 s, one
+ *   per transaction, each in a lane of ten others (other clients' endpoints);
+ *   their commit-to-delivery latency, p50/p99, while the tarpit's lane is
+ *   still in flight.
  * Every message must arrive (at least once); duplicates are counted.
  * - Payments with events on and off: the app's POST /payments (fresh keys,
  *   autocannon, 20 connections, card network without delay) in interleaved
@@ -47,6 +53,7 @@ import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
 export interface OutboxBenchResult {
   burst: { messages: number; relayedPerSecond: number; addedPerSecond: number; duplicates: number };
   steady: { rate: number; seconds: number; messages: number; latencyMs: Percentiles; duplicates: number };
+  tarpit: { queued: number; rate: number; messages: number; latencyMs: Percentiles; tarpitConnections: number };
   payments: { seconds: number; off: number[]; on: number[]; offPerSecond: number; onPerSecond: number; onOverOff: number; delivered: number };
   fanOut: { endpoints: number; latencyMs: Percentiles }[];
 }
@@ -94,9 +101,45 @@ class Receiver {
   }
 }
 
-function outboxApp(databaseUrl: string, receiver: Receiver): Promise<INestApplicationContext> {
+/** A receiver that accepts every connection and answers one byte a second, never a whole answer. */
+class Tarpit {
+  port = 0;
+  /** Connections open now, and the most at once. */
+  open = 0;
+  mostOpen = 0;
+  private readonly sockets = new Set<Socket>();
+  private readonly server = createTcpServer((socket) => {
+    this.sockets.add(socket);
+    this.mostOpen = Math.max(this.mostOpen, ++this.open);
+    const answer = 'HTTP/1.1 204 No Content\r\n\r\n';
+    let sent = 0;
+    const drip = setInterval(() => socket.write(answer[sent++ % answer.length]), 1_000);
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearInterval(drip);
+      this.sockets.delete(socket);
+      this.open--;
+    });
+  });
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+  }
+
+  /** Stops accepting and drops what it holds: the deliveries in flight fail at once. */
+  stop(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const TARPIT_LANE = 'bench.tarpit';
+
+function outboxApp(databaseUrl: string, receiver: Receiver, tarpit: Tarpit): Promise<INestApplicationContext> {
   const publish = async (message: OutboxMessage, signal: AbortSignal): Promise<void> => {
-    const res = await fetch(`http://127.0.0.1:${receiver.port}/events`, {
+    const to = (message.payload as { tarpit?: boolean }).tarpit ? tarpit.port : receiver.port;
+    const res = await fetch(`http://127.0.0.1:${to}/events`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'idempotency-key': message.id },
       body: JSON.stringify({ type: message.topic, data: message.payload }),
@@ -132,7 +175,9 @@ export async function outboxBench(
     await receiver.stop();
     throw error;
   }
-  const app = await outboxApp(databaseUrl, receiver);
+  const tarpit = new Tarpit();
+  await tarpit.start();
+  const app = await outboxApp(databaseUrl, receiver, tarpit);
   await app.init();
   const outbox = app.get(Outbox);
   const txHost = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
@@ -140,9 +185,9 @@ export async function outboxBench(
   const dataSource = app.get(DataSource);
   const delivered = (ids: string[]) => receiver.waitFor(ids, (late) => lateMessages((text, values) => dataSource.query(text, values), late));
   /** Adds one message in a transaction of its own; its id and the moment its COMMIT returned. */
-  const add = (n: number) =>
+  const add = (n: number, lane?: string) =>
     cls.run(async () => {
-      const id = await txHost.withTransaction(() => outbox.add({ topic: 'bench.event', payload: { n, nonce: randomUUID() } }));
+      const id = await txHost.withTransaction(() => outbox.add({ topic: 'bench.event', payload: { n, nonce: randomUUID() }, lane }));
       return { id, committedAt: performance.now() };
     });
   try {
@@ -192,10 +237,42 @@ export async function outboxBench(
       duplicates: receiver.duplicates - duplicatesBefore,
     };
     options.log(`§12 steady: ${steady.messages} messages at ${steady.rate}/s, commit to delivery p50 ${fmt(steady.latencyMs.p50, 1)} ms, p99 ${fmt(steady.latencyMs.p99, 1)} ms`);
-    return { burst, steady, payments, fanOut: fanOutLatency };
+    const tarpitRun = await besideTarpit(options.rate / 5);
+    return { burst, steady, tarpit: tarpitRun, payments, fanOut: fanOutLatency };
   } finally {
+    await tarpit.stop();
     await app.close();
     await receiver.stop();
+  }
+
+  /** The tarpit run (see OutboxBenchResult): `rate` messages a second for 5 s beside 1,000 queued for the tarpit. */
+  async function besideTarpit(rate: number): Promise<OutboxBenchResult['tarpit']> {
+    const queued = 1_000;
+    await cls.run(() =>
+      txHost.withTransaction(() => outbox.add(Array.from({ length: queued }, (_, n) => ({ topic: 'bench.tarpit', payload: { n, tarpit: true }, lane: TARPIT_LANE })))),
+    );
+    while (tarpit.open === 0) await sleep(10);
+    const sent: { id: string; committedAt: number }[] = [];
+    const start = performance.now();
+    for (let i = 0; i < rate * 5; i++) {
+      const wait = start + (i * 1000) / rate - performance.now();
+      if (wait > 0) await sleep(wait);
+      sent.push(await add(i, `bench.other.${i % 10}`));
+    }
+    await delivered(sent.map((m) => m.id));
+    const result = {
+      queued,
+      rate,
+      messages: sent.length,
+      latencyMs: summarize(sent.map((m) => receiver.arrivals.get(m.id)! - m.committedAt)),
+      tarpitConnections: tarpit.mostOpen,
+    };
+    options.log(
+      `§12 beside a tarpit (${queued} queued, ${result.tarpitConnections} connections at most): ${result.messages} messages at ${rate}/s, commit to delivery p50 ${fmt(result.latencyMs.p50, 1)} ms, p99 ${fmt(result.latencyMs.p99, 1)} ms`,
+    );
+    // Its messages are no other run's: gone before the next.
+    await dataSource.query('DELETE FROM idempotency_outbox WHERE lane = $1', [TARPIT_LANE]);
+    return result;
   }
 }
 
@@ -357,6 +434,13 @@ export function outboxReport(r: OutboxBenchResult): string[] {
       [
         [`burst (${ADDERS} adders, one message a transaction; added at ${fmt(r.burst.addedPerSecond, 0)}/s)`, r.burst.messages, fmt(r.burst.relayedPerSecond, 0), '–', r.burst.duplicates],
         [`steady (${r.steady.rate}/s for ${r.steady.seconds} s)`, r.steady.messages, '–', `${fmt(r.steady.latencyMs.p50, 1)} / ${fmt(r.steady.latencyMs.p99, 1)}`, r.steady.duplicates],
+        [
+          `beside a tarpit (${r.tarpit.queued} queued in its lane, ${r.tarpit.tarpitConnections} connections to it at most; ${r.tarpit.rate}/s in 10 other lanes for 5 s)`,
+          r.tarpit.messages,
+          '–',
+          `${fmt(r.tarpit.latencyMs.p50, 1)} / ${fmt(r.tarpit.latencyMs.p99, 1)}`,
+          '–',
+        ],
       ],
     ),
     `POST /payments (fresh keys, 20 connections, ${r.payments.seconds} s slices): events off ${r.payments.off.map((x) => fmt(x, 0)).join(' · ')} (mean ${fmt(r.payments.offPerSecond, 0)}/s); ` +

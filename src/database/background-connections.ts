@@ -2,9 +2,9 @@ import { Injectable } from '@nestjs/common';
 
 /**
  * Connections of the main pool that the app's background database work (the
- * webhook deliveries the outbox relay hands over, up to a batch of 20 at once)
- * holds at once. The rest of the pool stays for requests: a relay round never
- * takes the connections a burst of requests waits for.
+ * webhook deliveries the outbox relay hands over, up to 20 in flight at once)
+ * holds at once. The rest of the pool stays for requests: the relay's
+ * deliveries never take the connections a burst of requests waits for.
  */
 export const BACKGROUND_CONNECTIONS = 2;
 

@@ -93,9 +93,14 @@ export class EventsService {
     return row;
   }
 
-  /** A delivery of the event to each endpoint, in one statement (none for no endpoint). */
+  /**
+   * A delivery of the event to each endpoint, in one statement (none for no
+   * endpoint). Each endpoint is a lane of the outbox's: a relay holds at most
+   * RELAY_LANE_CAP deliveries to one endpoint at once, so a slow endpoint
+   * delays its own deliveries, not another's.
+   */
   private async enqueue(clientId: string, eventId: string, endpointIds: string[]): Promise<void> {
     const payload = (endpointId: string): WebhookDeliveryPayload => ({ clientId, eventId, endpointId });
-    await this.outbox.add(endpointIds.map((endpointId) => ({ topic: WEBHOOK_DELIVERY_TOPIC, payload: payload(endpointId) })));
+    await this.outbox.add(endpointIds.map((endpointId) => ({ topic: WEBHOOK_DELIVERY_TOPIC, payload: payload(endpointId), lane: `webhook-endpoint:${endpointId}` })));
   }
 }

@@ -30,7 +30,7 @@ const CODES: Record<string, AttemptErrorClass> = {
 
 export function errorClass(error: unknown): AttemptErrorClass {
   if (error instanceof RefusedAddressError) return 'refused_address';
-  if (error instanceof AttemptTimeoutError) return error.phase === 'connect' ? 'connect_timeout' : 'response_timeout';
+  if (error instanceof AttemptTimeoutError) return error.phase === 'dns' ? 'dns' : error.phase === 'connect' ? 'connect_timeout' : 'response_timeout';
   const { code, name } = error as { code?: string; name?: string };
   if (name === 'AbortError' || name === 'TimeoutError') return 'aborted';
   if (code?.startsWith('ERR_TLS') || code?.includes('CERT') || code?.startsWith('ERR_SSL')) return 'tls';

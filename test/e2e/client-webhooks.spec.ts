@@ -2,6 +2,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { verifyWebhook } from '@safe-retries/client';
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import request from 'supertest';
@@ -14,7 +15,8 @@ jest.setTimeout(60_000);
 
 /** A real receiving server: records every request; `answer` decides each status. */
 class Receiver {
-  readonly requests: { headers: http.IncomingHttpHeaders; body: string; status: number }[] = [];
+  /** `at`: when the request's body had arrived (Date.now()). */
+  readonly requests: { headers: http.IncomingHttpHeaders; body: string; status: number; at: number }[] = [];
   answer: (n: number) => number = () => 200;
   private server?: http.Server;
 
@@ -24,7 +26,7 @@ class Receiver {
       req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => {
         const status = this.answer(this.requests.length + 1);
-        this.requests.push({ headers: req.headers, body, status });
+        this.requests.push({ headers: req.headers, body, status, at: Date.now() });
         res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'thanks' : `down for now (${'x'.repeat(2_000)})`);
       });
     });
@@ -299,6 +301,85 @@ describe('client webhooks: dead letters and redelivery (e2e)', () => {
       await eventually(() => receiver.accepted(endpoint.secret).some((e) => e.id === event.id));
       expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([event.id]);
     } finally {
+      await receiver.close();
+      await t.close();
+    }
+  });
+});
+
+/** Deliveries of one lane a relay has in flight at once: the library's RELAY_LANE_CAP (outbox-relay.ts). */
+const RELAY_LANE_CAP = 4;
+
+/** An endpoint that accepts every connection and answers one byte a second, never a whole answer. */
+class Tarpit {
+  open = 0;
+  mostOpen = 0;
+  private readonly sockets = new Set<net.Socket>();
+  private readonly server = net.createServer((socket) => {
+    this.sockets.add(socket);
+    this.mostOpen = Math.max(this.mostOpen, ++this.open);
+    const answer = 'HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nthanks';
+    let sent = 0;
+    const drip = setInterval(() => socket.write(answer[sent++ % answer.length]), 1_000);
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearInterval(drip);
+      this.sockets.delete(socket);
+      this.open--;
+    });
+  });
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return this;
+  }
+
+  url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`;
+  }
+
+  /** Stops accepting and drops the connections it holds (their attempts fail at once). */
+  close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+describe('client webhooks: a slow endpoint slows no other (e2e)', () => {
+  it("delivers another client's events while one client's endpoint, a tarpit with 1,000 events queued, holds at most its cap of the relay's slots", async () => {
+    const t = await createTestApp();
+    const tarpit = await new Tarpit().start();
+    const receiver = await new Receiver().start();
+    try {
+      const clientId = async (name: string) => (await t.dataSource.query<{ id: string }[]>('SELECT id FROM clients WHERE name = $1', [name]))[0].id;
+      const [a, b] = [await clientId('client-a'), await clientId('client-b')];
+      await register(t, { url: tarpit.url(), event_types: ['order.created'] }).expect(201);
+      const endpoint = (await register(t, { url: receiver.url(), event_types: ['order.created'] }, CLIENT_B).expect(201)).body;
+      const txHost = t.app.get(TransactionHost);
+      const events = t.app.get(EventsService, { strict: false });
+      // 1,000 events of client A's, committed at once: every one of them is due before client B's first.
+      await txHost.withTransaction(async () => {
+        for (let i = 0; i < 1_000; i++) await events.record(a, 'order.created', { id: `ord_tarpit_${i}` });
+      });
+      await eventually(() => tarpit.open >= RELAY_LANE_CAP, Infinity);
+
+      const committed = new Map<string, number>();
+      for (let i = 0; i < 20; i++) {
+        const id = `ord_other_${i}_${randomUUID()}`;
+        await txHost.withTransaction(() => events.record(b, 'order.created', { id }));
+        committed.set(id, Date.now());
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      const arrived = () => new Map(receiver.accepted(endpoint.secret).map((e) => [e.data.id, receiver.requests.find((r) => r.headers['webhook-id'] === e.id)!.at]));
+      await eventually(() => [...committed.keys()].every((id) => arrived().has(id)), Infinity);
+
+      const latencies = [...committed].map(([id, at]) => arrived().get(id)! - at).sort((x, y) => x - y);
+      const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)];
+      console.log(`commit-to-delivery beside a tarpit with 1,000 events queued: p50 ${pct(50)} ms, p99 ${pct(99)} ms (${latencies.length} events)`);
+      // The tarpit never held more than its lane's cap of connections: the other slots stayed free for client B.
+      expect(tarpit.mostOpen).toBeLessThanOrEqual(RELAY_LANE_CAP);
+    } finally {
+      await tarpit.close();
       await receiver.close();
       await t.close();
     }

@@ -7,6 +7,7 @@ import { idempotencyKeysAnyScope } from './1764460800005-IdempotencyKeysAnyScope
 import { idempotencyKeysHashed } from './1796081151558-IdempotencyKeysHashed';
 import { createIdempotencyMessages } from './1796142644217-CreateIdempotencyMessages';
 import { createIdempotencyOutbox } from './1796500000000-CreateIdempotencyOutbox';
+import { idempotencyOutboxLanes } from './1798000000000-IdempotencyOutboxLanes';
 import { DEFAULT_OUTBOX_TABLE_NAME } from '../config/idempotency-table';
 
 export type IdempotencyMigration = new () => MigrationInterface;
@@ -20,7 +21,8 @@ export type IdempotencyMigration = new () => MigrationInterface;
  * without TypeORM migrations, sql/idempotency-keys.sql is the keys table's
  * schema; the messages table is the one CREATE TABLE and index of
  * CreateIdempotencyMessages; the outbox's table, `idempotency_outbox`, the
- * CREATE TABLE and indexes of CreateIdempotencyOutbox.
+ * CREATE TABLE and indexes of CreateIdempotencyOutbox and the column of
+ * IdempotencyOutboxLanes.
  */
 export function idempotencyMigrations(
   tableName: string = DEFAULT_TABLE_NAME,
@@ -34,6 +36,7 @@ export function idempotencyMigrations(
     idempotencyKeysHashed(table),
     createIdempotencyMessages(messagesTable(messagesTableName)),
     createIdempotencyOutbox(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
+    idempotencyOutboxLanes(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
   ];
 }
 

@@ -11,11 +11,13 @@ import { OutboxStatements, outboxStatements } from './outbox-statements';
 import { OutboxWakeups, sleep } from './outbox-wakeups';
 import { Turns } from './turns';
 
-/** Messages claimed per round. */
-export const RELAY_BATCH_SIZE = 20;
+/** Deliveries a relay has in flight at once: its slots. */
+export const RELAY_SLOTS = 20;
+/** Deliveries of one lane (OutboxEntry.lane) a relay has in flight at once. */
+export const RELAY_LANE_CAP = 4;
 /**
  * Connections of the data source's pool the relay's own statements (the claim,
- * the marks) hold at once: a round's marks take turns among themselves, so the
+ * the marks) hold at once: its deliveries' marks take turns among themselves, so the
  * relay never holds the pool that requests need (the publisher's own
  * statements are the publisher's to bound).
  */
@@ -29,8 +31,15 @@ const tracer = trace.getTracer('safe-retries');
  * The outbox's relay: delivers committed messages through the registered
  * publisher, at least once. Every instance runs one; they share the work.
  *
- * - Claim. One autocommit statement takes up to RELAY_BATCH_SIZE due
- *   messages with FOR UPDATE SKIP LOCKED (relays never wait on each other)
+ * - Slots. A relay has at most RELAY_SLOTS deliveries in flight, and claims
+ *   again whenever one ends (a slot frees), a message is added, or its poll
+ *   comes: no delivery waits for another to end. One claim statement at a
+ *   time, and at most RELAY_LANE_CAP deliveries of a lane: a lane whose
+ *   receiver is slow holds no more than that of the slots, and the claim
+ *   takes every lane's oldest due message before any lane's second
+ *   (outbox-statements.ts), so its backlog delays only its own lane.
+ * - Claim. One autocommit statement takes due messages for the free slots
+ *   with FOR UPDATE SKIP LOCKED (relays never wait on each other)
  *   and pushes each one's next_attempt_at to the end of a lease (`outbox.lease`,
  *   on the database clock): while it runs, no other relay takes the message.
  *   No transaction stays open while the publisher works, and nothing relies
@@ -59,9 +68,15 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly publish?: OutboxPublisher;
   private wakeups?: OutboxWakeups;
   private loop?: Promise<void>;
-  /** Aborted at shutdown: ends the loop's wait at once. */
+  /** Aborted at shutdown: the loop claims no more. */
   private readonly stopping = new AbortController();
   private readonly connections = new Turns(RELAY_CONNECTIONS);
+  /** The deliveries in flight (each frees its slot when it ends). */
+  private readonly inFlight = new Set<Promise<void>>();
+  /** Deliveries in flight per lane. */
+  private readonly lanes = new Map<string, number>();
+  /** Aborted when a delivery ends (the loop claims again) and at shutdown: ends the loop's wait. */
+  private freed = new AbortController();
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -83,22 +98,60 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /** Stops claiming, lets the deliveries in flight end before the data source closes, then closes the publisher. */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping.abort();
+    this.freed.abort();
     await this.loop;
+    await Promise.all(this.inFlight);
     await this.wakeups?.stop();
     this.loop = undefined;
     await this.publish?.close?.().catch((error: unknown) => this.logger.warn(`closing the outbox publisher failed: ${(error as Error).message}`));
   }
 
   /**
-   * One round: claims the due messages (at most RELAY_BATCH_SIZE) and
-   * delivers them, all at once; answers how many it claimed.
+   * One claim for the free slots, and the end of the deliveries it started;
+   * answers how many it claimed (for a test that drives the relay step by step).
    */
   async relayOnce(): Promise<number> {
+    const started = await this.claim();
+    await Promise.all(started);
+    return started.length;
+  }
+
+  /**
+   * Claims due messages for the free slots (none free: claims nothing) and
+   * starts their deliveries; answers them.
+   */
+  private async claim(): Promise<Promise<void>[]> {
     const publish = this.publish;
     if (!publish) throw new Error('OutboxRelay: no publisher (IdempotencyModule.forRoot({ outbox: { publish } }))');
-    const claimed = (await this.query(this.sql.claim, [RELAY_BATCH_SIZE, this.options.outbox.leaseMs])) as OutboxMessageRow[];
-    await Promise.all(claimed.map((row) => this.deliver(publish, row)));
-    return claimed.length;
+    const free = RELAY_SLOTS - this.inFlight.size;
+    if (free <= 0) return [];
+    const lanes = [...this.lanes.keys()];
+    const claimed = (await this.query(this.sql.claim, [
+      free,
+      this.options.outbox.leaseMs,
+      lanes,
+      lanes.map((lane) => this.lanes.get(lane)),
+      RELAY_LANE_CAP,
+    ])) as OutboxMessageRow[];
+    return claimed.map((row) => this.start(publish, row));
+  }
+
+  /** A delivery in a slot (and its lane's count) until it ends, marked or not. */
+  private start(publish: OutboxPublisher, row: OutboxMessageRow): Promise<void> {
+    const lane = row.lane;
+    if (lane !== null) this.lanes.set(lane, (this.lanes.get(lane) ?? 0) + 1);
+    // deliver() settles every outcome itself (a failed mark is logged): it never rejects.
+    const delivery: Promise<void> = this.deliver(publish, row).finally(() => {
+      this.inFlight.delete(delivery);
+      if (lane !== null) {
+        const left = (this.lanes.get(lane) ?? 1) - 1;
+        if (left > 0) this.lanes.set(lane, left);
+        else this.lanes.delete(lane);
+      }
+      this.freed.abort();
+    });
+    this.inFlight.add(delivery);
+    return delivery;
   }
 
   /**
@@ -116,17 +169,31 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     });
   }
 
+  /**
+   * Claims while slots are free and messages due; then waits for a slot to
+   * free, a message to be added, or the poll. Ends at shutdown (the
+   * deliveries in flight go on: beforeApplicationShutdown waits for them).
+   */
   private async run(): Promise<void> {
     const pollMs = this.wakeups ? RELAY_POLL_MS.listening : RELAY_POLL_MS.polling;
     const { signal } = this.stopping;
     while (!signal.aborted) {
-      let claimed = 0;
-      try {
-        claimed = await this.relayOnce();
-      } catch (error) {
-        this.logger.error(`outbox relay round failed: ${(error as Error).message}`);
+      this.freed = new AbortController();
+      const free = RELAY_SLOTS - this.inFlight.size;
+      let more = false;
+      if (free > 0) {
+        try {
+          // As many as asked: more may be due.
+          more = (await this.claim()).length === free;
+        } catch (error) {
+          this.logger.error(`outbox relay claim failed: ${(error as Error).message}`);
+        }
       }
-      if (claimed < RELAY_BATCH_SIZE) await (this.wakeups ? this.wakeups.sleep(pollMs, signal) : sleep(pollMs, signal));
+      if (signal.aborted || (more && this.inFlight.size < RELAY_SLOTS)) continue;
+      // A slot that freed during the claim ends the wait at once.
+      const woken = this.freed.signal;
+      if (this.inFlight.size >= RELAY_SLOTS) await sleep(pollMs, woken);
+      else await (this.wakeups ? this.wakeups.sleep(pollMs, woken) : sleep(pollMs, woken));
     }
   }
 
@@ -184,5 +251,6 @@ interface OutboxMessageRow {
   topic: string;
   payload: unknown;
   stream: string | null;
+  lane: string | null;
   attempts: number;
 }

@@ -5,12 +5,12 @@ export const STREAM_LOCK_CLASS = 0x5afe_0003;
 /**
  * Every statement of the outbox, on its table. All run on the database clock
  * (now()) with bound parameters; durations travel as milliseconds.
- * `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($4) and `replay` ($2). */
+ * `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($5) and `replay` ($2). */
 export function outboxStatements(t: string) {
   return {
     /**
      * Adds messages in the caller's transaction, one row per element of the
-     * arrays $1 (topics), $2 (payloads) and $3 (streams, NULL for none), their
+     * arrays $1 (topics), $2 (payloads), $3 (streams) and $4 (lanes; NULL for none), their
      * `seq` in the arrays' order: a fan-out is one statement however many
      * messages it writes. The adders of a stream take turns (a
      * transaction-level advisory lock per stream, held to their commit, taken
@@ -22,35 +22,54 @@ export function outboxStatements(t: string) {
      */
     add: `
       WITH entry AS (
-             SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[]) WITH ORDINALITY AS e (topic, payload, stream, n)),
+             SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[]) WITH ORDINALITY AS e (topic, payload, stream, lane, n)),
            turn AS (
              SELECT count(pg_advisory_xact_lock(${STREAM_LOCK_CLASS}, h))
                FROM (SELECT DISTINCT hashtext(stream) AS h FROM entry WHERE stream IS NOT NULL ORDER BY h) streams),
            added AS (
-             INSERT INTO ${t} (topic, payload, stream)
-             SELECT e.topic, e.payload, e.stream FROM turn, entry e ORDER BY e.n
+             INSERT INTO ${t} (topic, payload, stream, lane)
+             SELECT e.topic, e.payload, e.stream, e.lane FROM turn, entry e ORDER BY e.n
              RETURNING id, seq)
-      SELECT id, pg_notify($4, '') FROM added ORDER BY seq`,
+      SELECT id, pg_notify($5, '') FROM added ORDER BY seq`,
     /**
      * Claims up to $1 due messages for $2 ms (the lease): pushes their
      * next_attempt_at to the lease's end and counts the attempt. SKIP LOCKED:
      * relays on other instances take other messages, never wait. A message of
      * a stream is due only when no older message of its stream is undelivered
      * (in flight, waiting for a retry, or dead): one in flight per stream.
+     *
+     * Lanes: of a lane, at most $5 less what this relay has in flight there
+     * ($3 lanes, $4 their counts) is taken; messages without a lane are one
+     * lane for the order, with no cap. The due messages are ranked within
+     * their lane, oldest first, and taken by rank: every lane's oldest before
+     * any lane's second, so a lane with a thousand due messages takes no more
+     * of a claim than one with a single message. The ranking reads every due
+     * message (the `due` index); the rows are locked after it, by id.
      */
     claim: `
-      WITH due AS (
-        SELECT m.id FROM ${t} m
-         WHERE m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-           AND (m.stream IS NULL OR NOT EXISTS (
-                 SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))
-         ORDER BY m.next_attempt_at, m.seq
-         LIMIT $1
-           FOR UPDATE SKIP LOCKED)
+      WITH busy AS (
+             SELECT * FROM unnest($3::text[], $4::int[]) AS b (lane, n)),
+           ranked AS (
+             SELECT m.id, m.lane, m.next_attempt_at, m.seq,
+                    row_number() OVER (PARTITION BY m.lane ORDER BY m.next_attempt_at, m.seq) AS r
+               FROM ${t} m
+              WHERE m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                AND (m.stream IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))),
+           picked AS (
+             SELECT ranked.id FROM ranked LEFT JOIN busy ON busy.lane = ranked.lane
+              WHERE ranked.lane IS NULL OR ranked.r <= $5 - coalesce(busy.n, 0)
+              ORDER BY ranked.r, ranked.next_attempt_at, ranked.seq
+              LIMIT $1),
+           due AS (
+             SELECT m.id FROM ${t} m
+              WHERE m.id IN (SELECT id FROM picked)
+                AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                FOR UPDATE SKIP LOCKED)
       UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
         FROM due
        WHERE m.id = due.id AND m.delivered_at IS NULL AND m.dead_at IS NULL
-      RETURNING m.id, m.topic, m.payload, m.stream, m.attempts`,
+      RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.attempts`,
     /** Marks a delivery, fenced on the claim ($2 = its attempts). */
     delivered: `UPDATE ${t} SET delivered_at = now(), last_error = NULL WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL`,
     /**

@@ -15,6 +15,12 @@ export interface OutboxEntry {
   payload: unknown;
   /** Messages of one stream (e.g. one payment's id) are delivered one at a time, in the order they were added. */
   stream?: string;
+  /**
+   * The destination it shares with others (one receiver's endpoint): a relay
+   * has at most 4 messages of a lane in flight at once (RELAY_LANE_CAP), and
+   * claims across lanes in turn, so a slow lane delays only its own messages.
+   */
+  lane?: string;
 }
 
 /** An entry's payload as JSON text; throws TypeError for an entry `Outbox.add` cannot take. */
@@ -22,6 +28,9 @@ function checked(entry: OutboxEntry): string {
   if (typeof entry.topic !== 'string' || entry.topic.length === 0) throw new TypeError('Outbox.add: topic must be a non-empty string');
   if (entry.stream !== undefined && (typeof entry.stream !== 'string' || entry.stream.length === 0)) {
     throw new TypeError('Outbox.add: stream must be a non-empty string when given');
+  }
+  if (entry.lane !== undefined && (typeof entry.lane !== 'string' || entry.lane.length === 0)) {
+    throw new TypeError('Outbox.add: lane must be a non-empty string when given');
   }
   const payload = JSON.stringify(entry.payload);
   if (payload === undefined) throw new TypeError('Outbox.add: payload must be a JSON value');
@@ -76,7 +85,7 @@ export class Outbox {
     const payloads = entries.map(checked);
     if (!this.txHost.isTransactionActive()) throw new OutboxOutsideTransactionError();
     if (entries.length === 0) return [];
-    const rows = (await this.txHost.tx.query(this.sql.add, [entries.map((e) => e.topic), payloads, entries.map((e) => e.stream ?? null), this.channel])) as { id: string }[];
+    const rows = (await this.txHost.tx.query(this.sql.add, [entries.map((e) => e.topic), payloads, entries.map((e) => e.stream ?? null), entries.map((e) => e.lane ?? null), this.channel])) as { id: string }[];
     const ids = rows.map((r) => r.id);
     return list ? ids : ids[0];
   }

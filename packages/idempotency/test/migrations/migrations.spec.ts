@@ -45,7 +45,7 @@ describe('idempotency migrations (e2e)', () => {
     }
   });
 
-  it('creates the processed-messages table, then the outbox, and drops each on the way down', async () => {
+  it('creates the processed-messages table, then the outbox and its lanes, and drops each on the way down', async () => {
     const own = await createDatabase();
     try {
       const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: idempotencyMigrations() }).initialize();
@@ -69,6 +69,10 @@ describe('idempotency migrations (e2e)', () => {
         expect(await ds.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'idempotency_outbox' ORDER BY indexname`)).toEqual(
           ['delivered_at_idx', 'due_idx', 'pkey', 'stream_idx'].map((i) => ({ indexname: `idempotency_outbox_${i}` })),
         );
+        const lane = `SELECT data_type FROM information_schema.columns WHERE table_name = 'idempotency_outbox' AND column_name = 'lane'`;
+        expect(await ds.query(lane)).toEqual([{ data_type: 'text' }]);
+        await ds.undoLastMigration();
+        expect(await ds.query(lane)).toEqual([]);
         await ds.undoLastMigration();
         expect(await ds.query(`SELECT to_regclass('idempotency_outbox') AS t`)).toEqual([{ t: null }]);
         expect(await ds.query(`SELECT to_regclass('idempotency_messages') IS NOT NULL AS t`)).toEqual([{ t: true }]);

@@ -12,7 +12,7 @@ import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
 import { IdempotencyPurgeService } from 'safe-retries';
 import { Client } from 'pg';
-import { OutboxRelay } from '../support/internals';
+import { OutboxRelay, RELAY_LANE_CAP } from '../support/internals';
 import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-proxy';
 import { createDatabase } from '../support/test-services';
 
@@ -70,6 +70,8 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   const published: OutboxMessage[] = [];
   /** Whether the publisher refuses a message: true, or the properties of its error (`retryAfterMs`). */
   let fails: (m: OutboxMessage) => boolean | { retryAfterMs: unknown } = () => false;
+  /** What the publisher waits for before it answers (a slow receiver). */
+  let slow: (m: OutboxMessage) => Promise<void> | undefined = () => undefined;
 
   beforeAll(async () => {
     db = await createDatabase();
@@ -89,6 +91,7 @@ describe('Outbox (PostgreSQL, in one process)', () => {
             horizon: '3s',
             publish: async (message) => {
               published.push(message);
+              await slow(message);
               const refusal = fails(message);
               if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal === true ? {} : refusal);
             },
@@ -111,6 +114,10 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   const rows = async (sql: string, params: unknown[] = []) => (await dataSource.query(sql, params)) as Record<string, unknown>[];
   const messagesOf = (tag: string) => rows(`SELECT id::text, topic, payload FROM idempotency_outbox WHERE payload->>'tag' LIKE $1 ORDER BY seq`, [`${tag}%`]);
   const effectsOf = (tag: string) => rows('SELECT tag FROM effects WHERE tag LIKE $1', [`${tag}%`]);
+  /** Resolves once `done` answers true (polled every 20 ms). */
+  const waitFor = async (done: () => Promise<boolean>) => {
+    while (!(await done())) await new Promise((r) => setTimeout(r, 20));
+  };
   const drain = async () => {
     while ((await app.get(OutboxRelay).relayOnce()) > 0);
   };
@@ -254,6 +261,40 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   it('delivers messages without a stream past a failed one (the control: order is not kept unless asked)', async () => {
     const order = await deliveryOrder(undefined);
     expect(order.indexOf(1)).toBeGreaterThan(order.indexOf(2));
+  });
+
+  it("delivers a lane's messages while another lane's slow deliveries hold their cap of slots, however many it has due", async () => {
+    await drain();
+    const tag = randomUUID();
+    const outbox = app.get(Outbox);
+    const add = (lane: string, n: number) =>
+      txHost().withTransaction(() => outbox.add(Array.from({ length: n }, (_, i) => ({ topic: 'laned', payload: { tag: `${tag}-${lane}-${i}` }, lane: `${tag}-${lane}` }))));
+    // Lane A's 100 are older than lane B's 3: a claim in age order would take A's only.
+    const a = await add('a', 100);
+    const b = await add('b', 3);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    slow = (m) => (a.includes(m.id) ? released : undefined);
+    published.length = 0;
+    const sent = (ids: string[]) => published.filter((m) => ids.includes(m.id)).length;
+    try {
+      const first = app.get(OutboxRelay).relayOnce();
+      await waitFor(async () => sent(b) === 3);
+      const [more] = await add('b', 1);
+      await app.get(OutboxRelay).relayOnce();
+      expect(sent([more])).toBe(1);
+      // A's deliveries are all still in flight, and no more than the cap of them.
+      expect(sent(a)).toBe(RELAY_LANE_CAP);
+      const [{ delivered }] = await rows('SELECT count(*)::int AS delivered FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NOT NULL', [a]);
+      expect(delivered).toBe(0);
+      release();
+      await first;
+    } finally {
+      slow = () => undefined;
+      release();
+    }
+    await drain();
+    expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [[...a, ...b]])).toEqual([]);
   });
 
   it("waits as long as a publisher's failure asks (retryAfterMs), on the database's clock, then hands the message over again", async () => {

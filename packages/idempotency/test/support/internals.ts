@@ -16,8 +16,8 @@ export { PostgresIdempotencyStore } from '../../src/stores/postgres/postgres-ide
 export { IDEMPOTENCY_TX_HOST } from '../../src/config/idempotency.options';
 export { decodeResponse } from '../../src/contract/response-cipher';
 
-/** The outbox relay, driven one pass at a time (relayOnce) where a suite needs each step, not a timer. */
-export { OutboxRelay } from '../../src/outbox/outbox-relay';
+/** The outbox relay, driven one pass at a time (relayOnce) where a suite needs each step, not a timer; its cap of deliveries per lane. */
+export { OutboxRelay, RELAY_LANE_CAP } from '../../src/outbox/outbox-relay';
 
 /** How the claim pool and the module's sessions pick their server from TypeORM's replication options. */
 export { createClaimPool, primaryClientConfig } from '../../src/stores/postgres/claim-pool';
