@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
-import { AddressInfo, Socket, createServer as createTcpServer } from 'node:net';
+import { AddressInfo } from 'node:net';
 import { INestApplicationContext, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
@@ -14,6 +14,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { MAX_ENDPOINTS_PER_CLIENT } from '../src/webhook-endpoints/webhook-endpoints.service';
 import { cannon, startServer } from './http';
+import { Tarpit } from '../test/support/tarpit';
 import { BENCH_CLIENT } from './lib/app';
 import { openBenchDatabase } from './lib/database';
 import { ORDER, ORDER_HEADERS } from './lib/order-load';
@@ -98,39 +99,6 @@ class Receiver {
 
   stop(): Promise<void> {
     return new Promise((resolve) => this.server?.close(() => resolve()) ?? resolve());
-  }
-}
-
-/** A receiver that accepts every connection and answers one byte a second, never a whole answer. */
-class Tarpit {
-  port = 0;
-  /** Connections open now, and the most at once. */
-  open = 0;
-  mostOpen = 0;
-  private readonly sockets = new Set<Socket>();
-  private readonly server = createTcpServer((socket) => {
-    this.sockets.add(socket);
-    this.mostOpen = Math.max(this.mostOpen, ++this.open);
-    const answer = 'HTTP/1.1 204 No Content\r\n\r\n';
-    let sent = 0;
-    const drip = setInterval(() => socket.write(answer[sent++ % answer.length]), 1_000);
-    socket.on('error', () => undefined);
-    socket.on('close', () => {
-      clearInterval(drip);
-      this.sockets.delete(socket);
-      this.open--;
-    });
-  });
-
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.server.address() as AddressInfo).port;
-  }
-
-  /** Stops accepting and drops what it holds: the deliveries in flight fail at once. */
-  stop(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    return new Promise((resolve) => this.server.close(() => resolve()));
   }
 }
 
@@ -240,7 +208,7 @@ export async function outboxBench(
     const tarpitRun = await besideTarpit(options.rate / 5);
     return { burst, steady, tarpit: tarpitRun, payments, fanOut: fanOutLatency };
   } finally {
-    await tarpit.stop();
+    await tarpit.close();
     await app.close();
     await receiver.stop();
   }

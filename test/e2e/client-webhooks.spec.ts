@@ -2,7 +2,6 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { verifyWebhook } from '@safe-retries/client';
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
-import net from 'node:net';
 import { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import request from 'supertest';
@@ -10,6 +9,7 @@ import { EventsService } from '../../src/events/events.service';
 import { OrdersService } from '../../src/orders/orders.service';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
 import { createOrder, createPayment, paymentBody } from '../support/fixtures';
+import { Tarpit } from '../support/tarpit';
 
 jest.setTimeout(60_000);
 
@@ -309,41 +309,6 @@ describe('client webhooks: dead letters and redelivery (e2e)', () => {
 
 /** Deliveries of one lane a relay has in flight at once: the library's RELAY_LANE_CAP (outbox-relay.ts). */
 const RELAY_LANE_CAP = 4;
-
-/** An endpoint that accepts every connection and answers one byte a second, never a whole answer. */
-class Tarpit {
-  open = 0;
-  mostOpen = 0;
-  private readonly sockets = new Set<net.Socket>();
-  private readonly server = net.createServer((socket) => {
-    this.sockets.add(socket);
-    this.mostOpen = Math.max(this.mostOpen, ++this.open);
-    const answer = 'HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nthanks';
-    let sent = 0;
-    const drip = setInterval(() => socket.write(answer[sent++ % answer.length]), 1_000);
-    socket.on('error', () => undefined);
-    socket.on('close', () => {
-      clearInterval(drip);
-      this.sockets.delete(socket);
-      this.open--;
-    });
-  });
-
-  async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return this;
-  }
-
-  url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`;
-  }
-
-  /** Stops accepting and drops the connections it holds (their attempts fail at once). */
-  close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-}
 
 describe('client webhooks: a slow endpoint slows no other (e2e)', () => {
   it("delivers another client's events while one client's endpoint, a tarpit with 1,000 events queued, holds at most its cap of the relay's slots", async () => {
