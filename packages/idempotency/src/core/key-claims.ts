@@ -1,19 +1,16 @@
-import { Logger } from '@nestjs/common';
 import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { ClaimRequest, ClaimResult, IdempotencyStore, KeySettlement, ScopedKey } from '../contract/idempotency.store';
-import { inSpan } from '../telemetry/idempotency.telemetry';
 
 /**
- * The claim of a request's key (one store round trip, timed in
- * `idempotency_claim_duration_seconds`, in the `idempotency.claim` span), and
+ * The claim of a request's key (one store round trip), and
  * with `@Idempotent({ wait })` the wait for an owner still at work
  * (askAgainWhileInProgress). A claim that fails is the request's outcome
  * (`failed`, with the store's error), then the error goes on to the app.
  */
 export async function claimOrWait(store: IdempotencyStore, request: ClaimRequest, waitMs: number, metrics: IdempotencyMetrics): Promise<ClaimResult> {
-  const ask = () => timedClaim(metrics, () => store.claim(request));
+  const ask = () => store.claim(request);
   try {
-    return await askAgainWhileInProgress(await inSpan('idempotency.claim', ask), store.settlement, request, waitMs, ask);
+    return await askAgainWhileInProgress(await ask(), store.settlement, request, waitMs, ask);
   } catch (error) {
     metrics.record('failed', error);
     throw error;
@@ -54,21 +51,4 @@ export async function askAgainWhileInProgress<A extends { kind: string }>(
     answer = await ask();
   }
   return answer;
-}
-
-/** A claim, timed in `idempotency_claim_duration_seconds`. */
-export async function timedClaim(metrics: IdempotencyMetrics, claim: () => Promise<ClaimResult>): Promise<ClaimResult> {
-  const started = process.hrtime.bigint();
-  const result = await claim();
-  metrics.claimDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
-  return result;
-}
-
-const logger = new Logger('Idempotency');
-
-/** Wakes the duplicates waiting for a key (after its completion or release committed); a failure is logged, not thrown. */
-export function announceSettled(store: IdempotencyStore, owner: ScopedKey): void {
-  store.settlement?.announceSettled(owner).catch((error: unknown) => {
-    logger.warn(`could not wake the requests waiting for a key: ${(error as Error).message}`);
-  });
 }

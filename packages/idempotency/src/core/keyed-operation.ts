@@ -7,7 +7,7 @@ import { keyId } from '../contract/key-id';
 import { parseIdempotencyKey } from './idempotency-key';
 import { RouteSettings } from './route-settings';
 import { aboutOperation, openSpan } from '../telemetry/idempotency.telemetry';
-import { announceSettled, claimOrWait } from './key-claims';
+import { claimOrWait } from './key-claims';
 import { LeaseKeeper } from './lease-keeper';
 import { runInOneCommit } from './one-commit-run';
 import { OperationAttempt } from './operation-attempt';
@@ -136,7 +136,7 @@ export class KeyedOperation {
           return await this.attempt(route, request, claim, handle, io, sentAt);
         } finally {
           // Duplicates may be waiting for this key: wake them once it has settled.
-          if (route.waitMs > 0) announceSettled(route.store, claim.owner);
+          if (route.waitMs > 0) void route.store.settlement?.announceSettled(claim.owner);
         }
     }
   }

@@ -2,8 +2,7 @@ import { Logger } from '@nestjs/common';
 import { LeaseLostError } from '../contract/idempotency.errors';
 import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { ClaimRequest, ClaimResult, IdempotencyStore, OneCommitKeys, StoredResponse } from '../contract/idempotency.store';
-import { inSpan } from '../telemetry/idempotency.telemetry';
-import { announceSettled, askAgainWhileInProgress, timedClaim } from './key-claims';
+import { askAgainWhileInProgress } from './key-claims';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from '../contract/idempotent-outcome';
 
 /**
@@ -91,7 +90,7 @@ async function attempt(
   const tellClaimed = (claim: { takenOver: boolean }) => metrics.record(claim.takenOver ? 'taken_over' : 'claimed');
   try {
     const answer = await route.store.runUnit(async (): Promise<OneCommitAnswer> => {
-      const claim = await inSpan('idempotency.claim', () => timedClaim(metrics, () => route.oneCommit.claim(request)));
+      const claim = await route.oneCommit.claim(request);
       if (claim.kind !== 'claimed') return claim;
       claimed = claim;
       work.entered();
@@ -118,7 +117,7 @@ async function attempt(
     metrics.requestEnded({ kind: 'gave_up', kept: false, given: true }, error);
     throw error;
   } finally {
-    if (claimed && route.waitMs > 0) announceSettled(route.store, request);
+    if (claimed && route.waitMs > 0) void route.store.settlement?.announceSettled(request);
   }
 }
 

@@ -12,7 +12,7 @@ import { StoreContractSubject } from './store-contract-subject';
  * store directly.
  */
 export function idempotencyStoreOf(app: INestApplicationContext, kind: IdempotencyStoreKind = 'postgres'): Required<Omit<StoreContractSubject, 'close'>> {
-  const store = app.get(IdempotencyStores, { strict: false }).forRoute({ store: kind });
+  const store = app.get(IdempotencyStores, { strict: false }).of(kind);
   const cls = app.get<ClsService>(IDEMPOTENCY_CLS, { strict: false });
   return { store, inContext: (work) => cls.run(work) };
 }
