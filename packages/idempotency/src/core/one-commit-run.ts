@@ -2,8 +2,8 @@ import { Logger } from '@nestjs/common';
 import { LeaseLostError } from '../contract/idempotency.errors';
 import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { ClaimRequest, ClaimResult, IdempotencyStore, OneCommitKeys, StoredResponse } from '../contract/idempotency.store';
-import { askAgainWhileInProgress } from './key-claims';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from '../contract/idempotent-outcome';
+import { AttemptAnswer, RequestWork } from './operation-attempt';
 
 /**
  * How a request of a one-commit route ended: the claim's answer when it did
@@ -11,20 +11,7 @@ import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from '../contract/idempotent-
  * with its writes, or `lease_lost`: it ran past its lease, so the store ended
  * its transaction and nothing of it committed.
  */
-export type OneCommitAnswer =
-  | Exclude<ClaimResult, { kind: 'claimed' }>
-  | { kind: 'finished'; response: StoredResponse; retainedForMs: number }
-  | { kind: 'lease_lost' };
-
-/** What the request does once its key is claimed, given by the interceptor. */
-export interface OneCommitWork {
-  /** The key is this request's: called before the handler runs. */
-  entered(): void;
-  /** The handler (pipes included); its value becomes the response. */
-  handle(): Promise<unknown>;
-  /** The handler's value as the exact response to store and send. */
-  respond(value: unknown): StoredResponse;
-}
+export type OneCommitAnswer = Exclude<ClaimResult, { kind: 'claimed' }> | AttemptAnswer;
 
 interface OneCommitRoute {
   store: IdempotencyStore;
@@ -35,7 +22,7 @@ interface OneCommitRoute {
 /** The claim lost the final insert: this many more claims read what the winner stored. */
 const CLAIMS_AFTER_A_LOST_INSERT = 1;
 /** A duplicate that waits asks again at least this often (a missed wake-up costs no more). */
-const WAIT_SLICE_MS = 1_000;
+export const WAIT_SLICE_MS = 1_000;
 
 const logger = new Logger('Idempotency');
 
@@ -58,16 +45,13 @@ const logger = new Logger('Idempotency');
  * - The lease bounds the unit: the store ends it past the lease, so an owner
  *   paused that long cannot commit (answered `lease_lost`), and its key is free
  *   the moment the unit ends.
- * - `wait`: a duplicate told the key is in progress waits for it to settle and
- *   claims again; an owner announces its key once its unit has ended.
+ * - `wait`: an owner announces its key once its unit has ended, for the
+ *   duplicates that wait for it (claimOrWait).
  */
-export async function runInOneCommit(route: OneCommitRoute, request: ClaimRequest, metrics: IdempotencyMetrics, work: OneCommitWork): Promise<OneCommitAnswer> {
-  const ask = async (): Promise<OneCommitAnswer> => {
-    let answer = await attempt(route, request, metrics, work);
-    for (let lost = 0; answer.kind === 'lost_insert' && lost < CLAIMS_AFTER_A_LOST_INSERT; lost++) answer = await attempt(route, request, metrics, work);
-    return answer.kind === 'lost_insert' ? { kind: 'in_progress', retryAfterMs: WAIT_SLICE_MS } : answer;
-  };
-  return askAgainWhileInProgress(await ask(), route.store.settlement, request, route.waitMs, ask, WAIT_SLICE_MS);
+export async function runInOneCommit(route: OneCommitRoute, request: ClaimRequest, metrics: IdempotencyMetrics, work: RequestWork): Promise<OneCommitAnswer> {
+  let answer = await attempt(route, request, metrics, work);
+  for (let lost = 0; answer.kind === 'lost_insert' && lost < CLAIMS_AFTER_A_LOST_INSERT; lost++) answer = await attempt(route, request, metrics, work);
+  return answer.kind === 'lost_insert' ? { kind: 'in_progress', retryAfterMs: WAIT_SLICE_MS } : answer;
 }
 
 /**
@@ -81,7 +65,7 @@ async function attempt(
   route: OneCommitRoute,
   request: ClaimRequest,
   metrics: IdempotencyMetrics,
-  work: OneCommitWork,
+  work: RequestWork,
 ): Promise<OneCommitAnswer | { kind: 'lost_insert' }> {
   // Set in the unit's callback, where the compiler does not follow it: typed by hand.
   let claimed = undefined as { takenOver: boolean } | undefined;
@@ -122,7 +106,7 @@ async function attempt(
 }
 
 /** The handler's response; a business outcome it throws is its response too (its writes commit). */
-async function responseOf(work: OneCommitWork): Promise<StoredResponse> {
+async function responseOf(work: RequestWork): Promise<StoredResponse> {
   try {
     return work.respond(await work.handle());
   } catch (error) {

@@ -1,9 +1,33 @@
 import { Logger } from '@nestjs/common';
 import { LeaseLostError, ResponseNotStoredError } from '../contract/idempotency.errors';
-import { IdempotencyStore, RecoveryPoint, RecoveryPoints, StoredResponse } from '../contract/idempotency.store';
+import { ClaimResult, IdempotencyStore, RecoveryPoint, RecoveryPoints, StoredResponse } from '../contract/idempotency.store';
 import { IDEMPOTENT_OUTCOME, isIdempotentOutcome } from '../contract/idempotent-outcome';
 import { AttemptEnd, OperationEnding } from '../contract/attempt-end';
+import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { LeaseKeeper } from './lease-keeper';
+import { RouteSettings } from './route-settings';
+
+/** What a request does on its key once it is claimed, given by KeyedOperation. */
+export interface RequestWork {
+  /** The key is this request's: called before the handler runs. */
+  entered(): void;
+  /** The handler (pipes included); its value becomes the response. */
+  handle(): Promise<unknown>;
+  /** The handler's value as the exact response to store and send. */
+  respond(value: unknown): StoredResponse;
+  /** A phased route's handler runs its own units through `attempt` (HTTP routes only). */
+  phased?: (attempt: OperationAttempt, name: string) => void;
+}
+
+/**
+ * How a request that claimed its key ended, when it has an answer: its
+ * response (`retainedForMs`: how long the store keeps it, as of the claim;
+ * undefined when it was not stored; `thrown`: the business outcome its handler
+ * threw, stored as its response), or `lease_lost`: the key is another's now.
+ */
+export type AttemptAnswer = { kind: 'finished'; response: StoredResponse; retainedForMs?: number; thrown?: { error: unknown } } | { kind: 'lease_lost' };
+
+const logger = new Logger('Idempotency');
 
 export interface SettledAttempt<T> {
   end: AttemptEnd;
@@ -31,7 +55,6 @@ export interface SettledAttempt<T> {
  * response in that unit, which then commits, and is rethrown after it.
  */
 export class OperationAttempt {
-  private readonly logger = new Logger('Idempotency');
   private ending: OperationEnding | null = null;
   /** The completion of the current unit, final once the unit has committed. */
   private completion?: { response: StoredResponse; notStored?: Error };
@@ -173,8 +196,66 @@ export class OperationAttempt {
       return true;
     } catch (error) {
       // The lease still frees the key; a retry after it takes the key over.
-      this.logger.warn(`could not give up the key after a failure: ${(error as Error).message}`);
+      logger.warn(`could not give up the key after a failure: ${(error as Error).message}`);
       return false;
     }
+  }
+}
+
+/**
+ * The attempt of a request's claimed key (told as the claim's outcome first):
+ * one unit, the handler and its fenced completion; a phased route's handler
+ * runs its own phases (no unit here) and ends with finish() (answered as
+ * stored) or release(). An attempt that ends without an answer throws what
+ * ended it. Duplicates waiting for the key are woken once it has settled.
+ * `sentAt`: when the claim was sent (the lease is counted from it).
+ */
+export async function attemptClaimed(
+  route: RouteSettings,
+  claim: Extract<ClaimResult, { kind: 'claimed' }>,
+  work: RequestWork,
+  metrics: IdempotencyMetrics,
+  sentAt: number,
+): Promise<AttemptAnswer> {
+  metrics.record(claim.takenOver ? 'taken_over' : 'claimed');
+  work.entered();
+  try {
+    const lease = new LeaseKeeper(claim.owner, route.store, route.leaseMs, sentAt);
+    const attempt = new OperationAttempt(lease, route.store, claim.recovery);
+    let run = () => attempt.completeWith(() => work.handle(), (value) => work.respond(value));
+    if (route.phased && work.phased) {
+      work.phased(attempt, route.phased);
+      run = () => work.handle() as Promise<never>;
+    }
+    const settled = await attempt.settle(run, () => `${route.operation} returned without an ending (a phased handler ends with finish() or release())`);
+    metrics.requestEnded(settled.end, settled.error);
+    return answerOf(settled, claim.retainedForMs);
+  } finally {
+    // Duplicates may be waiting for this key: wake them once it has settled.
+    if (route.waitMs > 0) void route.store.settlement?.announceSettled(claim.owner);
+  }
+}
+
+/** A settled request's answer (`retainedForMs`: the claim's); one that ended without an answer throws what ended it. */
+function answerOf(settled: SettledAttempt<unknown>, retainedForMs: number | undefined): AttemptAnswer {
+  const { end } = settled;
+  switch (end.kind) {
+    case 'finished':
+      // Not stored, the work happened all the same: answered rather than inviting a retry
+      // that repeats it. The key stays in progress; a retry after the lease runs the route again.
+      if (end.notStored) logger.error(end.notStored.message);
+      return {
+        kind: 'finished',
+        response: end.response,
+        retainedForMs: end.notStored ? undefined : retainedForMs,
+        thrown: settled.threw ? { error: settled.error } : undefined,
+      };
+    case 'lease_lost':
+      // The key belongs to the attempt that took it over: nothing of ours to release.
+      return { kind: 'lease_lost' };
+    case 'released':
+    case 'held':
+    case 'gave_up':
+      throw settled.error;
   }
 }
