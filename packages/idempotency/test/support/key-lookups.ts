@@ -30,7 +30,7 @@ export async function keyLookups(): Promise<KeyLookups> {
         if (!(error instanceof IdempotencyProblem) || error.code !== IdempotencyErrorCode.KeyInvalid) throw error;
         expect(error.getStatus()).toBe(400);
         const reason = INVALID.exec(error.getResponse().detail);
-        if (!reason) throw new Error(`not the module's key_invalid detail: ${error.getResponse().detail}`);
+        if (!reason) throw new Error(`not the module's key_invalid detail: ${error.getResponse().detail}`, { cause: error });
         return { ok: false, reason: reason[1] };
       }
     },

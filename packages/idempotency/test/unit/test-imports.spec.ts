@@ -38,7 +38,7 @@ function intoSources(file: string, specifier: string): boolean {
 
 /** What jest maps a package name to, from a jest config's moduleNameMapper. */
 function mappedNames(config: string): [string, string][] {
-  const { moduleNameMapper } = require(config) as { moduleNameMapper: Record<string, string> };
+  const { moduleNameMapper } = jest.requireActual<{ moduleNameMapper: Record<string, string> }>(config);
   return Object.entries(moduleNameMapper)
     .filter(([name]) => name.startsWith('^safe-retries'))
     .map(([name, target]) => [name.replace(/^\^|\$$/g, ''), relative(PACKAGE, target.replace('<rootDir>', dirname(config)))]);
