@@ -25,7 +25,7 @@ const valueOf = (req: { headers: Record<string, string | string[] | undefined> }
 @Controller()
 class FingerprintRoutes {
   @All(['orders', 'orders/:id', 'order', 'x'])
-  @Idempotent({ fingerprint: valueOf })
+  @Idempotent({ fingerprint: valueOf, commit: 'one' })
   answer() {
     return {};
   }
@@ -71,8 +71,9 @@ const PRINCIPAL = 'fingerprints';
 const AT_ONCE = 16;
 
 export async function fingerprints(): Promise<Fingerprints> {
-  const lib: LibraryApp = await createLibraryApp('express', { imports: [FingerprintModule], idempotency: { replayCache: { enabled: false } } });
-  const server = lib.app.getHttpServer();
+  // Listening: one server for every request (supertest would open one per request otherwise).
+  const lib: LibraryApp = await createLibraryApp('express', { imports: [FingerprintModule], idempotency: { replayCache: { enabled: false } }, listen: true });
+  const server = lib.url!;
   const store = async ({ method = 'POST', url = '/x', value }: StoredRequest): Promise<string> => {
     const key = randomUUID();
     VALUES.set(key, value);
