@@ -6,22 +6,27 @@ import { PRINCIPAL_HEADER, createLibraryApp } from '../support/library-app';
 import { resolvedOptions as resolveIdempotencyOptions } from '../support/resolved-options';
 
 /** Requests of the timing routes wait here, by key, until the test has seen them in progress. */
-const gates = new Map<string, Promise<void>>();
+const gates = new Map<string, { reached(): void; opened: Promise<void> }>();
+/** The handler's work: it tells the test it runs (its key claimed), then waits for the test to let it end. */
+const held = async (key: string) => {
+  const gate = gates.get(key);
+  gate?.reached();
+  await gate?.opened;
+  return {};
+};
 
 @Controller('timing')
 class Timing {
   @Post('inherited')
   @Idempotent()
   async inherited(@Body() body: { key: string }) {
-    await gates.get(body.key);
-    return {};
+    return held(body.key);
   }
 
   @Post('own-lease')
   @Idempotent({ lease: '2s' })
   async ownLease(@Body() body: { key: string }) {
-    await gates.get(body.key);
-    return {};
+    return held(body.key);
   }
 }
 
@@ -115,11 +120,13 @@ describe('idempotency options', () => {
       const timing = async (path: string) => {
         const key = `timing-${path}`;
         let release!: () => void;
-        gates.set(key, new Promise<void>((resolve) => (release = resolve)));
+        let reached!: () => void;
+        const running = new Promise<void>((resolve) => (reached = resolve));
+        gates.set(key, { reached, opened: new Promise<void>((resolve) => (release = resolve)) });
         const sent = request(lib.app.getHttpServer()).post(`/timing/${path}`).set(PRINCIPAL_HEADER, 'timing').set('Idempotency-Key', key).send({ key });
         const answered = sent.then((r) => r);
-        let working = await keys.outcome('timing', key);
-        while (working.state !== 'in_progress') working = await keys.outcome('timing', key);
+        await running;
+        const working = await keys.outcome('timing', key);
         release();
         expect((await answered).status).toBe(201);
         const ended = await keys.outcome('timing', key);
