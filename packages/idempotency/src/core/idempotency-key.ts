@@ -44,7 +44,3 @@ export function parseIdempotencyKey(raw: string): KeyParseResult {
   return value.startsWith('"') ? parseSfString(value) : validate(value);
 }
 
-/** The sf-string form of a key (what a draft-following client would send). */
-export function quoteIdempotencyKey(key: string): string {
-  return `"${key.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
-}

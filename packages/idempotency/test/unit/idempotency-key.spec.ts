@@ -1,5 +1,14 @@
 import fc from 'fast-check';
-import { MAX_KEY_LENGTH, parseIdempotencyKey, quoteIdempotencyKey } from '../../src/core/idempotency-key';
+import { KeyLookups, keyLookups, quoteIdempotencyKey } from '../support/key-lookups';
+
+/** The longest key (docs/options.md, the OpenAPI document): 255 characters. */
+const MAX_KEY_LENGTH = 255;
+
+/** The key as IdempotencyKeys reads it (the header's reading), through one app for the file. */
+let keys: KeyLookups;
+beforeAll(async () => (keys = await keyLookups()));
+afterAll(() => keys?.close());
+const parseIdempotencyKey = (raw: string) => keys.parse(raw);
 
 /** One printable ASCII character, 0x20..0x7E (the whole allowed alphabet). */
 const printableChar = fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code));
@@ -34,9 +43,9 @@ const keyWithForbiddenChar = fc
   // (a leading/trailing tab is trimmed, not rejected: see the OWS tests below).
   .map(([before, bad, after]) => `x${before.join('')}${bad}${after.join('')}x`);
 
-const expectOk = (raw: string, key: string) => expect(parseIdempotencyKey(raw)).toEqual({ ok: true, key });
-const expectRejected = (raw: string, reason?: RegExp) => {
-  const result = parseIdempotencyKey(raw);
+const expectOk = async (raw: string, key: string) => expect(await parseIdempotencyKey(raw)).toEqual({ ok: true, key });
+const expectRejected = async (raw: string, reason?: RegExp) => {
+  const result = await parseIdempotencyKey(raw);
   expect(result.ok).toBe(false);
   if (!result.ok) {
     expect(typeof result.reason).toBe('string');
@@ -47,74 +56,74 @@ const expectRejected = (raw: string, reason?: RegExp) => {
 
 describe('the 255-character limit (published in docs/idempotency.md and the OpenAPI document)', () => {
   // Literal lengths, not MAX_KEY_LENGTH: changing the constant or the comparison changes a public contract.
-  it('accepts 255 characters and rejects 256, bare and quoted', () => {
-    expectOk('k'.repeat(255), 'k'.repeat(255));
-    expectOk(`"${'k'.repeat(255)}"`, 'k'.repeat(255));
-    expectRejected('k'.repeat(256), /longer than 255 characters/);
-    expectRejected(`"${'k'.repeat(256)}"`, /longer than 255 characters/);
+  it('accepts 255 characters and rejects 256, bare and quoted', async () => {
+    await expectOk('k'.repeat(255), 'k'.repeat(255));
+    await expectOk(`"${'k'.repeat(255)}"`, 'k'.repeat(255));
+    await expectRejected('k'.repeat(256), /longer than 255 characters/);
+    await expectRejected(`"${'k'.repeat(256)}"`, /longer than 255 characters/);
   });
 });
 
-describe('parseIdempotencyKey: properties', () => {
-  it('every valid key sent quoted (sf-string) parses back to itself', () => {
-    fc.assert(
-      fc.property(validKey, (key) => {
-        expect(parseIdempotencyKey(quoteIdempotencyKey(key))).toEqual({ ok: true, key });
+describe('the key IdempotencyKeys reads: properties', () => {
+  it('every valid key sent quoted (sf-string) parses back to itself', async () => {
+    await fc.assert(
+      fc.asyncProperty(validKey, async (key) => {
+        expect(await parseIdempotencyKey(quoteIdempotencyKey(key))).toEqual({ ok: true, key });
       }),
       { numRuns: 500 },
     );
   });
 
-  it('every valid key not starting with \'"\' and without leading/trailing space or tab, sent bare, parses back to itself', () => {
-    fc.assert(
-      fc.property(bareSafeKey, (key) => {
-        expect(parseIdempotencyKey(key)).toEqual({ ok: true, key });
+  it('every valid key not starting with \'"\' and without leading/trailing space or tab, sent bare, parses back to itself', async () => {
+    await fc.assert(
+      fc.asyncProperty(bareSafeKey, async (key) => {
+        expect(await parseIdempotencyKey(key)).toEqual({ ok: true, key });
       }),
       { numRuns: 500 },
     );
   });
 
-  it('bare and quoted forms of the same key normalise to the same key', () => {
-    fc.assert(
-      fc.property(bareSafeKey, (key) => {
-        expect(parseIdempotencyKey(key)).toEqual(parseIdempotencyKey(quoteIdempotencyKey(key)));
+  it('bare and quoted forms of the same key normalise to the same key', async () => {
+    await fc.assert(
+      fc.asyncProperty(bareSafeKey, async (key) => {
+        expect(await parseIdempotencyKey(key)).toEqual(await parseIdempotencyKey(quoteIdempotencyKey(key)));
       }),
     );
   });
 
-  it('surrounding OWS (spaces/tabs) around either form is ignored', () => {
+  it('surrounding OWS (spaces/tabs) around either form is ignored', async () => {
     const ows = fc.array(fc.constantFrom(' ', '\t'), { maxLength: 5 }).map((a) => a.join(''));
-    fc.assert(
-      fc.property(validKey, ows, ows, (key, pre, post) => {
-        expect(parseIdempotencyKey(`${pre}${quoteIdempotencyKey(key)}${post}`)).toEqual({ ok: true, key });
+    await fc.assert(
+      fc.asyncProperty(validKey, ows, ows, async (key, pre, post) => {
+        expect(await parseIdempotencyKey(`${pre}${quoteIdempotencyKey(key)}${post}`)).toEqual({ ok: true, key });
       }),
     );
-    fc.assert(
-      fc.property(bareSafeKey, ows, ows, (key, pre, post) => {
-        expect(parseIdempotencyKey(`${pre}${key}${post}`)).toEqual({ ok: true, key });
+    await fc.assert(
+      fc.asyncProperty(bareSafeKey, ows, ows, async (key, pre, post) => {
+        expect(await parseIdempotencyKey(`${pre}${key}${post}`)).toEqual({ ok: true, key });
       }),
     );
   });
 
-  it('a bare key with leading/trailing spaces or tabs is trimmed (OWS); only the quoted form keeps inner-edge spaces', () => {
-    fc.assert(
-      fc.property(bareSafeKey, fc.constantFrom(' ', '\t', '  ', ' \t'), (key, pad) => {
-        expect(parseIdempotencyKey(`${pad}${key}${pad}`)).toEqual({ ok: true, key });
+  it('a bare key with leading/trailing spaces or tabs is trimmed (OWS); only the quoted form keeps inner-edge spaces', async () => {
+    await fc.assert(
+      fc.asyncProperty(bareSafeKey, fc.constantFrom(' ', '\t', '  ', ' \t'), async (key, pad) => {
+        expect(await parseIdempotencyKey(`${pad}${key}${pad}`)).toEqual({ ok: true, key });
       }),
     );
     const shortBareSafeKey = bareSafeKey.filter((k) => k.length <= MAX_KEY_LENGTH - 4);
-    fc.assert(
-      fc.property(shortBareSafeKey, fc.constantFrom(' ', '  '), (key, pad) => {
+    await fc.assert(
+      fc.asyncProperty(shortBareSafeKey, fc.constantFrom(' ', '  '), async (key, pad) => {
         const padded = `${pad}${key}${pad}`;
-        expect(parseIdempotencyKey(quoteIdempotencyKey(padded))).toEqual({ ok: true, key: padded });
+        expect(await parseIdempotencyKey(quoteIdempotencyKey(padded))).toEqual({ ok: true, key: padded });
       }),
     );
   });
 
-  it('the parsed key is always 1..255 printable ASCII characters, whatever the input', () => {
-    fc.assert(
-      fc.property(fc.oneof(fc.string({ maxLength: 300 }), fc.string({ unit: 'binary', maxLength: 300 })), (raw) => {
-        const result = parseIdempotencyKey(raw);
+  it('the parsed key is always 1..255 printable ASCII characters, whatever the input', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(fc.string({ maxLength: 300 }), fc.string({ unit: 'binary', maxLength: 300 })), async (raw) => {
+        const result = await parseIdempotencyKey(raw);
         if (result.ok) {
           expect(result.key.length).toBeGreaterThanOrEqual(1);
           expect(result.key.length).toBeLessThanOrEqual(MAX_KEY_LENGTH);
@@ -127,61 +136,61 @@ describe('parseIdempotencyKey: properties', () => {
     );
   });
 
-  it('rejects every key longer than 255 characters, bare and quoted', () => {
+  it('rejects every key longer than 255 characters, bare and quoted', async () => {
     const tooLong = fc
       .array(printableChar, { minLength: MAX_KEY_LENGTH + 1, maxLength: 600 })
       .map((chars) => `k${chars.join('')}k`);
-    fc.assert(
-      fc.property(tooLong, (key) => {
-        expectRejected(quoteIdempotencyKey(key), /longer than 255/);
-        if (!key.startsWith('"')) expectRejected(key, /longer than 255/);
+    await fc.assert(
+      fc.asyncProperty(tooLong, async (key) => {
+        await expectRejected(quoteIdempotencyKey(key), /longer than 255/);
+        if (!key.startsWith('"')) await expectRejected(key, /longer than 255/);
       }),
     );
   });
 
-  it('rejects every key containing a character outside 0x20..0x7E, bare and quoted', () => {
-    fc.assert(
-      fc.property(keyWithForbiddenChar, (key) => {
-        expectRejected(key, /printable ASCII/);
-        expectRejected(quoteIdempotencyKey(key), /printable ASCII/);
+  it('rejects every key containing a character outside 0x20..0x7E, bare and quoted', async () => {
+    await fc.assert(
+      fc.asyncProperty(keyWithForbiddenChar, async (key) => {
+        await expectRejected(key, /printable ASCII/);
+        await expectRejected(quoteIdempotencyKey(key), /printable ASCII/);
       }),
       { numRuns: 500 },
     );
   });
 
-  it('rejects a quoted key with any escape other than \\" and \\\\', () => {
+  it('rejects a quoted key with any escape other than \\" and \\\\', async () => {
     const badEscape = printableChar.filter((c) => c !== '"' && c !== '\\');
-    fc.assert(
-      fc.property(fc.array(printableChar.filter((c) => c !== '"' && c !== '\\'), { maxLength: 50 }), badEscape, (body, c) => {
-        expectRejected(`"${body.join('')}\\${c}"`, /escape/);
+    await fc.assert(
+      fc.asyncProperty(fc.array(printableChar.filter((c) => c !== '"' && c !== '\\'), { maxLength: 50 }), badEscape, async (body, c) => {
+        await expectRejected(`"${body.join('')}\\${c}"`, /escape/);
       }),
     );
   });
 
-  it('rejects anything after the closing quote', () => {
-    fc.assert(
-      fc.property(validKey, fc.string({ minLength: 1, maxLength: 20 }), (key, tail) => {
+  it('rejects anything after the closing quote', async () => {
+    await fc.assert(
+      fc.asyncProperty(validKey, fc.string({ minLength: 1, maxLength: 20 }), async (key, tail) => {
         fc.pre(!/^[ \t]*$/.test(tail)); // trailing OWS alone is trimmed
         const raw = `${quoteIdempotencyKey(key)}${tail}`;
         // Trailing OWS is trimmed from the whole value; what remains must not be after the quote.
-        expectRejected(raw);
+        await expectRejected(raw);
       }),
     );
   });
 
-  it('rejects a quoted key without its closing quote', () => {
-    fc.assert(
-      fc.property(validKey, (key) => {
+  it('rejects a quoted key without its closing quote', async () => {
+    await fc.assert(
+      fc.asyncProperty(validKey, async (key) => {
         const quoted = quoteIdempotencyKey(key);
         const unterminated = quoted.slice(0, -1);
         // e.g. key ending in a backslash: the remaining '\\' is a complete escape, still unterminated
-        expectRejected(unterminated);
+        await expectRejected(unterminated);
       }),
     );
   });
 });
 
-describe('parseIdempotencyKey: examples', () => {
+describe('the key IdempotencyKeys reads: examples', () => {
   it.each([
     ['a bare UUID', '8c1f5b2e-3a4d-4f6b-9c7e-1d2f3a4b5c6d', '8c1f5b2e-3a4d-4f6b-9c7e-1d2f3a4b5c6d'],
     ['a quoted UUID', '"8c1f5b2e-3a4d-4f6b-9c7e-1d2f3a4b5c6d"', '8c1f5b2e-3a4d-4f6b-9c7e-1d2f3a4b5c6d'],
@@ -203,8 +212,8 @@ describe('parseIdempotencyKey: examples', () => {
     ['a bare key of exactly 255 chars', 'k'.repeat(255), 'k'.repeat(255)],
     ['a quoted key of exactly 255 chars', `"${'k'.repeat(255)}"`, 'k'.repeat(255)],
     ['a quoted key of 255 chars counting escapes as one char', `"${'\\"'.repeat(255)}"`, '"'.repeat(255)],
-  ])('accepts %s', (_name, raw, key) => {
-    expectOk(raw, key);
+  ])('accepts %s', async (_name, raw, key) => {
+    await expectOk(raw, key);
   });
 
   it.each([
@@ -241,18 +250,18 @@ describe('parseIdempotencyKey: examples', () => {
     ['sf-string parameters', '"abc";a=1', /after the closing quote/],
     ['an unescaped inner quote', '"ab"cd"', /after the closing quote/],
     ['two quotes then a key', '""abc', /after the closing quote/],
-  ])('rejects %s', (_name, raw, reason) => {
-    expectRejected(raw, reason);
+  ])('rejects %s', async (_name, raw, reason) => {
+    await expectRejected(raw, reason);
   });
 
-  it('returns a reason and no key on rejection', () => {
-    const result = parseIdempotencyKey('');
+  it('returns a reason and no key on rejection', async () => {
+    const result = await parseIdempotencyKey('');
     expect(result).toEqual({ ok: false, reason: expect.any(String) });
     expect(result).not.toHaveProperty('key');
   });
 });
 
-describe('quoteIdempotencyKey', () => {
+describe('quoteIdempotencyKey (the sf-string form the cases send)', () => {
   it.each([
     ['abc', '"abc"'],
     ['', '""'],
