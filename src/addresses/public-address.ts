@@ -1,6 +1,8 @@
-import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { HostResolver, ResolvedAddress } from './host-resolver';
+
+export type { ResolvedAddress } from './host-resolver';
 
 /**
  * The addresses a webhook may reach in production: public unicast ones only.
@@ -31,20 +33,23 @@ export function isPublicAddress(address: string): boolean {
   return v6.range() === 'unicast' && v6.match(GLOBAL_UNICAST);
 }
 
-export interface ResolvedAddress {
-  address: string;
-  family: number;
+/**
+ * Every address `host` (a name or an IP literal, which is its own address)
+ * resolves to, in the resolver's order. Resolution cannot be cancelled
+ * (getaddrinfo), so a lookup that outlives `signal` is abandoned: the call
+ * rejects at once, with the signal's reason.
+ */
+export async function resolvedAddresses(host: string, resolver: HostResolver, signal?: AbortSignal): Promise<ResolvedAddress[]> {
+  const literal = isIP(host);
+  return literal ? [{ address: host, family: literal }] : await abandonable(resolver.lookup(host), signal);
 }
 
 /**
- * Every address `host` (a name or an IP literal) resolves to, in the
- * resolver's order, each of them public; RefusedAddressError when one is not,
- * or when there is none. Resolution cannot be cancelled (getaddrinfo), so a
- * lookup that outlives `signal` is abandoned: the call rejects at once.
+ * Every address `host` resolves to (resolvedAddresses), each of them public;
+ * RefusedAddressError when one is not, or when there is none.
  */
-export async function publicAddresses(host: string, signal?: AbortSignal): Promise<ResolvedAddress[]> {
-  const literal = isIP(host);
-  const addresses = literal ? [{ address: host, family: literal }] : await abandonable(lookup(host, { all: true, verbatim: true }), signal);
+export async function publicAddresses(host: string, resolver: HostResolver, signal?: AbortSignal): Promise<ResolvedAddress[]> {
+  const addresses = await resolvedAddresses(host, resolver, signal);
   const refused = addresses.find((a) => !isPublicAddress(a.address));
   if (refused) throw new RefusedAddressError(`${host} resolves to ${refused.address}, which is not a public address`);
   if (addresses.length === 0) throw new RefusedAddressError(`${host} resolves to no address`);

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { HostResolverModule } from '../addresses/host-resolver';
 import { WebhookEndpointsModule } from '../webhook-endpoints/webhook-endpoints.module';
 import { EventsController } from './events.controller';
 import { EventsRepository } from './events.repository';
@@ -14,7 +15,7 @@ import { WebhookPublisher } from './webhook-publisher';
  * delivered to the clients' endpoints, and purged past their retention (retention/).
  */
 @Module({
-  imports: [WebhookEndpointsModule, WebhookDeliveryPortModule],
+  imports: [WebhookEndpointsModule, WebhookDeliveryPortModule, HostResolverModule],
   controllers: [EventsController],
   providers: [EventsService, EventsRepository, WebhookDeliveriesRepository, WebhookPublisher, EventsPurgeJob, EventsPurgeRepository],
   exports: [EventsService],

@@ -95,12 +95,17 @@ export class EventsService {
 
   /**
    * A delivery of the event to each endpoint, in one statement (none for no
-   * endpoint). Each endpoint is a lane of the outbox's: a relay holds at most
-   * RELAY_LANE_CAP deliveries to one endpoint at once, so a slow endpoint
-   * delays its own deliveries, not another's.
+   * endpoint). Each endpoint is a lane of the outbox's, and the client its
+   * group: a relay holds at most 4 deliveries to one endpoint and 10 to one
+   * client at once (of its 20), and gives a free slot to the client with the
+   * fewest in flight, then to its endpoint with the fewest. So a slow
+   * endpoint delays its own deliveries, and a client's many endpoints take
+   * no more of the relay than another client's one.
    */
   private async enqueue(clientId: string, eventId: string, endpointIds: string[]): Promise<void> {
     const payload = (endpointId: string): WebhookDeliveryPayload => ({ clientId, eventId, endpointId });
-    await this.outbox.add(endpointIds.map((endpointId) => ({ topic: WEBHOOK_DELIVERY_TOPIC, payload: payload(endpointId), lane: `webhook-endpoint:${endpointId}` })));
+    await this.outbox.add(
+      endpointIds.map((endpointId) => ({ topic: WEBHOOK_DELIVERY_TOPIC, payload: payload(endpointId), lane: `webhook-endpoint:${endpointId}`, group: `client:${clientId}` })),
+    );
   }
 }

@@ -5,6 +5,7 @@ import type { OutboxMessage } from 'safe-retries/outbox';
 import { Webhook } from 'standardwebhooks';
 import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
+import { HostResolver } from '../addresses/host-resolver';
 import { BackgroundConnections } from '../database/background-connections';
 import { DeliveryTarget, WebhookEndpointsService } from '../webhook-endpoints/webhook-endpoints.service';
 import { EventsService, toEventResponse } from './events.service';
@@ -65,6 +66,7 @@ export class WebhookPublisher implements OnModuleInit {
     private readonly deliveries: WebhookDeliveriesRepository,
     private readonly connections: BackgroundConnections,
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    private readonly resolver: HostResolver,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.production = config.production;
@@ -91,7 +93,7 @@ export class WebhookPublisher implements OnModuleInit {
     const attemptId = await this.connections.run(() => this.deliveries.start({ clientId, eventId, endpointId, messageId: message.id, attempt }));
     let answer: Awaited<ReturnType<typeof postWebhook>>;
     try {
-      answer = await postWebhook(new URL(target.url), headers, body, this.production, signal);
+      answer = await postWebhook(new URL(target.url), headers, body, this.production, signal, this.resolver);
     } catch (error) {
       const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
       const waitMs = await this.failed(payload, attemptId, { status: null, excerpt: null, errorClass: errorClass(error), error: reason });

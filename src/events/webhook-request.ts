@@ -1,18 +1,22 @@
 import http from 'node:http';
 import https from 'node:https';
 import { LookupFunction } from 'node:net';
-import { RefusedAddressError, ResolvedAddress, publicAddresses } from '../addresses/public-address';
+import { HostResolver } from '../addresses/host-resolver';
+import { RefusedAddressError, ResolvedAddress, publicAddresses, resolvedAddresses } from '../addresses/public-address';
 
 /**
  * How long one attempt may take, all told: resolving the host, connecting
  * (TCP and TLS) and the whole answer, under one deadline.
  */
 export const ATTEMPT_TIMEOUT_MS = 15_000;
-/** The attempt's deadline passed, and where the attempt was then. */
+/** The attempt's deadline passed (after `ms`), and where the attempt was then. */
 export class AttemptTimeoutError extends Error {
   override name = 'AttemptTimeoutError';
-  constructor(readonly phase: 'dns' | 'connect' | 'response') {
-    super(`${phase === 'dns' ? 'no DNS answer' : phase === 'connect' ? 'no connection' : 'no complete answer'} within the attempt's ${ATTEMPT_TIMEOUT_MS} ms`);
+  constructor(
+    readonly phase: 'dns' | 'connect' | 'response',
+    ms: number,
+  ) {
+    super(`${phase === 'dns' ? 'no DNS answer' : phase === 'connect' ? 'no connection' : 'no complete answer'} within the attempt's ${ms} ms`);
   }
 }
 
@@ -27,34 +31,46 @@ export interface WebhookAnswer {
 }
 
 /**
- * POSTs one delivery. In production the host is resolved first and every
- * address it resolves to must be public (publicAddresses), and the connection
- * goes only to the addresses that were checked (the request's lookup answers
- * them), so a second resolution cannot swap in another (DNS rebinding); Node
- * tries them in turn (autoSelectFamily: an unreachable IPv6 address, then
- * IPv4). The Host header and TLS's SNI still name the host. A fresh
+ * POSTs one delivery. The host is resolved first (`resolver`), and the
+ * connection goes only to the addresses it answered (the request's lookup
+ * answers them), each in turn (autoSelectFamily: an unreachable IPv6 address,
+ * then IPv4). In production every one of them must be public
+ * (publicAddresses), so a second resolution cannot swap in another (DNS
+ * rebinding). The Host header and TLS's SNI still name the host. A fresh
  * connection each time (no agent pool): nothing checked earlier is reused.
- * One deadline (ATTEMPT_TIMEOUT_MS, or `signal` when it ends first) covers
- * the whole attempt: a lookup still running then is abandoned
- * (AttemptTimeoutError 'dns'), a connection or an answer still coming is
- * destroyed. Of the answer, the status, its Retry-After and at most
- * EXCERPT_BYTES are kept.
+ * One deadline covers the whole attempt: ATTEMPT_TIMEOUT_MS, or `signal`
+ * (the relay's lease) when it ends first. A lookup still running then is
+ * abandoned, a connection or an answer still coming is destroyed, and the
+ * attempt fails with AttemptTimeoutError, naming where it was ('dns',
+ * 'connect', 'response'). Of the answer, the status, its Retry-After and at
+ * most EXCERPT_BYTES are kept.
  */
-export async function postWebhook(url: URL, headers: Record<string, string>, body: string, production: boolean, signal: AbortSignal): Promise<WebhookAnswer> {
-  let phase: AttemptTimeoutError['phase'] = production ? 'dns' : 'connect';
+export async function postWebhook(
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+  production: boolean,
+  signal: AbortSignal,
+  resolver: HostResolver,
+): Promise<WebhookAnswer> {
+  let phase: AttemptTimeoutError['phase'] = 'dns';
+  const started = performance.now();
   const deadline = new AbortController();
-  const timer = setTimeout(() => deadline.abort(new AttemptTimeoutError(phase)), ATTEMPT_TIMEOUT_MS);
-  const ends = AbortSignal.any([signal, deadline.signal]);
+  const end = (ms = Math.round(performance.now() - started)) => deadline.abort(new AttemptTimeoutError(phase, ms));
+  const timer = setTimeout(() => end(ATTEMPT_TIMEOUT_MS), ATTEMPT_TIMEOUT_MS);
+  const leaseEnded = () => end();
+  signal.addEventListener('abort', leaseEnded, { once: true });
+  if (signal.aborted) end();
+  const ends = deadline.signal;
   try {
-    let pinned: ResolvedAddress[] | undefined;
-    if (production) {
-      if (url.protocol !== 'https:') throw new RefusedAddressError(`${url.protocol} is refused in production: https only`);
-      pinned = await publicAddresses(url.hostname.replace(/^\[(.*)\]$/, '$1'), ends);
-      phase = 'connect';
-    }
+    if (production && url.protocol !== 'https:') throw new RefusedAddressError(`${url.protocol} is refused in production: https only`);
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const pinned = await (production ? publicAddresses : resolvedAddresses)(host, resolver, ends);
+    phase = 'connect';
     return await request(url, headers, body, pinned, ends, () => (phase = 'response'));
   } finally {
     clearTimeout(timer);
+    signal.removeEventListener('abort', leaseEnded);
   }
 }
 

@@ -8,6 +8,7 @@ import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { ALL_EVENTS } from '../event-types/event-types';
 import { RefusedAddressError, isPublicAddress, publicAddresses } from '../addresses/public-address';
+import { HostResolver } from '../addresses/host-resolver';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
 import { SECRET_VERSION, ShownSecret, WebhookEndpointResponse } from './dto/webhook-endpoint.response';
 import { EndpointSecrets, ROTATION_OVERLAP } from './endpoint-secrets';
@@ -76,6 +77,7 @@ export class WebhookEndpointsService {
     private readonly endpoints: WebhookEndpointsRepository,
     private readonly secrets: EndpointSecrets,
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    private readonly resolver: HostResolver,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.production = config.production;
@@ -83,7 +85,7 @@ export class WebhookEndpointsService {
 
   async create(clientId: string, dto: CreateWebhookEndpointDto): Promise<ShownSecret> {
     const url = this.validUrl(dto.url);
-    if (this.production) await resolvesPublic(new URL(url).hostname.replace(/^\[(.*)\]$/, '$1'));
+    if (this.production) await resolvesPublic(new URL(url).hostname.replace(/^\[(.*)\]$/, '$1'), this.resolver);
     const types = dto.event_types.includes(ALL_EVENTS) ? [ALL_EVENTS] : dto.event_types;
     const id = randomUUID();
     const secret = EndpointSecrets.generate();
@@ -194,9 +196,9 @@ const RESOLVE_TIMEOUT_MS = 5_000;
  * whose resolution fails otherwise (a resolver timing out) is checked at
  * each delivery as any host is.
  */
-async function resolvesPublic(host: string): Promise<void> {
+async function resolvesPublic(host: string, resolver: HostResolver): Promise<void> {
   try {
-    await publicAddresses(host, AbortSignal.timeout(RESOLVE_TIMEOUT_MS));
+    await publicAddresses(host, resolver, AbortSignal.timeout(RESOLVE_TIMEOUT_MS));
   } catch (error) {
     if (error instanceof RefusedAddressError) throw invalidUrl(`url must not point at a private, loopback or link-local address: ${error.message}`);
     const code = (error as { code?: unknown }).code;

@@ -309,6 +309,8 @@ describe('client webhooks: dead letters and redelivery (e2e)', () => {
 
 /** Deliveries of one lane a relay has in flight at once: the library's RELAY_LANE_CAP (outbox-relay.ts). */
 const RELAY_LANE_CAP = 4;
+/** Deliveries of one group of lanes (one client's endpoints) a relay has in flight at once: the library's RELAY_GROUP_CAP. */
+const RELAY_GROUP_CAP = 10;
 
 describe('client webhooks: a slow endpoint slows no other (e2e)', () => {
   it("delivers another client's events while one client's endpoint, a tarpit with 1,000 events queued, holds at most its cap of the relay's slots", async () => {
@@ -343,6 +345,53 @@ describe('client webhooks: a slow endpoint slows no other (e2e)', () => {
       console.log(`commit-to-delivery beside a tarpit with 1,000 events queued: p50 ${pct(50)} ms, p99 ${pct(99)} ms (${latencies.length} events)`);
       // The tarpit never held more than its lane's cap of connections: the other slots stayed free for client B.
       expect(tarpit.mostOpen).toBeLessThanOrEqual(RELAY_LANE_CAP);
+    } finally {
+      await tarpit.close();
+      await receiver.close();
+      await t.close();
+    }
+  });
+});
+
+describe('client webhooks: a client with many slow endpoints slows no other client (e2e)', () => {
+  it("delivers another client's events while one client's 16 endpoints, all tarpits with events queued, hold at most half of the relay's slots", async () => {
+    const t = await createTestApp();
+    const tarpit = await new Tarpit().start();
+    const receiver = await new Receiver().start();
+    try {
+      const clientId = async (name: string) => (await t.dataSource.query<{ id: string }[]>('SELECT id FROM clients WHERE name = $1', [name]))[0].id;
+      const [a, b] = [await clientId('client-a'), await clientId('client-b')];
+      // Client A: 16 endpoints (its limit), each its own lane, every one a tarpit.
+      for (let i = 0; i < 16; i++) await register(t, { url: `${tarpit.url()}/${i}`, event_types: ['order.created'] }).expect(201);
+      const endpoint = (await register(t, { url: receiver.url(), event_types: ['order.created'] }, CLIENT_B).expect(201)).body;
+      const txHost = t.app.get(TransactionHost);
+      const events = t.app.get(EventsService, { strict: false });
+      // 100 events of client A's (1,600 deliveries), committed at once: every one of them is due before client B's first.
+      await txHost.withTransaction(async () => {
+        for (let i = 0; i < 100; i++) await events.record(a, 'order.created', { id: `ord_tarpits_${i}` });
+      });
+      await eventually(() => tarpit.open >= RELAY_GROUP_CAP, 10_000);
+
+      const committed = new Map<string, number>();
+      for (let i = 0; i < 20; i++) {
+        const id = `ord_other_${i}_${randomUUID()}`;
+        await txHost.withTransaction(() => events.record(b, 'order.created', { id }));
+        committed.set(id, Date.now());
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      const arrived = () => new Map(receiver.accepted(endpoint.secret).map((e) => [e.data.id, receiver.requests.find((r) => r.headers['webhook-id'] === e.id)!.at]));
+      // Well within the attempt's 15 s: a slot held by a tarpit frees only then.
+      await eventually(() => [...committed.keys()].every((id) => arrived().has(id)), 10_000);
+
+      const latencies = [...committed].map(([id, at]) => arrived().get(id)! - at).sort((x, y) => x - y);
+      const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)];
+      console.log(
+        `commit-to-delivery beside a client with 16 tarpit endpoints and 1,600 deliveries queued: p50 ${pct(50)} ms, p99 ${pct(99)} ms (${latencies.length} events); ` +
+          `the tarpits held at most ${tarpit.mostOpen} connections`,
+      );
+      expect(pct(99)).toBeLessThan(1_000);
+      // Client A never held more than its group's cap of the relay's 20 slots, however many endpoints it has.
+      expect(tarpit.mostOpen).toBeLessThanOrEqual(RELAY_GROUP_CAP);
     } finally {
       await tarpit.close();
       await receiver.close();

@@ -8,6 +8,7 @@ import { idempotencyKeysHashed } from './1796081151558-IdempotencyKeysHashed';
 import { createIdempotencyMessages } from './1796142644217-CreateIdempotencyMessages';
 import { createIdempotencyOutbox } from './1796500000000-CreateIdempotencyOutbox';
 import { idempotencyOutboxLanes } from './1798000000000-IdempotencyOutboxLanes';
+import { idempotencyOutboxLaneGroups } from './1798000000001-IdempotencyOutboxLaneGroups';
 import { DEFAULT_OUTBOX_TABLE_NAME } from '../config/idempotency-table';
 
 export type IdempotencyMigration = new () => MigrationInterface;
@@ -21,8 +22,8 @@ export type IdempotencyMigration = new () => MigrationInterface;
  * without TypeORM migrations, sql/idempotency-keys.sql is the keys table's
  * schema; the messages table is the one CREATE TABLE and index of
  * CreateIdempotencyMessages; the outbox's table, `idempotency_outbox`, the
- * CREATE TABLE and indexes of CreateIdempotencyOutbox and the column of
- * IdempotencyOutboxLanes.
+ * CREATE TABLE and indexes of CreateIdempotencyOutbox and the columns of
+ * IdempotencyOutboxLanes and IdempotencyOutboxLaneGroups.
  */
 export function idempotencyMigrations(
   tableName: string = DEFAULT_TABLE_NAME,
@@ -37,6 +38,7 @@ export function idempotencyMigrations(
     createIdempotencyMessages(messagesTable(messagesTableName)),
     createIdempotencyOutbox(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
     idempotencyOutboxLanes(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
+    idempotencyOutboxLaneGroups(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
   ];
 }
 

@@ -16,6 +16,11 @@ export const RELAY_SLOTS = 20;
 /** Deliveries of one lane (OutboxEntry.lane) a relay has in flight at once. */
 export const RELAY_LANE_CAP = 4;
 /**
+ * Deliveries of one group of lanes (OutboxEntry.group) a relay has in flight
+ * at once: half its slots, so a group alone never leaves the others none.
+ */
+export const RELAY_GROUP_CAP = RELAY_SLOTS / 2;
+/**
  * Connections of the data source's pool the relay's own statements (the claim,
  * the marks) hold at once: its deliveries' marks take turns among themselves, so the
  * relay never holds the pool that requests need (the publisher's own
@@ -34,10 +39,12 @@ const tracer = trace.getTracer('safe-retries');
  * - Slots. A relay has at most RELAY_SLOTS deliveries in flight, and claims
  *   again whenever one ends (a slot frees), a message is added, or its poll
  *   comes: no delivery waits for another to end. One claim statement at a
- *   time, and at most RELAY_LANE_CAP deliveries of a lane: a lane whose
- *   receiver is slow holds no more than that of the slots, and the claim
- *   takes every lane's oldest due message before any lane's second
- *   (outbox-statements.ts), so its backlog delays only its own lane.
+ *   time, and at most RELAY_LANE_CAP deliveries of a lane and
+ *   RELAY_GROUP_CAP of a group of lanes: a lane whose receiver is slow holds
+ *   no more than that of the slots, a group of such lanes no more than half,
+ *   and the claim gives a free slot to the group with the fewest in flight,
+ *   then to its lane with the fewest (outbox-statements.ts), so a backlog
+ *   delays only its own lane, and a group's many lanes only its own group.
  * - Claim. One autocommit statement takes due messages for the free slots
  *   with FOR UPDATE SKIP LOCKED (relays never wait on each other)
  *   and pushes each one's next_attempt_at to the end of a lease (`outbox.lease`,
@@ -73,8 +80,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly connections = new Turns(RELAY_CONNECTIONS);
   /** The deliveries in flight (each frees its slot when it ends). */
   private readonly inFlight = new Set<Promise<void>>();
-  /** Deliveries in flight per lane. */
+  /** Deliveries in flight per lane, and per group of lanes. */
   private readonly lanes = new Map<string, number>();
+  private readonly groups = new Map<string, number>();
   /** Aborted when a delivery ends (the loop claims again) and at shutdown: ends the loop's wait. */
   private freed = new AbortController();
 
@@ -125,29 +133,28 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     if (!publish) throw new Error('OutboxRelay: no publisher (IdempotencyModule.forRoot({ outbox: { publish } }))');
     const free = RELAY_SLOTS - this.inFlight.size;
     if (free <= 0) return [];
-    const lanes = [...this.lanes.keys()];
     const claimed = (await this.query(this.sql.claim, [
       free,
       this.options.outbox.leaseMs,
-      lanes,
-      lanes.map((lane) => this.lanes.get(lane)),
+      [...this.lanes.keys()],
+      [...this.lanes.values()],
       RELAY_LANE_CAP,
+      [...this.groups.keys()],
+      [...this.groups.values()],
+      RELAY_GROUP_CAP,
     ])) as OutboxMessageRow[];
     return claimed.map((row) => this.start(publish, row));
   }
 
-  /** A delivery in a slot (and its lane's count) until it ends, marked or not. */
+  /** A delivery in a slot (and its lane's and group's counts) until it ends, marked or not. */
   private start(publish: OutboxPublisher, row: OutboxMessageRow): Promise<void> {
-    const lane = row.lane;
-    if (lane !== null) this.lanes.set(lane, (this.lanes.get(lane) ?? 0) + 1);
+    count(this.lanes, row.lane, 1);
+    count(this.groups, row.lane_group, 1);
     // deliver() settles every outcome itself (a failed mark is logged): it never rejects.
     const delivery: Promise<void> = this.deliver(publish, row).finally(() => {
       this.inFlight.delete(delivery);
-      if (lane !== null) {
-        const left = (this.lanes.get(lane) ?? 1) - 1;
-        if (left > 0) this.lanes.set(lane, left);
-        else this.lanes.delete(lane);
-      }
+      count(this.lanes, row.lane, -1);
+      count(this.groups, row.lane_group, -1);
       this.freed.abort();
     });
     this.inFlight.add(delivery);
@@ -237,6 +244,14 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   }
 }
 
+/** Adds `by` to `key`'s count (none: nothing); a count that falls to 0 is removed. */
+function count(counts: Map<string, number>, key: string | null, by: number): void {
+  if (key === null) return;
+  const n = (counts.get(key) ?? 0) + by;
+  if (n > 0) counts.set(key, n);
+  else counts.delete(key);
+}
+
 /**
  * The wait a publisher's failure asks for (OutboxPublisher: `retryAfterMs`,
  * a finite number of ms, at least 0, rounded up); undefined when it asks none.
@@ -252,5 +267,6 @@ interface OutboxMessageRow {
   payload: unknown;
   stream: string | null;
   lane: string | null;
+  lane_group: string | null;
   attempts: number;
 }

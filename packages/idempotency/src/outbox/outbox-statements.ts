@@ -5,12 +5,13 @@ export const STREAM_LOCK_CLASS = 0x5afe_0003;
 /**
  * Every statement of the outbox, on its table. All run on the database clock
  * (now()) with bound parameters; durations travel as milliseconds.
- * `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($5) and `replay` ($2). */
+ * `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($6) and `replay` ($2). */
 export function outboxStatements(t: string) {
   return {
     /**
      * Adds messages in the caller's transaction, one row per element of the
-     * arrays $1 (topics), $2 (payloads), $3 (streams) and $4 (lanes; NULL for none), their
+     * arrays $1 (topics), $2 (payloads), $3 (streams), $4 (lanes) and $5 (their
+     * groups; NULL for none), their
      * `seq` in the arrays' order: a fan-out is one statement however many
      * messages it writes. The adders of a stream take turns (a
      * transaction-level advisory lock per stream, held to their commit, taken
@@ -22,15 +23,15 @@ export function outboxStatements(t: string) {
      */
     add: `
       WITH entry AS (
-             SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[]) WITH ORDINALITY AS e (topic, payload, stream, lane, n)),
+             SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS e (topic, payload, stream, lane, lane_group, n)),
            turn AS (
              SELECT count(pg_advisory_xact_lock(${STREAM_LOCK_CLASS}, h))
                FROM (SELECT DISTINCT hashtext(stream) AS h FROM entry WHERE stream IS NOT NULL ORDER BY h) streams),
            added AS (
-             INSERT INTO ${t} (topic, payload, stream, lane)
-             SELECT e.topic, e.payload, e.stream, e.lane FROM turn, entry e ORDER BY e.n
+             INSERT INTO ${t} (topic, payload, stream, lane, lane_group)
+             SELECT e.topic, e.payload, e.stream, e.lane, e.lane_group FROM turn, entry e ORDER BY e.n
              RETURNING id, seq)
-      SELECT id, pg_notify($5, '') FROM added ORDER BY seq`,
+      SELECT id, pg_notify($6, '') FROM added ORDER BY seq`,
     /**
      * Claims up to $1 due messages for $2 ms (the lease): pushes their
      * next_attempt_at to the lease's end and counts the attempt. SKIP LOCKED:
@@ -38,28 +39,46 @@ export function outboxStatements(t: string) {
      * a stream is due only when no older message of its stream is undelivered
      * (in flight, waiting for a retry, or dead): one in flight per stream.
      *
-     * Lanes: of a lane, at most $5 less what this relay has in flight there
-     * ($3 lanes, $4 their counts) is taken; messages without a lane are one
-     * lane for the order, with no cap. The due messages are ranked within
-     * their lane, oldest first, and taken by rank: every lane's oldest before
-     * any lane's second, so a lane with a thousand due messages takes no more
-     * of a claim than one with a single message. The ranking reads every due
-     * message (the `due` index); the rows are locked after it, by id.
+     * Lanes and their groups, against what this relay has in flight ($3
+     * lanes, $4 their counts; $6 groups, $7 their counts). A due message's
+     * lane share is its lane's count plus its rank in its lane (oldest
+     * first): the lane's deliveries in flight once it is taken; at most $5.
+     * Its group share is, likewise, its group's count plus its rank among
+     * its group's messages within the lane cap, ranked by lane share (every
+     * lane of the group in turn, the one with the fewest in flight first);
+     * at most $8. A lane without a group is a group of its own (its group
+     * share is its lane share). The messages are taken by group share, then
+     * lane share, then age: a freed slot goes to the group with the fewest in
+     * flight, and within it to its lane with the fewest, so a group with 16
+     * lanes takes no more of a claim than a group with one, and a lane with
+     * a thousand due messages no more than a lane with one. Messages without
+     * a lane are one lane and one group for this order, with no cap. The
+     * ranking reads every due message (the `due` index); the rows are locked
+     * after it, by id.
      */
     claim: `
-      WITH busy AS (
+      WITH lanes AS (
              SELECT * FROM unnest($3::text[], $4::int[]) AS b (lane, n)),
-           ranked AS (
-             SELECT m.id, m.lane, m.next_attempt_at, m.seq,
-                    row_number() OVER (PARTITION BY m.lane ORDER BY m.next_attempt_at, m.seq) AS r
-               FROM ${t} m
+           groups AS (
+             SELECT * FROM unnest($6::text[], $7::int[]) AS g (lane_group, n)),
+           in_lane AS (
+             SELECT m.id, m.lane, m.lane_group, m.next_attempt_at, m.seq, coalesce(lanes.n, 0) AS lane_busy,
+                    coalesce(lanes.n, 0) + row_number() OVER (PARTITION BY m.lane ORDER BY m.next_attempt_at, m.seq) AS lane_share
+               FROM ${t} m LEFT JOIN lanes ON lanes.lane = m.lane
               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
                 AND (m.stream IS NULL OR NOT EXISTS (
                       SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))),
+           in_group AS (
+             SELECT in_lane.id, in_lane.lane, in_lane.next_attempt_at, in_lane.seq, in_lane.lane_share,
+                    CASE WHEN in_lane.lane_group IS NULL THEN in_lane.lane_busy ELSE coalesce(groups.n, 0) END
+                    + row_number() OVER (PARTITION BY in_lane.lane_group, CASE WHEN in_lane.lane_group IS NULL THEN in_lane.lane END
+                                         ORDER BY in_lane.lane_share, in_lane.next_attempt_at, in_lane.seq) AS group_share
+               FROM in_lane LEFT JOIN groups ON groups.lane_group = in_lane.lane_group
+              WHERE in_lane.lane IS NULL OR in_lane.lane_share <= $5),
            picked AS (
-             SELECT ranked.id FROM ranked LEFT JOIN busy ON busy.lane = ranked.lane
-              WHERE ranked.lane IS NULL OR ranked.r <= $5 - coalesce(busy.n, 0)
-              ORDER BY ranked.r, ranked.next_attempt_at, ranked.seq
+             SELECT id FROM in_group
+              WHERE lane IS NULL OR group_share <= $8
+              ORDER BY group_share, lane_share, next_attempt_at, seq
               LIMIT $1),
            due AS (
              SELECT m.id FROM ${t} m
@@ -69,7 +88,7 @@ export function outboxStatements(t: string) {
       UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
         FROM due
        WHERE m.id = due.id AND m.delivered_at IS NULL AND m.dead_at IS NULL
-      RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.attempts`,
+      RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.lane_group, m.attempts`,
     /** Marks a delivery, fenced on the claim ($2 = its attempts). */
     delivered: `UPDATE ${t} SET delivered_at = now(), last_error = NULL WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL`,
     /**

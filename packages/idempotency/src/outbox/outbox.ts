@@ -21,6 +21,15 @@ export interface OutboxEntry {
    * claims across lanes in turn, so a slow lane delays only its own messages.
    */
   lane?: string;
+  /**
+   * The party its lane belongs to (one tenant, whose destinations are its
+   * lanes); only with a lane, and the same for every message of the lane. A
+   * relay has at most 10 messages of a group in flight (RELAY_GROUP_CAP,
+   * half its slots), and gives a free slot to the group with the fewest in
+   * flight before the lane with the fewest: a party with many lanes takes no
+   * more than a party with one. Without it, a lane is a group of its own.
+   */
+  group?: string;
 }
 
 /** An entry's payload as JSON text; throws TypeError for an entry `Outbox.add` cannot take. */
@@ -31,6 +40,9 @@ function checked(entry: OutboxEntry): string {
   }
   if (entry.lane !== undefined && (typeof entry.lane !== 'string' || entry.lane.length === 0)) {
     throw new TypeError('Outbox.add: lane must be a non-empty string when given');
+  }
+  if (entry.group !== undefined && (typeof entry.group !== 'string' || entry.group.length === 0 || entry.lane === undefined)) {
+    throw new TypeError('Outbox.add: group must be a non-empty string, given with a lane');
   }
   const payload = JSON.stringify(entry.payload);
   if (payload === undefined) throw new TypeError('Outbox.add: payload must be a JSON value');
@@ -85,7 +97,7 @@ export class Outbox {
     const payloads = entries.map(checked);
     if (!this.txHost.isTransactionActive()) throw new OutboxOutsideTransactionError();
     if (entries.length === 0) return [];
-    const rows = (await this.txHost.tx.query(this.sql.add, [entries.map((e) => e.topic), payloads, entries.map((e) => e.stream ?? null), entries.map((e) => e.lane ?? null), this.channel])) as { id: string }[];
+    const rows = (await this.txHost.tx.query(this.sql.add, [entries.map((e) => e.topic), payloads, entries.map((e) => e.stream ?? null), entries.map((e) => e.lane ?? null), entries.map((e) => e.group ?? null), this.channel])) as { id: string }[];
     const ids = rows.map((r) => r.id);
     return list ? ids : ids[0];
   }

@@ -45,7 +45,7 @@ describe('idempotency migrations (e2e)', () => {
     }
   });
 
-  it('creates the processed-messages table, then the outbox and its lanes, and drops each on the way down', async () => {
+  it('creates the processed-messages table, then the outbox, its lanes and their groups, and drops each on the way down', async () => {
     const own = await createDatabase();
     try {
       const ds = await new DataSource({ type: 'postgres', url: own.url, migrations: idempotencyMigrations() }).initialize();
@@ -70,6 +70,11 @@ describe('idempotency migrations (e2e)', () => {
           ['delivered_at_idx', 'due_idx', 'pkey', 'stream_idx'].map((i) => ({ indexname: `idempotency_outbox_${i}` })),
         );
         const lane = `SELECT data_type FROM information_schema.columns WHERE table_name = 'idempotency_outbox' AND column_name = 'lane'`;
+        const group = `SELECT data_type FROM information_schema.columns WHERE table_name = 'idempotency_outbox' AND column_name = 'lane_group'`;
+        expect(await ds.query(lane)).toEqual([{ data_type: 'text' }]);
+        expect(await ds.query(group)).toEqual([{ data_type: 'text' }]);
+        await ds.undoLastMigration();
+        expect(await ds.query(group)).toEqual([]);
         expect(await ds.query(lane)).toEqual([{ data_type: 'text' }]);
         await ds.undoLastMigration();
         expect(await ds.query(lane)).toEqual([]);

@@ -12,7 +12,7 @@ import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
 import { IdempotencyPurgeService } from 'safe-retries';
 import { Client } from 'pg';
-import { OutboxRelay, RELAY_LANE_CAP } from '../support/internals';
+import { OutboxRelay, RELAY_GROUP_CAP, RELAY_LANE_CAP } from '../support/internals';
 import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-proxy';
 import { createDatabase } from '../support/test-services';
 
@@ -295,6 +295,49 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     }
     await drain();
     expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [[...a, ...b]])).toEqual([]);
+  });
+
+  it("shares the slots among groups before lanes: a group of 16 slow lanes holds its cap, another group's messages and an ungrouped lane's go meanwhile", async () => {
+    await drain();
+    const tag = randomUUID();
+    const outbox = app.get(Outbox);
+    const entry = (lane: string, i: number, group?: string) => ({ topic: 'grouped', payload: { tag: `${tag}-${lane}-${i}` }, lane: `${tag}-${lane}`, group });
+    // Group A's 16 lanes of 5 messages each are older than the rest: a claim by lane alone would give A 18 of its 20 slots.
+    const a = await txHost().withTransaction(() => outbox.add(Array.from({ length: 80 }, (_, i) => entry(`a${i % 16}`, i, `${tag}-group-a`))));
+    const b = await txHost().withTransaction(() => outbox.add([0, 1, 2].map((i) => entry('b', i, `${tag}-group-b`))));
+    const c = await txHost().withTransaction(() => outbox.add([0, 1].map((i) => entry('c', i))));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    slow = (m) => (a.includes(m.id) ? released : undefined);
+    published.length = 0;
+    const sent = (ids: string[]) => published.filter((m) => ids.includes(m.id));
+    try {
+      const first = app.get(OutboxRelay).relayOnce();
+      // The claim's deliveries start at once: B's and C's end, A's hang.
+      const until = Date.now() + 5_000;
+      await waitFor(async () => published.length >= 15 || Date.now() > until);
+      expect(sent([...b, ...c])).toHaveLength(5);
+      // Group A: its cap of the slots, each in another of its lanes (every lane's oldest in turn).
+      const lanesOfA = sent(a).map((m) => (m.payload as { tag: string }).tag.split('-').at(-2));
+      expect(lanesOfA).toHaveLength(RELAY_GROUP_CAP);
+      expect(new Set(lanesOfA).size).toBe(RELAY_GROUP_CAP);
+      // With A's 10 still in flight, later messages of B's go in the next claim, and A takes no more.
+      const more = await txHost().withTransaction(() => outbox.add([3, 4].map((i) => entry('b', i, `${tag}-group-b`))));
+      await app.get(OutboxRelay).relayOnce();
+      expect(sent(more)).toHaveLength(2);
+      expect(sent(a)).toHaveLength(RELAY_GROUP_CAP);
+      release();
+      await first;
+    } finally {
+      slow = () => undefined;
+      release();
+    }
+    await drain();
+    expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [[...a, ...b, ...c]])).toEqual([]);
+  });
+
+  it('refuses a group without a lane', async () => {
+    await expect(txHost().withTransaction(() => app.get(Outbox).add({ topic: 't', payload: {}, group: 'g' }))).rejects.toThrow('Outbox.add: group must be a non-empty string, given with a lane');
   });
 
   it("waits as long as a publisher's failure asks (retryAfterMs), on the database's clock, then hands the message over again", async () => {
