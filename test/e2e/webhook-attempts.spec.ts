@@ -20,6 +20,8 @@ class Receiver {
   requests = 0;
   /** The body of each request, in arrival order. */
   readonly bodies: string[] = [];
+  /** Connections accepted. */
+  connections = 0;
   answer: { status: number; body: Buffer } = { status: 204, body: Buffer.alloc(0) };
   private held: (() => void)[] = [];
   hold = false;
@@ -37,6 +39,7 @@ class Receiver {
         else reply();
       });
     });
+    this.server.on('connection', () => this.connections++);
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     return this;
   }
@@ -119,6 +122,18 @@ describe('webhook delivery attempts (e2e)', () => {
     const [{ event }] = await t.dataSource.query<{ event: object }[]>(`SELECT payload->'event' AS event FROM idempotency_outbox WHERE payload->>'eventId' = $1`, [eventId]);
     expect(event).toEqual(shown);
     expect(receiver.bodies.filter((b) => b.includes(eventId))).toEqual([JSON.stringify(shown)]);
+  });
+
+  it('deliveries one after another to one endpoint go over one kept-alive connection', async () => {
+    receiver.answer = { status: 204, body: Buffer.alloc(0) };
+    const [requests, connections] = [receiver.requests, receiver.connections];
+    for (let i = 0; i < 3; i++) {
+      const eventId = await orderEvent();
+      await waitFor('the delivery to be marked', async () => (await delivered(eventId)) === 1);
+    }
+    expect(receiver.requests - requests).toBe(3);
+    // One at most: the connection of an earlier test may still be open.
+    expect(receiver.connections - connections).toBeLessThanOrEqual(1);
   });
 
   it('an attempt is written before it is sent: cut short, it keeps its row, unfinished', async () => {
