@@ -17,18 +17,16 @@ const SUBSCRIBERS = `SELECT id FROM webhook_endpoints WHERE client_id = $1 AND e
 @Injectable()
 export class EventsRepository extends SqlRepository {
   /**
-   * Writes the event and answers the ids of the endpoints subscribed to it,
-   * in one statement (the INSERT is a data-modifying CTE, run whether or not
-   * the SELECT reads it; both see one snapshot).
+   * Writes the event and answers its created_at and the ids of the endpoints
+   * subscribed to it, in one statement (both parts see one snapshot).
    */
-  async insert(clientId: string, id: string, type: string, data: unknown): Promise<string[]> {
-    const rows = await this.rows<{ id: string }>(`WITH event AS (INSERT INTO events (client_id, id, type, data) VALUES ($1, $3, $2, $4::jsonb)) ${SUBSCRIBERS}`, [
-      clientId,
-      type,
-      id,
-      JSON.stringify(data),
-    ]);
-    return rows.map((r) => r.id);
+  async insert(clientId: string, id: string, type: string, data: unknown): Promise<{ created_at: Date; endpoints: string[] }> {
+    const [row] = await this.rows<{ created_at: Date; endpoints: string[] }>(
+      `WITH event AS (INSERT INTO events (client_id, id, type, data) VALUES ($1, $3, $2, $4::jsonb) RETURNING created_at)
+       SELECT event.created_at, ARRAY(${SUBSCRIBERS}) AS endpoints FROM event`,
+      [clientId, type, id, JSON.stringify(data)],
+    );
+    return row;
   }
 
   /** The ids of the endpoints subscribed to events of `type`. */

@@ -12,8 +12,10 @@ import { EventRow, EventsRepository } from './events.repository';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WEBHOOK_DELIVERY_TOPIC, WebhookDeliveryPayload } from './webhook-delivery.port';
 
-export function toEventResponse(row: EventRow): EventResponse {
-  return { id: row.id, object: 'event', type: row.type, data: row.data, created_at: row.created_at.toISOString() };
+/** The event as the API shows it (and a webhook's body), its keys in this order: created_at as ISO text, or given as such. */
+export function toEventResponse(row: Omit<EventRow, 'created_at'> & { created_at: Date | string }): EventResponse {
+  const created_at = typeof row.created_at === 'string' ? row.created_at : row.created_at.toISOString();
+  return { id: row.id, object: 'event', type: row.type, data: row.data, created_at };
 }
 
 /**
@@ -47,7 +49,8 @@ export class EventsService {
   async record(clientId: string, type: EventType, data: object): Promise<void> {
     if (!this.txHost.isTransactionActive()) throw new Error(`EventsService.record(${type}): no transaction, so the event would not commit with its change`);
     const id = `evt_${randomBytes(16).toString('hex')}`;
-    await this.enqueue(clientId, id, await this.events.insert(clientId, id, type, data));
+    const { created_at, endpoints } = await this.events.insert(clientId, id, type, data);
+    await this.enqueue(clientId, toEventResponse({ id, type, data: data as EventRow['data'], created_at }), endpoints);
   }
 
   async list(clientId: string, query: EventQueryDto): Promise<EventPage> {
@@ -83,7 +86,7 @@ export class EventsService {
     } else {
       targets = await this.events.subscribers(clientId, event.type);
     }
-    await this.txHost.withTransaction(() => this.enqueue(clientId, id, targets));
+    await this.txHost.withTransaction(() => this.enqueue(clientId, toEventResponse(event), targets));
     return targets;
   }
 
@@ -95,15 +98,16 @@ export class EventsService {
 
   /**
    * A delivery of the event to each endpoint, in one statement (none for no
-   * endpoint). Each endpoint is a lane of the outbox's, and the client its
+   * endpoint); each message carries the event, so its delivery reads nothing
+   * of it again. Each endpoint is a lane of the outbox's, and the client its
    * group: a relay holds at most 4 deliveries to one endpoint and 10 to one
    * client at once (of its 20), and gives a free slot to the client with the
    * fewest in flight, then to its endpoint with the fewest. So a slow
    * endpoint delays its own deliveries, and a client's many endpoints take
    * no more of the relay than another client's one.
    */
-  private async enqueue(clientId: string, eventId: string, endpointIds: string[]): Promise<void> {
-    const payload = (endpointId: string): WebhookDeliveryPayload => ({ clientId, eventId, endpointId });
+  private async enqueue(clientId: string, event: EventResponse, endpointIds: string[]): Promise<void> {
+    const payload = (endpointId: string): WebhookDeliveryPayload => ({ clientId, eventId: event.id, endpointId, event });
     await this.outbox.add(
       endpointIds.map((endpointId) => ({ topic: WEBHOOK_DELIVERY_TOPIC, payload: payload(endpointId), lane: `webhook-endpoint:${endpointId}`, group: `client:${clientId}` })),
     );

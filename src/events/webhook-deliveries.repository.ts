@@ -1,13 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { SqlRepository } from '../database/sql-repository';
+import { AdmissionRow, admissionCtes, succeededCte } from '../webhook-endpoints/webhook-endpoints.repository';
 
-/** One attempt to deliver an event to an endpoint, as it starts. */
-export interface DeliveryAttempt {
+/** One delivery of an event to an endpoint: an outbox message. */
+export interface Delivery {
   clientId: string;
   eventId: string;
   endpointId: string;
   messageId: string;
-  attempt: number;
 }
 
 /** How an attempt ended: the receiver's answer, or what kept it from one. */
@@ -27,14 +27,17 @@ export interface RetryRule {
 
 /**
  * Where a message stands in its schedule: attempts made, whether the next is
- * due (`over`: none is left), and, not due, the ms until it is.
+ * due (`over`: none is left), and, not due, the ms until it is; its
+ * endpoint's admission (AdmissionRow; all null when the endpoint is deleted);
+ * and the attempt started, when it was due and admitted (else null).
  */
-export interface MessageTurn {
+export type Begun = {
   made: number;
   due: boolean;
   over: boolean;
   wait_ms: number | null;
-}
+  attempt_id: string | null;
+} & ({ url: string } & AdmissionRow | { [K in keyof AdmissionRow]: null });
 
 /** The ms from now() until `column`, a time ahead (never 'infinity'); NULL otherwise. Rounded up: never early. */
 const MS_UNTIL = (column: string) =>
@@ -65,30 +68,34 @@ function storable(text: string | null): string | null {
 
 /**
  * Each attempt to deliver an event to an endpoint, written outside any
- * transaction by the relay: started before the request is sent, finished with
- * its outcome, so an attempt cut short (a process killed) keeps its row. The
+ * transaction by the relay: started before the request is sent (begin),
+ * finished with its outcome, so an attempt cut short (a process killed) keeps its row. The
  * attempts of one outbox message (`message_id`) are its place in the retry
  * schedule: a failed one holds the time of the next (`retry_at`).
  */
 @Injectable()
 export class WebhookDeliveriesRepository extends SqlRepository {
-  async start(a: DeliveryAttempt): Promise<string> {
-    const [row] = await this.rows<{ id: string }>(
-      `INSERT INTO webhook_deliveries (client_id, event_id, endpoint_id, message_id, attempt) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-      [a.clientId, a.eventId, a.endpointId, a.messageId, a.attempt],
-    );
-    return row.id;
-  }
-
-  /** The message's attempts so far, and whether its next one is due: the latest attempt's retry_at (none while unfinished: due), and when. */
-  async turn(clientId: string, messageId: string): Promise<MessageTurn> {
-    const [row] = await this.rows<MessageTurn>(
-      `SELECT count(*)::int AS made,
-              coalesce((array_agg(retry_at IS NULL OR retry_at <= now() ORDER BY created_at DESC, id DESC))[1], true) AS due,
-              coalesce((array_agg(retry_at = 'infinity' ORDER BY created_at DESC, id DESC))[1], false) AS over,
-              (array_agg(${MS_UNTIL('retry_at')} ORDER BY created_at DESC, id DESC))[1] AS wait_ms
-         FROM webhook_deliveries WHERE client_id = $1 AND message_id = $2`,
-      [clientId, messageId],
+  /**
+   * Where the message stands (Begun), its endpoint admitted (admissionCtes:
+   * a probe taken only when due), and, due and admitted, its attempt started
+   * (its number, the attempts so far plus one), in one statement. The turn
+   * is the latest attempt's retry_at (none while unfinished: due).
+   */
+  async begin(d: Delivery, probeLeaseS: number, overlap: string): Promise<Begun> {
+    const [row] = await this.rows<Begun>(
+      `WITH turn AS (
+         SELECT count(*)::int AS made,
+                coalesce((array_agg(retry_at IS NULL OR retry_at <= now() ORDER BY created_at DESC, id DESC))[1], true) AS due,
+                coalesce((array_agg(retry_at = 'infinity' ORDER BY created_at DESC, id DESC))[1], false) AS over,
+                (array_agg(${MS_UNTIL('retry_at')} ORDER BY created_at DESC, id DESC))[1] AS wait_ms
+           FROM webhook_deliveries WHERE client_id = $1 AND message_id = $4),
+       ${admissionCtes({ client: '$1', id: '$3', lease: '$5', overlap: '$6', gate: '(SELECT due AND NOT over FROM turn)' })},
+       started AS (
+         INSERT INTO webhook_deliveries (client_id, event_id, endpoint_id, message_id, attempt)
+         SELECT $1, $2, $3, $4, turn.made + 1 FROM turn, admission WHERE turn.due AND NOT turn.over AND admission.admitted
+         RETURNING id)
+       SELECT turn.*, admission.*, (SELECT id FROM started) AS attempt_id FROM turn LEFT JOIN admission ON true`,
+      [d.clientId, d.eventId, d.endpointId, d.messageId, probeLeaseS, overlap],
     );
     return row;
   }
@@ -98,16 +105,18 @@ export class WebhookDeliveriesRepository extends SqlRepository {
    * message's next time, on the database's clock: the first step of the
    * schedule (counted from the message's first attempt) still ahead and not
    * before the Retry-After; a Retry-After past the last step, the last step
-   * still ahead; none left, 'infinity'. Answers the ms until that next time
-   * (undefined: succeeded, or none left).
+   * still ahead; none left, 'infinity'. A succeeded one clears its endpoint's
+   * failures in the same statement (succeededCte). Answers the ms until that
+   * next time (undefined: succeeded, or none left).
    */
-  async finish(clientId: string, id: string, o: AttemptOutcome, retry?: RetryRule): Promise<number | undefined> {
+  async finish(clientId: string, endpointId: string, id: string, o: AttemptOutcome, retry?: RetryRule): Promise<number | undefined> {
     const [row] = await this.rows<{ wait_ms: number | null }>(
       `WITH first AS (
          SELECT min(created_at) AS at FROM webhook_deliveries
           WHERE client_id = $1 AND message_id = (SELECT message_id FROM webhook_deliveries WHERE client_id = $1 AND id = $2)),
        steps AS (SELECT first.at + o * interval '1 second' AS at FROM first, unnest($8::int[]) o WHERE first.at + o * interval '1 second' > now()),
-       asked AS (SELECT coalesce(now() + $9::int8 * interval '1 second', $10::timestamptz) AS at)
+       asked AS (SELECT coalesce(now() + $9::int8 * interval '1 second', $10::timestamptz) AS at),
+       ${succeededCte({ client: '$1', id: '$11', gate: 'NOT $7::boolean' })}
        UPDATE webhook_deliveries SET status = $3, response_excerpt = $4, error_class = $5, error = $6, finished_at = now(),
               retry_at = CASE WHEN $7::boolean THEN coalesce(
                 (SELECT min(steps.at) FROM steps, asked WHERE asked.at IS NULL OR steps.at >= asked.at),
@@ -115,7 +124,7 @@ export class WebhookDeliveriesRepository extends SqlRepository {
                 'infinity') END
         WHERE client_id = $1 AND id = $2
        RETURNING ${MS_UNTIL('retry_at')} AS wait_ms`,
-      [clientId, id, o.status, storable(o.excerpt), o.errorClass, storable(o.error), retry !== undefined, retry?.offsetsS ?? [], retry?.afterSeconds ?? null, retry?.afterAt ?? null],
+      [clientId, id, o.status, storable(o.excerpt), o.errorClass, storable(o.error), retry !== undefined, retry?.offsetsS ?? [], retry?.afterSeconds ?? null, retry?.afterAt ?? null, endpointId],
     );
     return row?.wait_ms ?? undefined;
   }

@@ -1,5 +1,6 @@
 import { Injectable, Module } from '@nestjs/common';
 import type { OutboxPublisher } from 'safe-retries/outbox';
+import type { EventResponse } from './dto/event.response';
 
 /** The outbox topic of one event's delivery to one endpoint; its payload is a WebhookDeliveryPayload. */
 export const WEBHOOK_DELIVERY_TOPIC = 'webhook.delivery';
@@ -8,6 +9,8 @@ export interface WebhookDeliveryPayload {
   clientId: string;
   eventId: string;
   endpointId: string;
+  /** The event as its webhook's body shows it; absent from a message queued without it, whose delivery reads the event. */
+  event?: EventResponse;
 }
 
 /**

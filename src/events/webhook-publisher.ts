@@ -7,10 +7,13 @@ import type { AppConfig } from '../config/config';
 import { APP_CONFIG } from '../config/config.module';
 import { HostResolver } from '../addresses/host-resolver';
 import { BackgroundConnections } from '../database/background-connections';
+import { PROBE_LEASE_S } from '../webhook-endpoints/endpoint-pacing';
+import { ROTATION_OVERLAP } from '../webhook-endpoints/endpoint-secrets';
 import { DeliveryTarget, WebhookEndpointsService } from '../webhook-endpoints/webhook-endpoints.service';
 import { EventsService, toEventResponse } from './events.service';
-import { EventRow, EventsRepository } from './events.repository';
-import { AttemptOutcome, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
+import { EventsRepository } from './events.repository';
+import type { EventResponse } from './dto/event.response';
+import { AttemptOutcome, Begun, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { DeliveryHeldError, DeliveryRetryError, errorClass } from './webhook-errors';
 import { WebhookDeliveryPayload, WebhookDeliveryPort } from './webhook-delivery.port';
 import { postWebhook } from './webhook-request';
@@ -19,11 +22,10 @@ import { RETRY_OFFSETS_S, retryAfter } from './webhook-schedule';
 /** What a 410 Gone's endpoint is disabled with. */
 export const GONE_REASON = 'the endpoint answered 410 Gone';
 
-/** A delivery that may go now: where, what, and its attempt's number. */
+/** A delivery that may go now: where, and its attempt (started). */
 interface Ready {
   target: DeliveryTarget;
-  event: EventRow;
-  attempt: number;
+  attemptId: string;
 }
 
 /**
@@ -79,9 +81,12 @@ export class WebhookPublisher implements OnModuleInit {
   async deliver(message: OutboxMessage, signal: AbortSignal): Promise<void> {
     const payload = message.payload as WebhookDeliveryPayload;
     const { clientId, eventId, endpointId } = payload;
-    const ready = await this.connections.run(() => this.ready(message.id, payload));
+    const event = payload.event ?? (await this.storedEvent(clientId, eventId));
+    if (!event) return;
+    const begun = await this.connections.run(() => this.deliveries.begin({ clientId, eventId, endpointId, messageId: message.id }, PROBE_LEASE_S, ROTATION_OVERLAP));
+    const ready = this.ready(message.id, endpointId, begun);
     if (!ready) return;
-    const { target, event, attempt } = ready;
+    const { target, attemptId } = ready;
     const body = JSON.stringify(toEventResponse(event));
     const timestamp = new Date();
     const headers = {
@@ -90,7 +95,6 @@ export class WebhookPublisher implements OnModuleInit {
       // Standard Webhooks: several signatures, space-separated; the receiver accepts the delivery when any verifies.
       'webhook-signature': target.secrets.map((secret) => new Webhook(secret).sign(event.id, timestamp, body)).join(' '),
     };
-    const attemptId = await this.connections.run(() => this.deliveries.start({ clientId, eventId, endpointId, messageId: message.id, attempt }));
     let answer: Awaited<ReturnType<typeof postWebhook>>;
     try {
       answer = await postWebhook(new URL(target.url), headers, body, this.production, signal, this.resolver);
@@ -106,33 +110,35 @@ export class WebhookPublisher implements OnModuleInit {
       throw new DeliveryRetryError(`webhook to endpoint ${endpointId} answered ${answer.status}`, waitMs);
     }
     await this.connections
-      .run(async () => {
-        await this.deliveries.finish(clientId, attemptId, outcome);
-        await this.endpoints.succeeded(clientId, endpointId);
-      })
+      .run(() => this.deliveries.finish(clientId, endpointId, attemptId, outcome))
       .catch((error: unknown) =>
         this.logger.warn(`delivered event ${eventId} to endpoint ${endpointId}, but its attempt ${attemptId} was not finished: ${(error as Error).message}`),
       );
   }
 
+  /** The event of a message queued without it, as stored; undefined when it is gone (nothing to send). */
+  private async storedEvent(clientId: string, eventId: string): Promise<EventResponse | undefined> {
+    const row = await this.connections.run(() => this.events.find(clientId, eventId));
+    return row && toEventResponse(row);
+  }
+
   /**
-   * The delivery, when it may go now; undefined when its endpoint or event is
-   * gone (nothing to send). Throws DeliveryHeldError when it must wait. The
-   * message's turn is read first: only a due message can take a paused
-   * endpoint's probe.
+   * The delivery, when its attempt started (begin: due and admitted);
+   * undefined when its endpoint is gone (nothing to send). Throws
+   * DeliveryHeldError when it must wait. The message's turn comes first: only
+   * a due message takes a paused endpoint's probe.
    */
-  private async ready(messageId: string, { clientId, eventId, endpointId }: WebhookDeliveryPayload): Promise<Ready | undefined> {
-    const turn = await this.deliveries.turn(clientId, messageId);
-    if (turn.over) {
-      if (!(await this.endpoints.exists(clientId, endpointId))) return undefined;
-      throw new DeliveryHeldError(`message ${messageId}: all ${turn.made} attempts were made; it waits for the outbox's horizon`, undefined);
+  private ready(messageId: string, endpointId: string, begun: Begun): Ready | undefined {
+    if (begun.over) {
+      if (begun.url === null) return undefined;
+      throw new DeliveryHeldError(`message ${messageId}: all ${begun.made} attempts were made; it waits for the outbox's horizon`, undefined);
     }
-    if (!turn.due) throw new DeliveryHeldError(`message ${messageId}: its next attempt is not due`, turn.wait_ms ?? undefined);
-    const admission = await this.endpoints.admit(clientId, endpointId);
-    if (!admission) return undefined;
+    if (!begun.due) throw new DeliveryHeldError(`message ${messageId}: its next attempt is not due`, begun.wait_ms ?? undefined);
+    if (begun.url === null) return undefined;
+    const admission = this.endpoints.admission(endpointId, begun);
     if (admission.held) throw new DeliveryHeldError(`endpoint ${endpointId} is ${admission.held}: message ${messageId} waits`, admission.probeInMs);
-    const event = await this.events.find(clientId, eventId);
-    return event && { target: admission.target, event, attempt: turn.made + 1 };
+    // Due and admitted: begin started its attempt.
+    return { target: admission.target, attemptId: begun.attempt_id! };
   }
 
   /**
@@ -150,7 +156,7 @@ export class WebhookPublisher implements OnModuleInit {
     const afterSeconds = after && 'seconds' in after ? after.seconds : null;
     const afterAt = after && 'at' in after ? after.at : null;
     return this.connections.run(async () => {
-      const waitMs = await this.deliveries.finish(clientId, attemptId, outcome, { offsetsS: RETRY_OFFSETS_S, afterSeconds, afterAt });
+      const waitMs = await this.deliveries.finish(clientId, endpointId, attemptId, outcome, { offsetsS: RETRY_OFFSETS_S, afterSeconds, afterAt });
       const goneReason = answer?.status === 410 ? GONE_REASON : null;
       const disabled = await this.txHost.withTransaction(async () => {
         const endpoint = await this.endpoints.failed(clientId, endpointId, { goneReason, retryAfterSeconds: afterSeconds, retryAfterAt: afterAt });

@@ -32,15 +32,17 @@ export interface WebhookAnswer {
 
 /**
  * POSTs one delivery. The host is resolved first (`resolver`), and the
- * connection goes only to the addresses it answered (the request's lookup
+ * connection goes only to the addresses it answered (its agent's lookup
  * answers them), each in turn (autoSelectFamily: an unreachable IPv6 address,
  * then IPv4). In production every one of them must be public
  * (publicAddresses), so a second resolution cannot swap in another (DNS
- * rebinding). The Host header and TLS's SNI still name the host. A fresh
- * connection each time (no agent pool): nothing checked earlier is reused.
- * One deadline covers the whole attempt: ATTEMPT_TIMEOUT_MS, or `signal`
- * (the relay's lease) when it ends first. A lookup still running then is
- * abandoned, a connection or an answer still coming is destroyed, and the
+ * rebinding). The Host header and TLS's SNI still name the host. Connections
+ * are kept alive per endpoint origin, and reused only while the attempt's own
+ * resolution names the very addresses they were pinned to (WebhookAgents); a
+ * reused connection the receiver had closed sends the request once more, on
+ * another. One deadline covers the whole attempt: ATTEMPT_TIMEOUT_MS, or
+ * `signal` (the relay's lease) when it ends first. A lookup still running then
+ * is abandoned, a connection or an answer still coming is destroyed, and the
  * attempt fails with AttemptTimeoutError, naming where it was ('dns',
  * 'connect', 'response'). Of the answer, the status, its Retry-After and at
  * most EXCERPT_BYTES are kept.
@@ -67,40 +69,100 @@ export async function postWebhook(
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
     const pinned = await (production ? publicAddresses : resolvedAddresses)(host, resolver, ends);
     phase = 'connect';
-    return await request(url, headers, body, pinned, ends, () => (phase = 'response'));
+    return await request(url, headers, body, agents.agent(url, pinned), ends, () => (phase = 'response'), true);
   } finally {
     clearTimeout(timer);
     signal.removeEventListener('abort', leaseEnded);
   }
 }
 
-/** The request itself, ended by `ends` (its reason is the error); `connected` is called once the connection is up. */
+/** Idle connections kept per endpoint origin: as many as a relay sends to one endpoint at once (its lane's cap). */
+export const IDLE_CONNECTIONS = 4;
+/** How long an idle connection is kept: under the 5 s a Node receiver keeps one, so it is rarely closed under a reuse. */
+export const IDLE_MS = 4_000;
+/** Endpoint origins whose connections are kept; past it, the least recently used origin's go. */
+export const KEPT_ORIGINS = 256;
+
+/**
+ * Kept-alive connections, an agent per endpoint origin (scheme, host, port)
+ * holding at most IDLE_CONNECTIONS idle, each for IDLE_MS. Its
+ * connections go only to the addresses pinned when it was made, and it serves
+ * a delivery only when that delivery's fresh resolution names the same
+ * addresses: a resolution that changed retires it (its idle connections
+ * close; it serves no request again, so a busy one of it, once idle, is never
+ * reused and closes after IDLE_MS) and makes another. At most KEPT_ORIGINS
+ * origins; the least recently used is retired past that.
+ */
+export class WebhookAgents {
+  private readonly kept = new Map<string, { addresses: string; agent: http.Agent }>();
+
+  agent(url: URL, pinned: readonly ResolvedAddress[]): http.Agent {
+    const addresses = pinned.map((a) => `${a.family}/${a.address}`).sort().join(' ');
+    const found = this.kept.get(url.origin);
+    this.kept.delete(url.origin);
+    if (found?.addresses === addresses) {
+      this.kept.set(url.origin, found);
+      return found.agent;
+    }
+    if (found) retire(found.agent);
+    const options: http.AgentOptions = { keepAlive: true, maxFreeSockets: IDLE_CONNECTIONS, timeout: IDLE_MS };
+    const pinning = { lookup: pinnedLookup(pinned), autoSelectFamily: true };
+    const agent = url.protocol === 'https:' ? new https.Agent({ ...options, ...pinning }) : new http.Agent({ ...options, ...pinning });
+    this.kept.set(url.origin, { addresses, agent });
+    if (this.kept.size > KEPT_ORIGINS) {
+      const [oldest] = this.kept.keys();
+      retire(this.kept.get(oldest)!.agent);
+      this.kept.delete(oldest);
+    }
+    return agent;
+  }
+}
+
+/** The agent's idle connections close (it is out of WebhookAgents: it gets no request again). */
+function retire(agent: http.Agent): void {
+  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+}
+
+const agents = new WebhookAgents();
+
+/**
+ * The request itself, ended by `ends` (its reason is the error); `connected`
+ * is called once the connection is up. With `again`, a kept-alive connection
+ * that fails before any answer (the receiver had closed it) sends it once more.
+ */
 function request(
   url: URL,
   headers: Record<string, string>,
   body: string,
-  pinned: ResolvedAddress[] | undefined,
+  agent: http.Agent,
   ends: AbortSignal,
   connected: () => void,
+  again: boolean,
 ): Promise<WebhookAnswer> {
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise<WebhookAnswer>((resolve, reject) => {
     ends.throwIfAborted();
     const req = transport.request(url, {
       method: 'POST',
-      agent: false,
+      agent,
       headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
-      ...(pinned ? { lookup: pinnedLookup(pinned), autoSelectFamily: true } : {}),
     });
     const end = () => req.destroy(ends.reason as Error);
     ends.addEventListener('abort', end, { once: true });
     const settled = () => ends.removeEventListener('abort', end);
-    req.on('socket', (socket) => socket.once(url.protocol === 'https:' ? 'secureConnect' : 'connect', connected));
-    req.on('error', (error) => {
+    req.on('socket', (socket) => {
+      if (req.reusedSocket) connected();
+      else socket.once(url.protocol === 'https:' ? 'secureConnect' : 'connect', connected);
+    });
+    let answered = false;
+    req.on('error', (error: NodeJS.ErrnoException) => {
       settled();
-      reject(error);
+      const stale = again && req.reusedSocket && !answered && !ends.aborted && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
+      if (stale) resolve(request(url, headers, body, agent, ends, connected, false));
+      else reject(error);
     });
     req.on('response', (res) => {
+      answered = true;
       const chunks: Buffer[] = [];
       let kept = 0;
       const done = () => {

@@ -24,8 +24,8 @@ export interface StoredSecrets {
   previous_secret: string | null;
 }
 
-/** Whether a delivery may go to the endpoint now (admit): open, its probe, held (paused or disabled). */
-export interface Admission {
+/** Whether a delivery may go to the endpoint now (admissionCtes): open, its probe, held (paused or disabled). */
+export interface AdmissionRow {
   url: string;
   secret: string;
   /** The secret the last rotation replaced, while it still signs (within the overlap); null after. */
@@ -53,6 +53,48 @@ export interface EndpointPacing {
   disableAfter: string;
 }
 
+/**
+ * Two CTEs of the statement that starts a delivery's attempt
+ * (WebhookDeliveriesRepository.begin): `admission`, the endpoint `id` of
+ * client `client` and whether a delivery may go to it now (one row, an
+ * Admission; none when it is deleted), and `probe`, which it reads. When the
+ * endpoint is paused (next_probe_at set), only the one delivery that moves
+ * next_probe_at past now() by the probe's lease (`lease` s; a compare-and-set:
+ * one winner among relays) is admitted, as its probe, and only where `gate`
+ * (an SQL condition: the delivery is due) holds. A delivery held by the pause
+ * learns when the next probe may go: the pause's end, or, the probe taken by
+ * another delivery (next_probe_at as this statement read it has passed), that
+ * probe's lease's end. The arguments are SQL (parameters); `overlap` is the
+ * rotation's overlap, an interval.
+ */
+export function admissionCtes(p: { client: string; id: string; lease: string; overlap: string; gate: string }): string {
+  return `probe AS (
+         UPDATE webhook_endpoints SET next_probe_at = now() + ${p.lease}::int * interval '1 second'
+          WHERE client_id = ${p.client} AND id = ${p.id} AND disabled_at IS NULL AND next_probe_at <= now() AND ${p.gate}
+         RETURNING id),
+       admission AS (
+         SELECT url, secret, CASE WHEN rotated_at > now() - ${p.overlap}::interval THEN previous_secret END AS previous_secret,
+                disabled_at IS NOT NULL AS disabled,
+                disabled_at IS NULL AND (next_probe_at IS NULL OR EXISTS (SELECT 1 FROM probe)) AS admitted,
+                CASE WHEN disabled_at IS NULL AND next_probe_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM probe) THEN
+                  ceil(extract(epoch FROM CASE WHEN next_probe_at > now() THEN next_probe_at - now() ELSE ${p.lease}::int * interval '1 second' END) * 1000)::float8
+                END AS probe_in_ms
+           FROM webhook_endpoints WHERE client_id = ${p.client} AND id = ${p.id})`;
+}
+
+/**
+ * A CTE `healthy` of the statement that finishes a delivery's attempt
+ * (WebhookDeliveriesRepository.finish): a 2xx from endpoint `id` of client
+ * `client` ends its failures in a row and its pause (written only when there
+ * is something to clear), where `gate` (an SQL condition: the attempt
+ * succeeded) holds. The arguments are SQL (parameters).
+ */
+export function succeededCte(p: { client: string; id: string; gate: string }): string {
+  return `healthy AS (
+         UPDATE webhook_endpoints SET failures = 0, failing_since = NULL, next_probe_at = NULL
+          WHERE client_id = ${p.client} AND id = ${p.id} AND (failures > 0 OR next_probe_at IS NOT NULL) AND ${p.gate})`;
+}
+
 /** All SQL of webhook endpoints; every statement filters by client_id. */
 @Injectable()
 export class WebhookEndpointsRepository extends SqlRepository {
@@ -78,42 +120,6 @@ export class WebhookEndpointsRepository extends SqlRepository {
   async find(clientId: string, id: string): Promise<WebhookEndpointRow | undefined> {
     const [row] = await this.rows<WebhookEndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE client_id = $1 AND id = $2`, [clientId, id]);
     return row;
-  }
-
-  /**
-   * The endpoint, and whether a delivery may go now: when it is paused
-   * (next_probe_at set), only the one delivery that moves next_probe_at
-   * past now() by the probe's lease (a compare-and-set: one winner among
-   * relays) is admitted, as its probe. A delivery held by the pause learns
-   * when the next probe may go: the pause's end, or, the probe taken by
-   * another delivery (next_probe_at as this statement read it has passed),
-   * that probe's lease's end.
-   */
-  async admit(clientId: string, id: string, probeLeaseS: number, overlap: string): Promise<Admission | undefined> {
-    const [row] = await this.rows<Admission>(
-      `WITH probe AS (
-         UPDATE webhook_endpoints SET next_probe_at = now() + $3::int * interval '1 second'
-          WHERE client_id = $1 AND id = $2 AND disabled_at IS NULL AND next_probe_at <= now()
-         RETURNING id)
-       SELECT url, secret, CASE WHEN rotated_at > now() - $4::interval THEN previous_secret END AS previous_secret,
-              disabled_at IS NOT NULL AS disabled,
-              disabled_at IS NULL AND (next_probe_at IS NULL OR EXISTS (SELECT 1 FROM probe)) AS admitted,
-              CASE WHEN disabled_at IS NULL AND next_probe_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM probe) THEN
-                ceil(extract(epoch FROM CASE WHEN next_probe_at > now() THEN next_probe_at - now() ELSE $3::int * interval '1 second' END) * 1000)::float8
-              END AS probe_in_ms
-         FROM webhook_endpoints WHERE client_id = $1 AND id = $2`,
-      [clientId, id, probeLeaseS, overlap],
-    );
-    return row;
-  }
-
-  /** A 2xx: the failures in a row end, the pause too (written only when there is something to clear). */
-  async succeeded(clientId: string, id: string): Promise<void> {
-    await this.rows(
-      `UPDATE webhook_endpoints SET failures = 0, failing_since = NULL, next_probe_at = NULL
-        WHERE client_id = $1 AND id = $2 AND (failures > 0 OR next_probe_at IS NOT NULL)`,
-      [clientId, id],
-    );
   }
 
   /**

@@ -11,8 +11,8 @@ import { RefusedAddressError, isPublicAddress, publicAddresses } from '../addres
 import { HostResolver } from '../addresses/host-resolver';
 import { CreateWebhookEndpointDto } from './dto/create-webhook-endpoint.dto';
 import { SECRET_VERSION, ShownSecret, WebhookEndpointResponse } from './dto/webhook-endpoint.response';
-import { EndpointSecrets, ROTATION_OVERLAP } from './endpoint-secrets';
-import { EndpointFailure, WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoints.repository';
+import { EndpointSecrets } from './endpoint-secrets';
+import { AdmissionRow, EndpointFailure, WebhookEndpointRow, WebhookEndpointsRepository } from './webhook-endpoints.repository';
 import { DISABLE_AFTER, FAILURES_BEFORE_PAUSE, PAUSE_S, PROBE_LEASE_S } from './endpoint-pacing';
 
 /** The endpoint as answered with its new secret, and which secret that is (SECRET_VERSION, never sent). */
@@ -148,21 +148,15 @@ export class WebhookEndpointsService {
   }
 
   /**
-   * Whether a delivery to the endpoint may go now (its URL and secret), or is
-   * held: disabled, or paused (another delivery is its probe, or the probe's
-   * time has not come); undefined when it was deleted.
+   * Whether a delivery to the endpoint may go now (its URL and secrets
+   * opened), or is held: disabled, or paused (another delivery is its probe,
+   * or the probe's time has not come); from the endpoint's `admission` row
+   * (admissionCtes, read with PROBE_LEASE_S and ROTATION_OVERLAP).
    */
-  async admit(clientId: string, id: string): Promise<Admission | undefined> {
-    const row = await this.endpoints.admit(clientId, id, PROBE_LEASE_S, ROTATION_OVERLAP);
-    if (!row) return undefined;
+  admission(id: string, row: AdmissionRow): Admission {
     if (!row.admitted) return row.disabled ? { held: 'disabled' } : { held: 'paused', probeInMs: row.probe_in_ms ?? PROBE_LEASE_S * 1000 };
     const secrets = [row.secret, ...(row.previous_secret === null ? [] : [row.previous_secret])].map((s) => this.secrets.open(id, s));
     return { target: { url: row.url, secrets } };
-  }
-
-  /** A delivery succeeded: the endpoint is healthy again. */
-  succeeded(clientId: string, id: string): Promise<void> {
-    return this.endpoints.succeeded(clientId, id);
   }
 
   /** A delivery failed: counted toward the pause and the disabling (webhook-schedule.ts); answers the endpoint when this disabled it. */

@@ -16,7 +16,7 @@ import { lockTableWrites } from '../../packages/idempotency/test/support/table-l
  * batch's statements wait at the database (a lock of its own), so each one
  * holds its connection for as long as the test says: only the relay's share
  * of the pool is held (BACKGROUND_CONNECTIONS for the deliveries' records,
- * RELAY_CONNECTIONS for the relay's own marks), and a payment sent meanwhile
+ * one of RELAY_CONNECTIONS for the relay's own marks), and a payment sent meanwhile
  * is served from the rest. Released, every delivery is recorded and marked.
  */
 jest.setTimeout(120_000);
@@ -97,7 +97,8 @@ describe('background work holds only its share of the pool (e2e)', () => {
   const undelivered = () => countRows(t.dataSource, OUTBOX_TABLE, 'delivered_at IS NULL');
 
   it(`a batch of ${ENDPOINTS} deliveries whose records wait at the database holds ${BACKGROUND_CONNECTIONS} connections; a payment meanwhile is 201`, async () => {
-    const records = '%INSERT INTO webhook_deliveries%';
+    // The statements that write the records (the one that starts an attempt is longer than the text pg_stat_activity keeps: its table, then).
+    const records = '%webhook_deliveries%';
     const before = await countRows(t.dataSource, 'webhook_deliveries');
     const sent = receiver.received;
     const lock = await lockTableWrites(t.db.url, 'webhook_deliveries');
@@ -116,7 +117,7 @@ describe('background work holds only its share of the pool (e2e)', () => {
     expect(await countRows(t.dataSource, 'webhook_deliveries')).toBe(before + 2 * ENDPOINTS);
   });
 
-  it(`a batch of ${ENDPOINTS} marks that wait at the database holds ${RELAY_CONNECTIONS} connections; a payment meanwhile is 201`, async () => {
+  it(`a batch of ${ENDPOINTS} marks that wait at the database holds one of the relay's ${RELAY_CONNECTIONS} connections; a payment meanwhile is 201`, async () => {
     const marks = '%SET delivered_at = now()%';
     const sent = receiver.received;
     receiver.hold();
@@ -130,10 +131,11 @@ describe('background work holds only its share of the pool (e2e)', () => {
       const { rowCount } = await lock.query(`SELECT id FROM ${OUTBOX_TABLE} WHERE delivered_at IS NULL FOR UPDATE`);
       expect(rowCount).toBe(ENDPOINTS);
       receiver.release();
-      await waitFor('the marks to wait for the lock', async () => (await waitingOnLock(marks)) >= RELAY_CONNECTIONS);
+      // One mark statement at a time: the first delivery's waits, the others' wait to be marked together by the next.
+      await waitFor('the mark to wait for the lock', async () => (await waitingOnLock(marks)) >= 1);
       const meanwhile = await pay();
       expect({ status: meanwhile.status, body: meanwhile.body }).toMatchObject({ status: 201 });
-      expect(await waitingOnLock(marks)).toBe(RELAY_CONNECTIONS);
+      expect(await waitingOnLock(marks)).toBe(1);
     } finally {
       receiver.release();
       await lock.query('ROLLBACK').catch(() => undefined);

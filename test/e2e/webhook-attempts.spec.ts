@@ -18,6 +18,10 @@ jest.setTimeout(60_000);
 /** A receiver whose answer each test sets: status, body bytes, or holding the request until released. */
 class Receiver {
   requests = 0;
+  /** The body of each request, in arrival order. */
+  readonly bodies: string[] = [];
+  /** Connections accepted. */
+  connections = 0;
   answer: { status: number; body: Buffer } = { status: 204, body: Buffer.alloc(0) };
   private held: (() => void)[] = [];
   hold = false;
@@ -25,14 +29,17 @@ class Receiver {
 
   async start(): Promise<this> {
     this.server = http.createServer((req, res) => {
-      req.resume();
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
         this.requests++;
+        this.bodies.push(Buffer.concat(chunks).toString('utf8'));
         const reply = () => res.writeHead(this.answer.status, { 'content-type': 'application/octet-stream' }).end(this.answer.body);
         if (this.hold) this.held.push(reply);
         else reply();
       });
     });
+    this.server.on('connection', () => this.connections++);
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     return this;
   }
@@ -105,6 +112,28 @@ describe('webhook delivery attempts (e2e)', () => {
     ]);
     expect(data[0].response_excerpt).toBe('ok\uFFFDthanks\uFFFD\uFFFD');
     expect(data[0].duration_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('the message carries its event: the body sent is the event as GET /events/{id} answers it, byte for byte', async () => {
+    receiver.answer = { status: 204, body: Buffer.alloc(0) };
+    const eventId = await orderEvent();
+    await waitFor('the delivery to be marked', async () => (await delivered(eventId)) === 1);
+    const shown = (await http().get(`/events/${eventId}`).set(t.auth()).expect(200)).body as object;
+    const [{ event }] = await t.dataSource.query<{ event: object }[]>(`SELECT payload->'event' AS event FROM idempotency_outbox WHERE payload->>'eventId' = $1`, [eventId]);
+    expect(event).toEqual(shown);
+    expect(receiver.bodies.filter((b) => b.includes(eventId))).toEqual([JSON.stringify(shown)]);
+  });
+
+  it('deliveries one after another to one endpoint go over one kept-alive connection', async () => {
+    receiver.answer = { status: 204, body: Buffer.alloc(0) };
+    const [requests, connections] = [receiver.requests, receiver.connections];
+    for (let i = 0; i < 3; i++) {
+      const eventId = await orderEvent();
+      await waitFor('the delivery to be marked', async () => (await delivered(eventId)) === 1);
+    }
+    expect(receiver.requests - requests).toBe(3);
+    // One at most: the connection of an earlier test may still be open.
+    expect(receiver.connections - connections).toBeLessThanOrEqual(1);
   });
 
   it('an attempt is written before it is sent: cut short, it keeps its row, unfinished', async () => {

@@ -53,7 +53,9 @@ const tracer = trace.getTracer('safe-retries');
  *   on a session, so it runs through a transaction pooler.
  * - Deliver. The publisher gets the message (its id is the downstream
  *   idempotency key) and an AbortSignal that fires at the lease's end. Its
- *   success marks the message delivered; its failure schedules the next
+ *   success marks the message delivered (the deliveries that end while a
+ *   mark is written are marked together by the next: one statement for
+ *   many on a busy relay); its failure schedules the next
  *   attempt (when its error asks, after `retryAfterMs`; else backoff.ts) or,
  *   past the horizon, parks it as a dead letter. Both marks are fenced on the
  *   claim (its attempt count), so a relay that outlived its lease cannot
@@ -85,6 +87,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly groups = new Map<string, number>();
   /** Aborted when a delivery ends (the loop claims again) and at shutdown: ends the loop's wait. */
   private freed = new AbortController();
+  /** Delivered messages waiting for their mark, and the marking in progress (see marked). */
+  private unmarked: { row: OutboxMessageRow; settle: (error?: unknown) => void }[] = [];
+  private marking?: Promise<void>;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -214,7 +219,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       try {
         await publish(message, lease.signal);
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
-        await this.query(this.sql.delivered, [row.id, row.attempts]);
+        await this.marked(row);
         this.metrics.deliveries.inc({ result: 'delivered' });
       } catch (error) {
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
@@ -226,6 +231,34 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         span.end();
       }
     });
+  }
+
+  /**
+   * Marks a delivered message; resolves once its mark is written (rejects
+   * with the statement's error). One mark statement at a time: the
+   * deliveries that end while it runs are marked together by the next, so a
+   * busy relay writes one mark for many deliveries and an idle one marks
+   * each at once.
+   */
+  private marked(row: OutboxMessageRow): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.unmarked.push({ row, settle: (error) => (error === undefined ? resolve() : reject(error)) });
+      this.marking ??= this.mark();
+    });
+  }
+
+  /** Writes the waiting marks, a statement per batch, until none waits. */
+  private async mark(): Promise<void> {
+    while (this.unmarked.length > 0) {
+      const batch = this.unmarked;
+      this.unmarked = [];
+      const error = await this.query(this.sql.delivered, [batch.map((m) => m.row.id), batch.map((m) => m.row.attempts)]).then(
+        () => undefined,
+        (failure: unknown) => failure ?? new Error('the mark failed'),
+      );
+      for (const m of batch) m.settle(error);
+    }
+    this.marking = undefined;
   }
 
   private async failed(row: OutboxMessageRow, error: unknown): Promise<void> {

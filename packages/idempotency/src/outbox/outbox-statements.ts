@@ -89,8 +89,11 @@ export function outboxStatements(t: string) {
         FROM due
        WHERE m.id = due.id AND m.delivered_at IS NULL AND m.dead_at IS NULL
       RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.lane_group, m.attempts`,
-    /** Marks a delivery, fenced on the claim ($2 = its attempts). */
-    delivered: `UPDATE ${t} SET delivered_at = now(), last_error = NULL WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL`,
+    /** Marks deliveries ($1 ids), each fenced on its claim ($2: their attempts, in the same order). */
+    delivered: `
+      UPDATE ${t} m SET delivered_at = now(), last_error = NULL
+        FROM unnest($1::uuid[], $2::int[]) AS d (id, attempts)
+       WHERE m.id = d.id AND m.attempts = d.attempts AND m.delivered_at IS NULL`,
     /**
      * Records a failed delivery, fenced on the claim: due again after $3 ms,
      * or dead when that falls past the horizon ($5 ms from retry_from).

@@ -12,7 +12,7 @@ import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
 import { IdempotencyPurgeService } from 'safe-retries';
 import { Client } from 'pg';
-import { OutboxRelay, RELAY_GROUP_CAP, RELAY_LANE_CAP } from '../support/internals';
+import { OutboxRelay, RELAY_GROUP_CAP, RELAY_LANE_CAP, RELAY_SLOTS } from '../support/internals';
 import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-proxy';
 import { createDatabase } from '../support/test-services';
 
@@ -216,6 +216,39 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     expect(published).toEqual([{ id: added.id, topic: 'effect.written', payload: { tag }, stream: null, attempt: 1 }]);
     const [row] = await rows('SELECT delivered_at IS NOT NULL AS delivered, attempts FROM idempotency_outbox WHERE id = $1', [added.id]);
     expect(row).toEqual({ delivered: true, attempts: 1 });
+  });
+
+  it('marks deliveries that end together in one statement, each fenced on its own claim', async () => {
+    await drain();
+    const tag = randomUUID();
+    const ids = await txHost().withTransaction(() => app.get(Outbox).add(Array.from({ length: RELAY_SLOTS }, (_, i) => ({ topic: 'batched', payload: { tag: `${tag}-${i}` } }))));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    slow = (m) => (ids.includes(m.id) ? released : undefined);
+    published.length = 0;
+    try {
+      let before = proxy.counts().statements;
+      const round = app.get(OutboxRelay).relayOnce();
+      await waitFor(async () => published.length === RELAY_SLOTS);
+      // The first one's claim is another relay's now (its lease ended, it was claimed again): its mark must not land.
+      const fence = proxy.counts().statements;
+      await dataSource.query('UPDATE idempotency_outbox SET attempts = attempts + 1 WHERE id = $1', [ids[0]]);
+      const bumped = proxy.counts().statements - fence;
+      release();
+      await round;
+      before += bumped;
+      // The claim, the first delivery's mark, and one for the rest (they ended while it ran): not one a delivery.
+      expect(proxy.counts().statements - before).toBeLessThanOrEqual(3);
+    } finally {
+      slow = () => undefined;
+      release();
+    }
+    const marked = await rows('SELECT count(*)::int AS n, count(DISTINCT delivered_at)::int AS statements FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NOT NULL', [ids]);
+    expect(marked).toEqual([{ n: RELAY_SLOTS - 1, statements: expect.any(Number) }]);
+    expect(marked[0].statements).toBeLessThanOrEqual(2);
+    expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = $1 AND delivered_at IS NULL', [ids[0]])).toHaveLength(1);
+    await dataSource.query('UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1', [ids[0]]);
+    await drain();
   });
 
   type Entries = { stream?: string; tag: string }[];

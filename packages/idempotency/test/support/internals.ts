@@ -17,7 +17,7 @@ export { IDEMPOTENCY_TX_HOST } from '../../src/config/idempotency.options';
 export { decodeResponse } from '../../src/contract/response-cipher';
 
 /** The outbox relay, driven one pass at a time (relayOnce) where a suite needs each step, not a timer; its cap of deliveries per lane. */
-export { OutboxRelay, RELAY_GROUP_CAP, RELAY_LANE_CAP } from '../../src/outbox/outbox-relay';
+export { OutboxRelay, RELAY_GROUP_CAP, RELAY_LANE_CAP, RELAY_SLOTS } from '../../src/outbox/outbox-relay';
 
 /** How the claim pool and the module's sessions pick their server from TypeORM's replication options. */
 export { createClaimPool, primaryClientConfig } from '../../src/stores/postgres/claim-pool';
