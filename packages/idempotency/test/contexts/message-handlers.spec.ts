@@ -12,8 +12,8 @@ import { DataSource } from 'typeorm';
 import { IdempotencyModule, Idempotent, IdempotentOptions, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent } from 'safe-retries/telemetry';
+import { IDEMPOTENCY_POSTGRES_STORE, idempotencyStoreOf } from 'safe-retries/testing';
 import { keyId } from '../support/keys-table';
-import { PostgresIdempotencyStore } from '../support/internals';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { createDatabase } from '../support/test-services';
 
@@ -73,7 +73,7 @@ async function startLedger(store?: Type, commit: CommitMode = 'durable'): Promis
     ],
     controllers: [LedgerController],
   });
-  if (store) builder = builder.overrideProvider(PostgresIdempotencyStore).useClass(store);
+  if (store) builder = builder.overrideProvider(IDEMPOTENCY_POSTGRES_STORE).useClass(store);
   const moduleRef = await builder.compile();
   const app = moduleRef.createNestMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port: 0 } });
   app.useLogger(false);
@@ -256,7 +256,7 @@ describe('@Idempotent() on message handlers over TCP', () => {
      * unit had let go (the claim's snapshot predates its lock).
      */
     function committedByAnotherBeforeTheNextInsert(): jest.SpyInstance {
-      const { oneCommit } = ledger.app.get(PostgresIdempotencyStore);
+      const oneCommit = idempotencyStoreOf(ledger.app).store.oneCommit!;
       const txHost = ledger.app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
       const insert = oneCommit.complete.bind(oneCommit);
       return jest.spyOn(oneCommit, 'complete').mockImplementationOnce(async (request, response) => {
@@ -292,7 +292,7 @@ describe('@Idempotent() on message handlers over TCP', () => {
     afterAll(() => ledger.close());
 
     it('100 identical messages at once write more than one row', async () => {
-      ledger.app.get<NaiveIdempotencyStore>(PostgresIdempotencyStore).holdClaimWindow(2);
+      (idempotencyStoreOf(ledger.app).store as NaiveIdempotencyStore).holdClaimWindow(2);
       const id = randomUUID();
       await Promise.all(Array.from({ length: 100 }, () => send(ledger, 'ledger.credit', { id, account: 'acct_5', amount: 1 })));
       expect(await entries(ledger, id)).toBeGreaterThanOrEqual(2);

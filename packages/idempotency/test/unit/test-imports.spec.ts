@@ -50,12 +50,8 @@ function mappedNames(config: string): [string, string][] {
  * shrinks, and a file rewritten must leave it (the check fails on either).
  */
 const PENDING = [
-  // The PostgreSQL store's provider (overridden by a broken store), what a store that extends it is built with, the relay one pass at a time, the claim pool's server.
-  'test/support/internals.ts: ../../src/stores/postgres/postgres-idempotency.store',
-  'test/support/internals.ts: ../../src/config/idempotency.options',
-  'test/support/internals.ts: ../../src/contract/response-cipher',
+  // The relay one pass at a time.
   'test/support/internals.ts: ../../src/outbox/outbox-relay',
-  'test/support/internals.ts: ../../src/stores/postgres/claim-pool',
   // GraphQL and message contexts of every transport (Apollo, Mercurius; NATS, Kafka, RabbitMQ, TCP).
   'test/unit/context-keys.spec.ts: ../../src/contexts/context-errors',
   'test/unit/context-keys.spec.ts: ../../src/contexts/graphql-context',
