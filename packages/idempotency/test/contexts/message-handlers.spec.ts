@@ -1,8 +1,8 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo, Server } from 'node:net';
-import { Controller, INestMicroservice, Type } from '@nestjs/common';
-import { ClientProxy, ClientProxyFactory, EventPattern, MessagePattern, Payload, Transport } from '@nestjs/microservices';
+import { ArgumentsHost, Catch, Controller, INestMicroservice, Type } from '@nestjs/common';
+import { BaseRpcExceptionFilter, ClientProxy, ClientProxyFactory, EventPattern, MessagePattern, Payload, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Propagation, TransactionHost } from '@nestjs-cls/transactional';
@@ -34,6 +34,19 @@ interface Credit {
   amount: number;
 }
 
+/** An error of the handler's own, not the module's. */
+const boom = new Error('boom');
+
+/** The app's filter of every error, as Nest answers them (each one it caught kept in `caught`). */
+@Catch()
+class RecordingFilter extends BaseRpcExceptionFilter {
+  static readonly caught: unknown[] = [];
+  override catch(exception: unknown, host: ArgumentsHost) {
+    RecordingFilter.caught.push(exception);
+    return super.catch(exception, host);
+  }
+}
+
 @Controller()
 class LedgerController {
   constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
@@ -47,6 +60,12 @@ class LedgerController {
       credit.amount,
     ])) as { entry_id: string }[];
     return { entry: row.entry_id, account: credit.account, amount: credit.amount };
+  }
+
+  @MessagePattern('ledger.fail')
+  @Idempotent({ key: { field: 'id' } })
+  fail(@Payload() _credit: Credit): Promise<never> {
+    return Promise.reject(boom);
   }
 
   @EventPattern('ledger.noted')
@@ -77,6 +96,7 @@ async function startLedger(store?: Type, commit: CommitMode = 'durable'): Promis
   const moduleRef = await builder.compile();
   const app = moduleRef.createNestMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port: 0 } });
   app.useLogger(false);
+  app.useGlobalFilters(new RecordingFilter());
   await app.listen();
   const dataSource = app.get(DataSource);
   await dataSource.query('CREATE TABLE ledger_entries (entry_id bigserial PRIMARY KEY, message_id text, account text NOT NULL, amount int NOT NULL)');
@@ -186,9 +206,18 @@ describe('@Idempotent() on message handlers over TCP', () => {
       expect((await send(ledger, 'ledger.credit', { id, account: 'acct_2', amount: 100 })).ok).toBe(true);
       const reused = await send(ledger, 'ledger.credit', { id, account: 'acct_2', amount: 999 });
       expect(reused).toMatchObject({ ok: false, error: { status: 'error', code: 'IDEMPOTENCY_KEY_REUSED' } });
+      expect((reused as Reply & { ok: false }).error).not.toHaveProperty('retryAfter');
       const missing = await send(ledger, 'ledger.credit', { account: 'acct_2', amount: 100 });
       expect(missing).toMatchObject({ ok: false, error: { status: 'error', code: 'IDEMPOTENCY_KEY_MISSING' } });
       expect(await entries(ledger, id)).toBe(1);
+    });
+
+    it("leaves any other error as it is: the app's filter gets it, the sender Nest's answer to it", async () => {
+      RecordingFilter.caught.length = 0;
+      const failed = await send(ledger, 'ledger.fail', { id: randomUUID(), account: 'acct_3', amount: 1 });
+      expect(RecordingFilter.caught).toHaveLength(1);
+      expect(RecordingFilter.caught[0]).toBe(boom);
+      expect(failed).toEqual({ ok: false, error: { status: 'error', message: 'Internal server error' } });
     });
 
     it('a duplicate @EventPattern event is acknowledged and skipped: one effect', async () => {

@@ -1,10 +1,13 @@
-import { IdempotencyErrorCode, IdempotencyProblem } from 'safe-retries';
-import { IdempotencyGraphQLError } from 'safe-retries/graphql';
-import { CONTEXT_ERROR_CODES, IdempotencyMessageError } from 'safe-retries/messages';
-import { asGraphQLError, asMessageError } from '../../src/contexts/context-errors';
+/*
+ * The key readers of GraphQL fields and message handlers, given each server's and
+ * transport's context as it is: Apollo's (`req`) and Mercurius's (`req`, or
+ * `reply.request`), NATS's, Kafka's and RabbitMQ's message headers, TCP's none.
+ * Only Mercurius and TCP run in these tests (no Apollo driver, no Kafka or
+ * RabbitMQ broker), so the readers are given those contexts directly. What the
+ * module answers outside HTTP (its problems, a replayed outcome, another error)
+ * is tested through a resolver and a message handler (test/contexts).
+ */
 import { graphqlHttpRequest, readGraphqlKey } from '../../src/contexts/graphql-context';
-import { idempotencyErrors } from '../../src/contract/idempotency.errors';
-import { ReplayedOutcome } from '../../src/contexts/value-answers';
 import { TransportContext, readMessageKey } from '../../src/contexts/message-context';
 
 const request = (headers: Record<string, string | string[]>) => ({ method: 'POST', url: '/graphql', headers });
@@ -53,29 +56,5 @@ describe('where a message finds its key', () => {
   it('asks a function, and refuses a GraphQL argument', () => {
     expect(readMessageKey((data) => (data as { ref: string }).ref, { ref: 'x' }, undefined)).toBe('x');
     expect(() => readMessageKey({ arg: 'id' }, {}, undefined)).toThrow(/use \{ field \} or \{ header \}/);
-  });
-});
-
-describe('problems outside HTTP', () => {
-  it('give every problem of the module a code, IDEMPOTENCY_KEY_IN_USE with its retryAfter', () => {
-    expect(Object.keys(CONTEXT_ERROR_CODES).sort()).toEqual(Object.values(IdempotencyErrorCode).sort());
-    const inUse = asGraphQLError(idempotencyErrors.inProgress('/docs/idempotency', 1));
-    expect(inUse).toBeInstanceOf(IdempotencyGraphQLError);
-    expect((inUse as IdempotencyGraphQLError).extensions).toEqual({ code: 'IDEMPOTENCY_KEY_IN_USE', retryAfter: 1 });
-    const reused = asMessageError(idempotencyErrors.reused('/docs/idempotency'));
-    expect((reused as IdempotencyMessageError).error).toMatchObject({ status: 'error', code: 'IDEMPOTENCY_KEY_REUSED' });
-    expect((reused as IdempotencyMessageError).error).not.toHaveProperty('retryAfter');
-  });
-
-  it('answer a replayed business outcome with its stored status and body', () => {
-    const error = asGraphQLError(new ReplayedOutcome({ status: 402, body: '{"code":"card_declined"}', contentType: 'application/json' }));
-    expect((error as IdempotencyGraphQLError).extensions).toEqual({ code: 'IDEMPOTENT_OUTCOME', outcome: { status: 402, body: { code: 'card_declined' } } });
-  });
-
-  it('leave any other error as it is', () => {
-    const other = new Error('boom');
-    expect(asGraphQLError(other)).toBe(other);
-    expect(asMessageError(other)).toBe(other);
-    expect(asGraphQLError(new IdempotencyProblem('/p', 400, IdempotencyErrorCode.KeyMissing, 't', 'd'))).toBeInstanceOf(IdempotencyGraphQLError);
   });
 });
