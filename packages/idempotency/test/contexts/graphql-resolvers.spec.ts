@@ -67,6 +67,24 @@ class CreditsResolver {
   }
 
   @Mutation(() => Credit)
+  @Idempotent({ key: { header: 'Idempotency-Key' } })
+  byHeader(@Args('amount', { type: () => Int }) amount: number): Promise<Credit> {
+    return this.credit('', amount);
+  }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: (args) => `order-${(args as { n: number }).n}` })
+  byFunction(@Args('n', { type: () => Int }) n: number): Promise<Credit> {
+    return this.credit('', n);
+  }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: { field: 'id' } })
+  byField(@Args('id') _id: string): Promise<Credit> {
+    return this.credit('', 1);
+  }
+
+  @Mutation(() => Credit)
   @Idempotent({ key: { arg: 'idempotencyKey' } })
   async held(@Args('idempotencyKey') key: string, @Args('amount', { type: () => Int }) amount: number): Promise<Credit> {
     await new Promise<void>((resolve) => (letGo = resolve));
@@ -130,12 +148,34 @@ describe('@Idempotent() on a GraphQL resolver (Mercurius)', () => {
     await drop();
   });
 
-  async function mutate(query: string, tenant = 'tenant-a'): Promise<{ answer: Answer; replayed?: string }> {
-    const res = await app.inject({ method: 'POST', url: '/graphql', headers: { 'content-type': 'application/json', 'x-tenant': tenant }, payload: { query } });
+  async function mutate(query: string, tenant = 'tenant-a', headers: Record<string, string> = {}): Promise<{ answer: Answer; replayed?: string }> {
+    const res = await app.inject({ method: 'POST', url: '/graphql', headers: { 'content-type': 'application/json', 'x-tenant': tenant, ...headers }, payload: { query } });
     return { answer: res.json<Answer>(), replayed: res.headers['idempotent-replayed'] as string | undefined };
   }
 
   const credits = async (): Promise<number> => Number(((await app.get(DataSource).query('SELECT count(*)::int AS n FROM credits')) as { n: number }[])[0].n);
+
+  /** The state of tenant-a's key. */
+  const stateOf = async (key: string): Promise<string> => (await app.get(IdempotencyKeys).outcome('tenant-a', key)).state;
+
+  it('reads the header of the HTTP request (any case of the name), an argument, or a function', async () => {
+    expect((await mutate('mutation { byHeader(amount: 1) { entry } }', 'tenant-a', { 'idempotency-key': 'k-1' })).answer.errors).toBeUndefined();
+    expect(await stateOf('k-1')).toBe('completed');
+    expect((await mutate('mutation { credit(idempotencyKey: "k-2", amount: 1) { entry } }')).answer.errors).toBeUndefined();
+    expect(await stateOf('k-2')).toBe('completed');
+    // A null argument is no key: the field requires one.
+    const none = await mutate('mutation { credit(idempotencyKey: null, amount: 1) { entry } }');
+    expect(none.answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_MISSING');
+    expect((await mutate('mutation { byFunction(n: 7) { entry } }')).answer.errors).toBeUndefined();
+    expect(await stateOf('order-7')).toBe('completed');
+  });
+
+  it("refuses a payload field, which names a message key (the app's filter gets why)", async () => {
+    SwallowEverything.caught.length = 0;
+    await mutate('mutation { byField(id: "x") { entry } }');
+    expect(SwallowEverything.caught).toHaveLength(1);
+    expect((SwallowEverything.caught[0] as Error).message).toMatch(/use \{ arg \} or \{ header \}/);
+  });
 
   it('reads the key from an argument: a retry replays the same credit, another tenant is another credit', async () => {
     const key = randomUUID();

@@ -9,7 +9,7 @@ import { Propagation, TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { lastValueFrom } from 'rxjs';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule, Idempotent, IdempotentOptions, transactionalClsModule } from 'safe-retries';
+import { IdempotencyKeys, IdempotencyModule, Idempotent, IdempotentOptions, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent } from 'safe-retries/telemetry';
 import { IDEMPOTENCY_POSTGRES_STORE, idempotencyStoreOf } from 'safe-retries/testing';
@@ -60,6 +60,24 @@ class LedgerController {
       credit.amount,
     ])) as { entry_id: string }[];
     return { entry: row.entry_id, account: credit.account, amount: credit.amount };
+  }
+
+  @MessagePattern('ledger.keyed')
+  @Idempotent({ key: { field: 'id' } })
+  keyed(): Promise<{ done: true }> {
+    return Promise.resolve({ done: true });
+  }
+
+  @MessagePattern('ledger.ref')
+  @Idempotent({ key: (data) => (data as { ref: string }).ref })
+  ref(): Promise<{ done: true }> {
+    return Promise.resolve({ done: true });
+  }
+
+  @MessagePattern('ledger.arg')
+  @Idempotent({ key: { arg: 'id' } })
+  arg(): Promise<{ done: true }> {
+    return Promise.resolve({ done: true });
   }
 
   @MessagePattern('ledger.fail')
@@ -210,6 +228,26 @@ describe('@Idempotent() on message handlers over TCP', () => {
       const missing = await send(ledger, 'ledger.credit', { account: 'acct_2', amount: 100 });
       expect(missing).toMatchObject({ ok: false, error: { status: 'error', code: 'IDEMPOTENCY_KEY_MISSING' } });
       expect(await entries(ledger, id)).toBe(1);
+    });
+
+    it('reads a payload field (a string or a number), else none', async () => {
+      const stateOf = async (key: string) => (await ledger.app.get(IdempotencyKeys).outcome('message:ledger.keyed', key)).state;
+      expect(await send(ledger, 'ledger.keyed', { id: 'evt_1' })).toEqual({ ok: true, value: { done: true } });
+      expect(await stateOf('evt_1')).toBe('completed');
+      expect(await send(ledger, 'ledger.keyed', { id: 42 })).toEqual({ ok: true, value: { done: true } });
+      expect(await stateOf('42')).toBe('completed');
+      // No key: the handler requires one.
+      expect(await send(ledger, 'ledger.keyed', { id: { nested: true } })).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_KEY_MISSING' } });
+      expect(await send(ledger, 'ledger.keyed', 'a string payload')).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_KEY_MISSING' } });
+    });
+
+    it("asks a function, and refuses a GraphQL argument (the app's filter gets why)", async () => {
+      expect(await send(ledger, 'ledger.ref', { ref: 'x' })).toEqual({ ok: true, value: { done: true } });
+      expect((await ledger.app.get(IdempotencyKeys).outcome('message:ledger.ref', 'x')).state).toBe('completed');
+      RecordingFilter.caught.length = 0;
+      expect((await send(ledger, 'ledger.arg', {})).ok).toBe(false);
+      expect(RecordingFilter.caught).toHaveLength(1);
+      expect((RecordingFilter.caught[0] as Error).message).toMatch(/use \{ field \} or \{ header \}/);
     });
 
     it("leaves any other error as it is: the app's filter gets it, the sender Nest's answer to it", async () => {
