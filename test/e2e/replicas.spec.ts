@@ -4,7 +4,10 @@ import { DevPostgres, startPostgres } from '@safe-retries/dev-postgres';
 import { Client } from 'pg';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { PostgresIdempotencyStore, createClaimPool, primaryClientConfig } from '../../packages/idempotency/test/support/internals';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
+import { IDEMPOTENCY_POSTGRES_STORE, idempotencyStoreOf } from 'safe-retries/testing';
 import { TestApp, TestAppOptions, countRows, createTestApp } from '../support/app';
 import { Ledger } from '../support/card-network';
 import { paymentBody } from '../support/fixtures';
@@ -43,11 +46,11 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
   afterAll(() => cluster?.destroy());
 
   /** On the replica: `sql`, as the superuser (pausing and resuming its replay). */
-  async function onReplica<T>(sql: string): Promise<T[]> {
+  async function onReplica<T>(sql: string, values: unknown[] = []): Promise<T[]> {
     const client = new Client({ connectionString: cluster.replica!.url('postgres') });
     await client.connect();
     try {
-      return (await client.query(sql)).rows as T[];
+      return (await client.query(sql, values)).rows as T[];
     } finally {
       await client.end();
     }
@@ -112,21 +115,43 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
     });
 
     // The library's own sessions, for an app that gives TypeORM `replication` options (this
-    // app routes its replica reads itself, so its data source has none).
+    // app routes its replica reads itself, so its data source has none): the module alone on
+    // such a data source, its claim pool, its waiters' listener and its relay's each in use.
     it("the library's claim pool and sessions, given TypeORM's replication options, connect to the master, never a slave", async () => {
-      const dataSource = new DataSource({ type: 'postgres', replication: { master: { url: t.db.url }, slaves: [{ url: cluster.replica!.url(t.db.name) }] } });
-      const pool = createClaimPool(dataSource, 1, false);
+      const name = `replicas_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+      const url = await cluster.createDatabase(name);
+      await cluster.replica!.caughtUp();
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          TypeOrmModule.forRoot({ type: 'postgres', replication: { master: { url }, slaves: [{ url: cluster.replica!.url(name) }] } }),
+          transactionalClsModule({ middleware: false }),
+          IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, outbox: { publish: async () => undefined } }),
+        ],
+      }).compile();
+      await moduleRef.init();
       try {
-        expect((await pool.query('SELECT pg_is_in_recovery() AS recovery')).rows).toEqual([{ recovery: false }]);
+        const { store, inContext } = idempotencyStoreOf(moduleRef);
+        const at = { scope: 'replicas', key: randomUUID(), id: randomUUID() };
+        // A waiter LISTENs on a session of the store's; the key's settlement is announced on its claim pool.
+        const waiter = store.settlement!.awaitSettled(at, 5_000);
+        await inContext(() => store.settlement!.announceSettled(at));
+        await waiter.settled;
+        const sessions = (rows: { application_name: string }[]) => rows.map((r) => r.application_name);
+        const query = "SELECT DISTINCT application_name FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'safe-retries-%' ORDER BY 1";
+        // Every session seen on the primary (an idle claim connection may have ended by the next look).
+        const onPrimary = new Set<string>();
+        await waitFor(
+          "the library's sessions on the primary",
+          async () => {
+            for (const session of sessions(await moduleRef.get(DataSource).query(query, [name]))) onPrimary.add(session);
+            return onPrimary.size === 3;
+          },
+          { timeoutMs: 10_000, seen: () => [...onPrimary] },
+        );
+        expect([...onPrimary].sort()).toEqual(['safe-retries-claims', 'safe-retries-outbox', 'safe-retries-waits']);
+        expect(sessions(await onReplica(query, [name]))).toEqual([]);
       } finally {
-        await pool.end();
-      }
-      const session = new Client(primaryClientConfig(dataSource));
-      await session.connect();
-      try {
-        expect((await session.query('SELECT pg_is_in_recovery() AS recovery')).rows).toEqual([{ recovery: false }]);
-      } finally {
-        await session.end();
+        await moduleRef.close();
       }
     });
 
@@ -256,7 +281,7 @@ describe('read replicas: keys from the primary, listings from a lagging replica 
   describe('control: keys read from the replica (the wiring this must never have)', () => {
     let t: TestApp;
     beforeAll(async () => {
-      t = await boot([{ provide: PostgresIdempotencyStore, useClass: ReplicaReadIdempotencyStore }]);
+      t = await boot([{ provide: IDEMPOTENCY_POSTGRES_STORE, useClass: ReplicaReadIdempotencyStore }]);
     });
     afterAll(() => t?.close());
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { PostgresIdempotencyStore } from '../../../packages/idempotency/test/support/internals';
+import { IDEMPOTENCY_POSTGRES_STORE, idempotencyStoreOf } from 'safe-retries/testing';
 import { NaiveIdempotencyStore } from '../../../packages/idempotency/test/support/naive-idempotency.store';
 import { TestApp, createTestApp } from '../../support/app';
 import { orderBody } from '../../support/fixtures';
@@ -98,7 +98,7 @@ describe('race: identical concurrent GraphQL createOrder mutations (e2e)', () =>
       t = await createTestApp({
         listen: true,
         env: { DATABASE_POOL_SIZE: '20' },
-        overrides: [{ provide: PostgresIdempotencyStore, useClass: NaiveIdempotencyStore }],
+        overrides: [{ provide: IDEMPOTENCY_POSTGRES_STORE, useClass: NaiveIdempotencyStore }],
       });
     });
     afterAll(() => t.close());
@@ -106,7 +106,7 @@ describe('race: identical concurrent GraphQL createOrder mutations (e2e)', () =>
     it(`N=${N}: the first run creates more than one order for one key`, async () => {
       // Two of the N find no row and both wait before writing: both are inside the
       // naive store's check-then-write window at once, so the second order is certain.
-      t.app.get<NaiveIdempotencyStore>(PostgresIdempotencyStore).holdClaimWindow(2);
+      (idempotencyStoreOf(t.app).store as NaiveIdempotencyStore).holdClaimWindow(2);
       const { responses, orders, history } = await race(t);
       expect(checkHistory(history, { mayRunOnForMs: 0 }).join('\n')).toMatch(/effects for one key|more than one original/);
       console.log(`naive store graphql N=${N}: ${orders} orders, ${JSON.stringify(kinds(responses))}`);

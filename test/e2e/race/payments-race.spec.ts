@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { PostgresIdempotencyStore } from '../../../packages/idempotency/test/support/internals';
+import { IDEMPOTENCY_POSTGRES_STORE, idempotencyStoreOf } from 'safe-retries/testing';
 import { TestApp, createTestApp } from '../../support/app';
 import { Ledger } from '../../support/card-network';
 import { orderBody, paymentBody } from '../../support/fixtures';
@@ -146,7 +146,7 @@ describe.each(ROUTES)('race: identical concurrent requests, $name (e2e)', (route
       t = await createTestApp({
         listen: true,
         env: { CARD_NETWORK_DELAY: '50ms', DATABASE_POOL_SIZE: '20' },
-        overrides: [{ provide: PostgresIdempotencyStore, useClass: NaiveIdempotencyStore }],
+        overrides: [{ provide: IDEMPOTENCY_POSTGRES_STORE, useClass: NaiveIdempotencyStore }],
       });
     });
     afterAll(() => t.close());
@@ -154,7 +154,7 @@ describe.each(ROUTES)('race: identical concurrent requests, $name (e2e)', (route
     it.each(SIZES)('N=%i: the first run takes effect more than once for one key', async (n) => {
       // Two of the N find no row and both wait before writing: both are inside the
       // naive store's check-then-write window at once, so the double effect is certain.
-      t.app.get<NaiveIdempotencyStore>(PostgresIdempotencyStore).holdClaimWindow(2);
+      (idempotencyStoreOf(t.app).store as NaiveIdempotencyStore).holdClaimWindow(2);
       const { responses, rows, charges, history } = await race(t, route, n);
       expect(checkHistory(history, { mayRunOnForMs: 0 }).join('\n')).toMatch(/effects for one key|more than one original/);
       console.log(`naive store N=${n}: ${rows} rows, ${charges ?? '-'} charges, ${JSON.stringify(histogram(responses))}`);

@@ -10,7 +10,7 @@ import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { IdempotencyPurgeService } from '../purge/idempotency-purge.service';
 import { IdempotencyRecovery } from '../recovery/idempotency-recovery.service';
 import { IdempotentRoutes } from '../routes/idempotent-routes';
-import { IdempotencyStores, REDIS_STORE } from '../stores/idempotency-stores';
+import { IDEMPOTENCY_POSTGRES_STORE, IdempotencyStores, REDIS_STORE } from '../stores/idempotency-stores';
 import { IdempotentConsumer } from '../consumer/idempotent-consumer';
 import { IDEMPOTENCY_CLS, IDEMPOTENCY_OPTIONS, IDEMPOTENCY_REGISTRY, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions, resolveIdempotencyOptions } from '../config/idempotency.options';
 import { IdempotencyModuleOptions } from '../config/module-options';
@@ -69,7 +69,7 @@ export const {
     KeyTransactionWrites,
     TransactionsCheck,
     IdempotencyMetrics,
-    PostgresIdempotencyStore,
+    { provide: IDEMPOTENCY_POSTGRES_STORE, useClass: PostgresIdempotencyStore },
     // The store the app gives, or null: a provider, so that Nest runs its lifecycle (connect, close).
     { provide: REDIS_STORE, useFactory: (o: IdempotencyModuleOptions) => o.stores?.redis ?? null, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
     IdempotencyStores,

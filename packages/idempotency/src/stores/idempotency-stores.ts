@@ -4,7 +4,13 @@ import { IdempotencyStoreKind, IdempotentOptions } from '../config/module-option
 import { ClaimRequest, ClaimResult, IdempotencyStore, OneCommitKeys } from '../contract/idempotency.store';
 import { IdempotencyMetrics } from '../telemetry/idempotency.metrics';
 import { inSpan } from '../telemetry/idempotency.telemetry';
-import { PostgresIdempotencyStore } from './postgres/postgres-idempotency.store';
+
+/**
+ * The provider of the module's PostgreSQL store (PostgresIdempotencyStore),
+ * the store of `postgres` routes. A test puts a store of its own in its place
+ * with Nest's `overrideProvider` (safe-retries/testing).
+ */
+export const IDEMPOTENCY_POSTGRES_STORE = Symbol('IDEMPOTENCY_POSTGRES_STORE');
 
 /** The Redis store the app gave the module (`stores.redis`), or null. */
 export const REDIS_STORE = Symbol('IDEMPOTENCY_REDIS_STORE');
@@ -76,7 +82,7 @@ export class IdempotencyStores {
   private readonly byKind: ReadonlyMap<IdempotencyStoreKind, { store: IdempotencyStore; observed: IdempotencyStore }>;
 
   constructor(
-    postgres: PostgresIdempotencyStore,
+    @Inject(IDEMPOTENCY_POSTGRES_STORE) postgres: IdempotencyStore,
     @Inject(REDIS_STORE) redis: IdempotencyStore | null,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     metrics: IdempotencyMetrics,

@@ -9,9 +9,11 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule, Idempotent, transactionalClsModule } from 'safe-retries';
+import { IDEMPOTENT_OUTCOME, IdempotencyErrorCode, IdempotencyKeys, IdempotencyModule, Idempotent, IdempotentOutcome, OutcomeResponse, transactionalClsModule } from 'safe-retries';
+import { CONTEXT_ERROR_CODES } from 'safe-retries/graphql';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { createDatabase } from '../support/test-services';
+import { waitFor } from '../support/wait-for';
 
 /**
  * @Idempotent() on a GraphQL resolver in an app of its own (Mercurius on
@@ -28,6 +30,19 @@ class Credit {
   @Field(() => Int)
   amount!: number;
 }
+
+/** A declined card: a business outcome, stored and replayed (IDEMPOTENT_OUTCOME). */
+class Declined extends Error implements IdempotentOutcome {
+  [IDEMPOTENT_OUTCOME](): OutcomeResponse {
+    return { status: 402, body: '{"code":"card_declined"}', contentType: 'application/json' };
+  }
+}
+
+/** An error of the resolver's own, not the module's. */
+const boom = new Error('boom');
+
+/** Holds `held` until the test lets it go. */
+let letGo: () => void = () => undefined;
 
 @Resolver()
 class CreditsResolver {
@@ -50,17 +65,56 @@ class CreditsResolver {
   async creditMaybe(@Args('idempotencyKey', { nullable: true }) _key: string, @Args('amount', { type: () => Int }) amount: number): Promise<Credit> {
     return this.credit(_key, amount);
   }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: { header: 'Idempotency-Key' } })
+  byHeader(@Args('amount', { type: () => Int }) amount: number): Promise<Credit> {
+    return this.credit('', amount);
+  }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: (args) => `order-${(args as { n: number }).n}` })
+  byFunction(@Args('n', { type: () => Int }) n: number): Promise<Credit> {
+    return this.credit('', n);
+  }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: { field: 'id' } })
+  byField(@Args('id') _id: string): Promise<Credit> {
+    return this.credit('', 1);
+  }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: { arg: 'idempotencyKey' } })
+  async held(@Args('idempotencyKey') key: string, @Args('amount', { type: () => Int }) amount: number): Promise<Credit> {
+    await new Promise<void>((resolve) => (letGo = resolve));
+    return this.credit(key, amount);
+  }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: { arg: 'idempotencyKey' } })
+  decline(@Args('idempotencyKey') _key: string): Promise<Credit> {
+    return Promise.reject(new Declined('card declined'));
+  }
+
+  @Mutation(() => Credit)
+  @Idempotent({ key: { arg: 'idempotencyKey' } })
+  fail(@Args('idempotencyKey') _key: string): Promise<Credit> {
+    return Promise.reject(boom);
+  }
 }
 
-/** An app filter that answers every error its own way: the module's errors must not reach it. */
+/** An app filter that answers every error its own way (each one it caught kept in `caught`): the module's errors must not reach it. */
 @Catch()
 class SwallowEverything implements ExceptionFilter {
-  catch(_exception: unknown, _host: ArgumentsHost): { swallowed: true } {
+  static readonly caught: unknown[] = [];
+  catch(exception: unknown, _host: ArgumentsHost): { swallowed: true } {
+    SwallowEverything.caught.push(exception);
     return { swallowed: true };
   }
 }
 
-type Answer = { data?: Record<string, { entry: string; amount: number } | null> | null; errors?: { message: string; extensions?: { code?: string } }[] };
+type Answer = { data?: Record<string, { entry: string; amount: number } | null> | null; errors?: { message: string; extensions?: Record<string, unknown> }[] };
 
 describe('@Idempotent() on a GraphQL resolver (Mercurius)', () => {
   let app: NestFastifyApplication;
@@ -94,12 +148,34 @@ describe('@Idempotent() on a GraphQL resolver (Mercurius)', () => {
     await drop();
   });
 
-  async function mutate(query: string, tenant = 'tenant-a'): Promise<{ answer: Answer; replayed?: string }> {
-    const res = await app.inject({ method: 'POST', url: '/graphql', headers: { 'content-type': 'application/json', 'x-tenant': tenant }, payload: { query } });
+  async function mutate(query: string, tenant = 'tenant-a', headers: Record<string, string> = {}): Promise<{ answer: Answer; replayed?: string }> {
+    const res = await app.inject({ method: 'POST', url: '/graphql', headers: { 'content-type': 'application/json', 'x-tenant': tenant, ...headers }, payload: { query } });
     return { answer: res.json<Answer>(), replayed: res.headers['idempotent-replayed'] as string | undefined };
   }
 
   const credits = async (): Promise<number> => Number(((await app.get(DataSource).query('SELECT count(*)::int AS n FROM credits')) as { n: number }[])[0].n);
+
+  /** The state of tenant-a's key. */
+  const stateOf = async (key: string): Promise<string> => (await app.get(IdempotencyKeys).outcome('tenant-a', key)).state;
+
+  it('reads the header of the HTTP request (any case of the name), an argument, or a function', async () => {
+    expect((await mutate('mutation { byHeader(amount: 1) { entry } }', 'tenant-a', { 'idempotency-key': 'k-1' })).answer.errors).toBeUndefined();
+    expect(await stateOf('k-1')).toBe('completed');
+    expect((await mutate('mutation { credit(idempotencyKey: "k-2", amount: 1) { entry } }')).answer.errors).toBeUndefined();
+    expect(await stateOf('k-2')).toBe('completed');
+    // A null argument is no key: the field requires one.
+    const none = await mutate('mutation { credit(idempotencyKey: null, amount: 1) { entry } }');
+    expect(none.answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_MISSING');
+    expect((await mutate('mutation { byFunction(n: 7) { entry } }')).answer.errors).toBeUndefined();
+    expect(await stateOf('order-7')).toBe('completed');
+  });
+
+  it("refuses a payload field, which names a message key (the app's filter gets why)", async () => {
+    SwallowEverything.caught.length = 0;
+    await mutate('mutation { byField(id: "x") { entry } }');
+    expect(SwallowEverything.caught).toHaveLength(1);
+    expect((SwallowEverything.caught[0] as Error).message).toMatch(/use \{ arg \} or \{ header \}/);
+  });
 
   it('reads the key from an argument: a retry replays the same credit, another tenant is another credit', async () => {
     const key = randomUUID();
@@ -123,6 +199,34 @@ describe('@Idempotent() on a GraphQL resolver (Mercurius)', () => {
     expect(missing.answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_MISSING');
     const invalid = await mutate(`mutation { credit(idempotencyKey: "${'k'.repeat(256)}", amount: 2) { entry } }`);
     expect(invalid.answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_INVALID');
+  });
+
+  it('gives every problem of the module a code, IDEMPOTENCY_KEY_IN_USE with its retryAfter', async () => {
+    expect(Object.keys(CONTEXT_ERROR_CODES).sort()).toEqual(Object.values(IdempotencyErrorCode).sort());
+    const key = randomUUID();
+    const first = mutate(`mutation { held(idempotencyKey: "${key}", amount: 4) { entry } }`);
+    await waitFor('the first mutation in progress', async () => (await app.get(IdempotencyKeys).outcome('tenant-a', key)).state === 'in_progress');
+    const inUse = await mutate(`mutation { held(idempotencyKey: "${key}", amount: 4) { entry } }`);
+    letGo();
+    expect((await first).answer.errors).toBeUndefined();
+    expect(inUse.answer.errors?.[0].extensions).toEqual({ code: 'IDEMPOTENCY_KEY_IN_USE', retryAfter: 1 });
+  });
+
+  it('answers a replayed business outcome with its stored status and body', async () => {
+    const key = randomUUID();
+    await mutate(`mutation { decline(idempotencyKey: "${key}") { entry } }`);
+    const replay = await mutate(`mutation { decline(idempotencyKey: "${key}") { entry } }`);
+    expect(replay.answer.errors?.[0].extensions).toEqual({ code: 'IDEMPOTENT_OUTCOME', outcome: { status: 402, body: { code: 'card_declined' } } });
+  });
+
+  it("leaves any other error as it is (the app's filter gets it), and answers the module's as GraphQL errors", async () => {
+    SwallowEverything.caught.length = 0;
+    await mutate(`mutation { fail(idempotencyKey: "${randomUUID()}") { entry } }`);
+    expect(SwallowEverything.caught).toHaveLength(1);
+    expect(SwallowEverything.caught[0]).toBe(boom);
+    const missing = await mutate('mutation { credit(amount: 2) { entry } }');
+    expect(missing.answer.errors?.[0].extensions?.code).toBe('IDEMPOTENCY_KEY_MISSING');
+    expect(SwallowEverything.caught).toHaveLength(1);
   });
 
   it('runs a field with `required: false` and no key as a plain resolver', async () => {

@@ -1,19 +1,19 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo, Server } from 'node:net';
-import { Controller, INestMicroservice, Type } from '@nestjs/common';
-import { ClientProxy, ClientProxyFactory, EventPattern, MessagePattern, Payload, Transport } from '@nestjs/microservices';
+import { ArgumentsHost, Catch, Controller, INestMicroservice, Type } from '@nestjs/common';
+import { BaseRpcExceptionFilter, ClientProxy, ClientProxyFactory, EventPattern, MessagePattern, Payload, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Propagation, TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { lastValueFrom } from 'rxjs';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule, Idempotent, IdempotentOptions, transactionalClsModule } from 'safe-retries';
+import { IdempotencyKeys, IdempotencyModule, Idempotent, IdempotentOptions, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IDEMPOTENCY_EVENTS_CHANNEL, IdempotencyEvent } from 'safe-retries/telemetry';
+import { IDEMPOTENCY_POSTGRES_STORE, idempotencyStoreOf } from 'safe-retries/testing';
 import { keyId } from '../support/keys-table';
-import { PostgresIdempotencyStore } from '../support/internals';
 import { NaiveIdempotencyStore } from '../support/naive-idempotency.store';
 import { createDatabase } from '../support/test-services';
 
@@ -34,6 +34,19 @@ interface Credit {
   amount: number;
 }
 
+/** An error of the handler's own, not the module's. */
+const boom = new Error('boom');
+
+/** The app's filter of every error, as Nest answers them (each one it caught kept in `caught`). */
+@Catch()
+class RecordingFilter extends BaseRpcExceptionFilter {
+  static readonly caught: unknown[] = [];
+  override catch(exception: unknown, host: ArgumentsHost) {
+    RecordingFilter.caught.push(exception);
+    return super.catch(exception, host);
+  }
+}
+
 @Controller()
 class LedgerController {
   constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
@@ -47,6 +60,30 @@ class LedgerController {
       credit.amount,
     ])) as { entry_id: string }[];
     return { entry: row.entry_id, account: credit.account, amount: credit.amount };
+  }
+
+  @MessagePattern('ledger.keyed')
+  @Idempotent({ key: { field: 'id' } })
+  keyed(): Promise<{ done: true }> {
+    return Promise.resolve({ done: true });
+  }
+
+  @MessagePattern('ledger.ref')
+  @Idempotent({ key: (data) => (data as { ref: string }).ref })
+  ref(): Promise<{ done: true }> {
+    return Promise.resolve({ done: true });
+  }
+
+  @MessagePattern('ledger.arg')
+  @Idempotent({ key: { arg: 'id' } })
+  arg(): Promise<{ done: true }> {
+    return Promise.resolve({ done: true });
+  }
+
+  @MessagePattern('ledger.fail')
+  @Idempotent({ key: { field: 'id' } })
+  fail(@Payload() _credit: Credit): Promise<never> {
+    return Promise.reject(boom);
   }
 
   @EventPattern('ledger.noted')
@@ -73,10 +110,11 @@ async function startLedger(store?: Type, commit: CommitMode = 'durable'): Promis
     ],
     controllers: [LedgerController],
   });
-  if (store) builder = builder.overrideProvider(PostgresIdempotencyStore).useClass(store);
+  if (store) builder = builder.overrideProvider(IDEMPOTENCY_POSTGRES_STORE).useClass(store);
   const moduleRef = await builder.compile();
   const app = moduleRef.createNestMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port: 0 } });
   app.useLogger(false);
+  app.useGlobalFilters(new RecordingFilter());
   await app.listen();
   const dataSource = app.get(DataSource);
   await dataSource.query('CREATE TABLE ledger_entries (entry_id bigserial PRIMARY KEY, message_id text, account text NOT NULL, amount int NOT NULL)');
@@ -186,9 +224,38 @@ describe('@Idempotent() on message handlers over TCP', () => {
       expect((await send(ledger, 'ledger.credit', { id, account: 'acct_2', amount: 100 })).ok).toBe(true);
       const reused = await send(ledger, 'ledger.credit', { id, account: 'acct_2', amount: 999 });
       expect(reused).toMatchObject({ ok: false, error: { status: 'error', code: 'IDEMPOTENCY_KEY_REUSED' } });
+      expect((reused as Reply & { ok: false }).error).not.toHaveProperty('retryAfter');
       const missing = await send(ledger, 'ledger.credit', { account: 'acct_2', amount: 100 });
       expect(missing).toMatchObject({ ok: false, error: { status: 'error', code: 'IDEMPOTENCY_KEY_MISSING' } });
       expect(await entries(ledger, id)).toBe(1);
+    });
+
+    it('reads a payload field (a string or a number), else none', async () => {
+      const stateOf = async (key: string) => (await ledger.app.get(IdempotencyKeys).outcome('message:ledger.keyed', key)).state;
+      expect(await send(ledger, 'ledger.keyed', { id: 'evt_1' })).toEqual({ ok: true, value: { done: true } });
+      expect(await stateOf('evt_1')).toBe('completed');
+      expect(await send(ledger, 'ledger.keyed', { id: 42 })).toEqual({ ok: true, value: { done: true } });
+      expect(await stateOf('42')).toBe('completed');
+      // No key: the handler requires one.
+      expect(await send(ledger, 'ledger.keyed', { id: { nested: true } })).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_KEY_MISSING' } });
+      expect(await send(ledger, 'ledger.keyed', 'a string payload')).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_KEY_MISSING' } });
+    });
+
+    it("asks a function, and refuses a GraphQL argument (the app's filter gets why)", async () => {
+      expect(await send(ledger, 'ledger.ref', { ref: 'x' })).toEqual({ ok: true, value: { done: true } });
+      expect((await ledger.app.get(IdempotencyKeys).outcome('message:ledger.ref', 'x')).state).toBe('completed');
+      RecordingFilter.caught.length = 0;
+      expect((await send(ledger, 'ledger.arg', {})).ok).toBe(false);
+      expect(RecordingFilter.caught).toHaveLength(1);
+      expect((RecordingFilter.caught[0] as Error).message).toMatch(/use \{ field \} or \{ header \}/);
+    });
+
+    it("leaves any other error as it is: the app's filter gets it, the sender Nest's answer to it", async () => {
+      RecordingFilter.caught.length = 0;
+      const failed = await send(ledger, 'ledger.fail', { id: randomUUID(), account: 'acct_3', amount: 1 });
+      expect(RecordingFilter.caught).toHaveLength(1);
+      expect(RecordingFilter.caught[0]).toBe(boom);
+      expect(failed).toEqual({ ok: false, error: { status: 'error', message: 'Internal server error' } });
     });
 
     it('a duplicate @EventPattern event is acknowledged and skipped: one effect', async () => {
@@ -256,7 +323,7 @@ describe('@Idempotent() on message handlers over TCP', () => {
      * unit had let go (the claim's snapshot predates its lock).
      */
     function committedByAnotherBeforeTheNextInsert(): jest.SpyInstance {
-      const { oneCommit } = ledger.app.get(PostgresIdempotencyStore);
+      const oneCommit = idempotencyStoreOf(ledger.app).store.oneCommit!;
       const txHost = ledger.app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
       const insert = oneCommit.complete.bind(oneCommit);
       return jest.spyOn(oneCommit, 'complete').mockImplementationOnce(async (request, response) => {
@@ -292,7 +359,7 @@ describe('@Idempotent() on message handlers over TCP', () => {
     afterAll(() => ledger.close());
 
     it('100 identical messages at once write more than one row', async () => {
-      ledger.app.get<NaiveIdempotencyStore>(PostgresIdempotencyStore).holdClaimWindow(2);
+      (idempotencyStoreOf(ledger.app).store as NaiveIdempotencyStore).holdClaimWindow(2);
       const id = randomUUID();
       await Promise.all(Array.from({ length: 100 }, () => send(ledger, 'ledger.credit', { id, account: 'acct_5', amount: 1 })));
       expect(await entries(ledger, id)).toBeGreaterThanOrEqual(2);

@@ -32,7 +32,7 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   }
 
   async claim(r: ClaimRequest): Promise<ClaimResult> {
-    const found = await this.check(this.dataSource, r);
+    const found = answer(await this.lookup(r), r);
     if (found) return found;
     // The race: between the SELECT above and this write, others find nothing too.
     await this.window?.enter();
@@ -83,7 +83,7 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   // Claims inside the unit, as naive: a check with no lock, and an upsert at the end.
   readonly oneCommit: OneCommitKeys = {
     claim: async (r: ClaimRequest): Promise<ClaimResult> => {
-      const found = await this.check(this.txHost.tx, r);
+      const found = answer(await this.read(this.txHost.tx, r), r);
       if (found) return found;
       await this.window?.enter();
       return { kind: 'claimed', owner: { scope: r.scope, key: r.key, id: r.id, token: '0', retentionMs: r.retentionMs }, takenOver: false, recovery: null };
@@ -98,16 +98,14 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
     },
   };
 
-  /** The naive check: the key's row as this statement sees it, or null when there is none (no lock: others see none too). */
-  private async check(db: Pick<DataSource, 'query'>, r: ClaimRequest): Promise<ClaimResult | null> {
-    const [row] = await db.query<{ fingerprint: Buffer; status: number | null; body: string | null; headers: string | null }[]>(
-      'SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1',
-      [r.id],
-    );
-    if (!row) return null;
-    if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
-    if (row.status === null) return { kind: 'in_progress', retryAfterMs: 1000 };
-    return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
+  /** The naive check of a durable claim: the key's row as an autocommit statement sees it (no lock: others see none too). */
+  protected lookup(r: ClaimRequest): Promise<KeyRow | undefined> {
+    return this.read(this.dataSource, r);
+  }
+
+  private async read(db: Pick<DataSource, 'query'>, r: ClaimRequest): Promise<KeyRow | undefined> {
+    const [row] = await db.query<KeyRow[]>('SELECT fingerprint, status, body, headers FROM idempotency_keys WHERE id = $1', [r.id]);
+    return row;
   }
 
   async outcome(at: ScopedKey): Promise<KeyOutcome> {
@@ -122,6 +120,22 @@ export class NaiveIdempotencyStore implements IdempotencyStore {
   async renew(owner: Ownership): Promise<string> {
     return owner.token;
   }
+}
+
+/** A key's row as this store reads it. */
+export interface KeyRow {
+  fingerprint: Buffer;
+  status: number | null;
+  body: string | null;
+  headers: string | null;
+}
+
+/** What a claim answers for the key's row, or null when there is none (the key is new). */
+function answer(row: KeyRow | undefined, r: ClaimRequest): ClaimResult | null {
+  if (!row) return null;
+  if (!row.fingerprint.equals(r.fingerprint)) return { kind: 'mismatch' };
+  if (row.status === null) return { kind: 'in_progress', retryAfterMs: 1000 };
+  return { kind: 'completed', response: decodeResponse(row.status, row.body ?? '', row.headers) };
 }
 
 /** A response's content type and Location as this store keeps them in `headers` (its rows are read back by it alone). */

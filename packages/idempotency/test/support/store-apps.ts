@@ -3,8 +3,7 @@ import { Test, TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { IdempotencyModule, IdempotencyModuleOptions, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
-import { PostgresIdempotencyStore } from './internals';
-import { StoreContractSubject, idempotencyStoreOf } from 'safe-retries/testing';
+import { IDEMPOTENCY_POSTGRES_STORE, StoreContractSubject, idempotencyStoreOf } from 'safe-retries/testing';
 import { createDatabase } from './test-services';
 
 /**
@@ -22,7 +21,7 @@ export async function postgresStoreSubject(options: IdempotencyModuleOptions = {
       IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false }, ...options }),
     ],
   });
-  if (store) builder = builder.overrideProvider(PostgresIdempotencyStore).useClass(store);
+  if (store) builder = builder.overrideProvider(IDEMPOTENCY_POSTGRES_STORE).useClass(store);
   const app = await builder.compile();
   await app.init();
   return {

@@ -1,27 +1,19 @@
-import { IdempotencyErrorCode, IdempotencyProblem } from 'safe-retries';
-import { IdempotencyGraphQLError } from 'safe-retries/graphql';
-import { CONTEXT_ERROR_CODES, IdempotencyMessageError } from 'safe-retries/messages';
-import { asGraphQLError, asMessageError } from '../../src/contexts/context-errors';
-import { graphqlHttpRequest, readGraphqlKey } from '../../src/contexts/graphql-context';
-import { idempotencyErrors } from '../../src/contract/idempotency.errors';
-import { ReplayedOutcome } from '../../src/contexts/value-answers';
+/*
+ * Where a GraphQL field and a message find what they are keyed by, in the
+ * context of each server and transport as it is: Apollo's (`req`) and
+ * Mercurius's (`req`, or `reply.request`); the message headers of NATS, Kafka
+ * and RabbitMQ, and TCP's none. Only Mercurius and TCP run in these tests (no
+ * Apollo driver, no Kafka or RabbitMQ broker), so these readers are given those
+ * contexts directly. The key sources (header, argument, field, function) and
+ * what the module answers outside HTTP are tested through a resolver and a
+ * message handler (test/contexts).
+ */
+import { graphqlHttpRequest } from '../../src/contexts/graphql-context';
 import { TransportContext, readMessageKey } from '../../src/contexts/message-context';
 
 const request = (headers: Record<string, string | string[]>) => ({ method: 'POST', url: '/graphql', headers });
 
 describe('where a GraphQL field finds its key', () => {
-  it('reads the header of the HTTP request (any case of the name), an argument, or a function', () => {
-    const req = request({ 'idempotency-key': 'k-1' });
-    expect(readGraphqlKey({ header: 'Idempotency-Key' }, {}, { req }, req)).toBe('k-1');
-    expect(readGraphqlKey({ arg: 'idempotencyKey' }, { idempotencyKey: 'k-2' }, undefined, undefined)).toBe('k-2');
-    expect(readGraphqlKey({ arg: 'idempotencyKey' }, { idempotencyKey: null }, undefined, undefined)).toBeUndefined();
-    expect(readGraphqlKey((args) => `order-${(args as { n: number }).n}`, { n: 7 }, undefined, undefined)).toBe('order-7');
-  });
-
-  it('refuses a payload field, which names a message key', () => {
-    expect(() => readGraphqlKey({ field: 'id' }, {}, undefined, undefined)).toThrow(/use \{ arg \} or \{ header \}/);
-  });
-
   it('finds the HTTP request in Apollo\'s context (req) and in Mercurius\'s (req, or reply.request)', () => {
     const req = request({});
     expect(graphqlHttpRequest({ req })).toBe(req);
@@ -31,13 +23,6 @@ describe('where a GraphQL field finds its key', () => {
 });
 
 describe('where a message finds its key', () => {
-  it('reads a payload field (a string or a number), else none', () => {
-    expect(readMessageKey({ field: 'id' }, { id: 'evt_1' }, undefined)).toBe('evt_1');
-    expect(readMessageKey({ field: 'id' }, { id: 42 }, undefined)).toBe('42');
-    expect(readMessageKey({ field: 'id' }, { id: { nested: true } }, undefined)).toBeUndefined();
-    expect(readMessageKey({ field: 'id' }, 'a string payload', undefined)).toBeUndefined();
-  });
-
   it('reads a header of NATS (getHeaders().get), Kafka (message headers, Buffers) and RabbitMQ (properties.headers); TCP has none', () => {
     const nats = { getHeaders: () => ({ get: (name: string) => (name === 'message-id' ? 'n-1' : '') }) };
     const kafka = { getMessage: () => ({ headers: { 'message-id': Buffer.from('k-1') } }) };
@@ -48,34 +33,5 @@ describe('where a message finds its key', () => {
     expect(readMessageKey({ header: 'message-id' }, {}, kafka)).toBe('k-1');
     expect(readMessageKey({ header: 'message-id' }, {}, rabbit)).toBe('r-1');
     expect(readMessageKey({ header: 'message-id' }, {}, tcp)).toBeUndefined();
-  });
-
-  it('asks a function, and refuses a GraphQL argument', () => {
-    expect(readMessageKey((data) => (data as { ref: string }).ref, { ref: 'x' }, undefined)).toBe('x');
-    expect(() => readMessageKey({ arg: 'id' }, {}, undefined)).toThrow(/use \{ field \} or \{ header \}/);
-  });
-});
-
-describe('problems outside HTTP', () => {
-  it('give every problem of the module a code, IDEMPOTENCY_KEY_IN_USE with its retryAfter', () => {
-    expect(Object.keys(CONTEXT_ERROR_CODES).sort()).toEqual(Object.values(IdempotencyErrorCode).sort());
-    const inUse = asGraphQLError(idempotencyErrors.inProgress('/docs/idempotency', 1));
-    expect(inUse).toBeInstanceOf(IdempotencyGraphQLError);
-    expect((inUse as IdempotencyGraphQLError).extensions).toEqual({ code: 'IDEMPOTENCY_KEY_IN_USE', retryAfter: 1 });
-    const reused = asMessageError(idempotencyErrors.reused('/docs/idempotency'));
-    expect((reused as IdempotencyMessageError).error).toMatchObject({ status: 'error', code: 'IDEMPOTENCY_KEY_REUSED' });
-    expect((reused as IdempotencyMessageError).error).not.toHaveProperty('retryAfter');
-  });
-
-  it('answer a replayed business outcome with its stored status and body', () => {
-    const error = asGraphQLError(new ReplayedOutcome({ status: 402, body: '{"code":"card_declined"}', contentType: 'application/json' }));
-    expect((error as IdempotencyGraphQLError).extensions).toEqual({ code: 'IDEMPOTENT_OUTCOME', outcome: { status: 402, body: { code: 'card_declined' } } });
-  });
-
-  it('leave any other error as it is', () => {
-    const other = new Error('boom');
-    expect(asGraphQLError(other)).toBe(other);
-    expect(asMessageError(other)).toBe(other);
-    expect(asGraphQLError(new IdempotencyProblem('/p', 400, IdempotencyErrorCode.KeyMissing, 't', 'd'))).toBeInstanceOf(IdempotencyGraphQLError);
   });
 });

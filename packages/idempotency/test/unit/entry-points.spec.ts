@@ -109,8 +109,8 @@ describe('entry points', () => {
     expect(lazily).toEqual(new Set(['nats']));
   });
 
-  it('the testing subpath is the store contract kit, and loads nothing of jest', () => {
-    expect(Object.keys(testing).sort()).toEqual(['ContractDriver', 'ResponseNotStoredError', 'STORE_CONTRACT', 'describeStoreContract', 'idempotencyStoreOf']);
+  it('the testing subpath is the store contract kit and the PostgreSQL store provider, and loads nothing of jest', () => {
+    expect(Object.keys(testing).sort()).toEqual(['ContractDriver', 'IDEMPOTENCY_POSTGRES_STORE', 'ResponseNotStoredError', 'STORE_CONTRACT', 'describeStoreContract', 'idempotencyStoreOf']);
     expect([...reach(join(SRC, 'testing/index.ts')).packages].filter((p) => /jest/.test(p))).toEqual([]);
   });
 });
