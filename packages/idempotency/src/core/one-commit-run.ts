@@ -49,8 +49,9 @@ const logger = new Logger('Idempotency');
  *   duplicates that wait for it (claimOrWait).
  */
 export async function runInOneCommit(route: OneCommitRoute, request: ClaimRequest, metrics: IdempotencyMetrics, work: RequestWork): Promise<OneCommitAnswer> {
-  let answer = await attempt(route, request, metrics, work);
-  for (let lost = 0; answer.kind === 'lost_insert' && lost < CLAIMS_AFTER_A_LOST_INSERT; lost++) answer = await attempt(route, request, metrics, work);
+  let answer: OneCommitAnswer | { kind: 'lost_insert' } = { kind: 'lost_insert' };
+  // The first unit, and one more for each insert lost (up to CLAIMS_AFTER_A_LOST_INSERT).
+  for (let units = 0; answer.kind === 'lost_insert' && units <= CLAIMS_AFTER_A_LOST_INSERT; units++) answer = await attempt(route, request, metrics, work);
   return answer.kind === 'lost_insert' ? { kind: 'in_progress', retryAfterMs: WAIT_SLICE_MS } : answer;
 }
 
