@@ -93,7 +93,7 @@ RETURNING lease::text AS lease\`;
     file: 'packages/idempotency/src/stores/postgres/key-queries.ts',
     find: '      unit.last = answer;',
     replace: '      unit.last = answer.then(() => undefined);',
-    tests: ['packages/idempotency/test/store-contract/postgres.spec.ts'],
+    tests: ['packages/idempotency/test/store-contract/postgres.spec.ts', 'test/e2e/fault/slow-worker.spec.ts', 'packages/idempotency/test/e2e/idempotency-contract.spec.ts'],
   },
   {
     id: 'fingerprint-without-body',
