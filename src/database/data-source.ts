@@ -40,6 +40,12 @@ export function dataSourceOptions(url: string, poolSize: number, deadlineMs: num
       query_timeout: deadlineMs,
       keepAlive: true,
       application_name: 'safe-retries',
+      // A client sends a statement without waiting for the answer to the one before
+      // (node-postgres pipelining): the idempotency module sends a key's last write
+      // with its COMMIT, and a one-commit claim with its read, one round trip each.
+      // Every statement still has its own answer. Nothing here uses cursors or
+      // streams, which a pipelined client refuses.
+      pipeline: true,
     },
   };
 }

@@ -88,6 +88,14 @@ RETURNING lease::text AS lease\`;
     tests: [...STORE_TESTS, 'packages/idempotency/test/e2e/idempotency.spec.ts'],
   },
   {
+    id: 'pipelined-refusal-ignored',
+    what: "a key's last write sent with COMMIT whose refusal is never read: an owner that lost its key is told its response stands",
+    file: 'packages/idempotency/src/stores/postgres/key-queries.ts',
+    find: '      unit.last = answer;',
+    replace: '      unit.last = answer.then(() => undefined);',
+    tests: ['packages/idempotency/test/store-contract/postgres.spec.ts', 'test/e2e/fault/slow-worker.spec.ts', 'packages/idempotency/test/e2e/idempotency-contract.spec.ts'],
+  },
+  {
     id: 'fingerprint-without-body',
     what: 'a fingerprint of the method and path only: another body under the same key is replayed, not refused',
     file: 'packages/idempotency/src/core/fingerprint.ts',

@@ -244,4 +244,19 @@ export const oneCommitCases: StoreContractCase[] = [
       assert.equal(replay.kind === 'completed' && replay.response.body, 'first');
     },
   },
+  {
+    name: 'one commit: a unit whose claim found the key free stores nothing when a durable claim took the key meanwhile (LeaseLostError)',
+    modes: ['one'],
+    async run(d) {
+      const request = d.request();
+      const { owner } = await d.claimed(request);
+      const durable = await d.store.claim(request);
+      assert.equal(durable.kind, 'claimed', 'a durable claim of a key with no row takes it');
+      if (durable.kind !== 'claimed') return;
+      await d.leaseLost(d.complete(owner, d.response('one commit')), "the unit's write of the key");
+      await d.unit(() => d.store.complete(durable.owner, d.response('durable')));
+      const replay = await d.store.claim(request);
+      assert.equal(replay.kind === 'completed' && replay.response.body, 'durable');
+    },
+  },
 ];

@@ -25,13 +25,19 @@ const CLIENT_A = 'client-a';
 const CLIENT_B = 'client-b';
 // The Redis half skips, with one line, where the run has no Redis (never under CI).
 const STORES: StoreKind[] = hasRedis() ? ['postgres', 'redis'] : ['postgres'];
-/** Each store, and the PostgreSQL store's routes again with `commit: 'one'` (under /contract/postgres-one). */
-const VARIANTS: { route: string; store: StoreKind; commit?: 'one' }[] = [
-  ...STORES.map((store) => ({ route: store, store })),
-  { route: 'postgres-one', store: 'postgres', commit: 'one' },
+/**
+ * Each store, and the PostgreSQL store's routes again with `commit: 'one'` (under
+ * /contract/postgres-one); the PostgreSQL ones again on node-postgres clients that
+ * pipeline (a unit's last write sent with its COMMIT).
+ */
+const VARIANTS: { route: string; store: StoreKind; commit?: 'one'; pipeline: boolean }[] = [
+  ...STORES.map((store) => ({ route: store, store, pipeline: false })),
+  { route: 'postgres-one', store: 'postgres', commit: 'one', pipeline: false },
+  { route: 'postgres', store: 'postgres', pipeline: true },
+  { route: 'postgres-one', store: 'postgres', commit: 'one', pipeline: true },
 ];
 
-describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, commit }) => {
+describe.each(VARIANTS)('idempotency contract, $route, pipelined clients: $pipeline (e2e)', ({ route, store, commit, pipeline }) => {
   // A leased owner's renewal and takeover are the durable claim's; a one-commit owner's lease
   // bounds its transaction instead (idempotency-one-commit.spec.ts).
   const leased = commit === 'one' ? it.skip : it;
@@ -43,6 +49,7 @@ describe.each(VARIANTS)('idempotency contract, $route (e2e)', ({ route, store, c
   beforeAll(async () => {
     t = await createLibraryApp('fastify', {
       listen: true,
+      pipeline,
       imports: [ContractModule.on(store, commit)],
       idempotency: { replayCache: { enabled: false }, ...(store === 'redis' ? { stores: { redis: new RedisIdempotencyStore({ url: redisUrl() }) } } : {}) },
     });

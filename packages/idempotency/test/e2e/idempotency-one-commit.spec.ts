@@ -15,7 +15,12 @@ import { PgCountingProxy, PgCounts, startPgCountingProxy } from '../support/pg-c
  * counts, from the server's answers, the statements and commits of each
  * request (test/support/pg-counting-proxy.ts).
  */
-describe.each(['express', 'fastify'] as const)('one commit per new key, on %s (e2e)', (platform) => {
+describe.each([
+  ['express', false],
+  ['fastify', false],
+  ['express', true],
+  ['fastify', true],
+] as const)('one commit per new key, on %s, pipelined clients: %s (e2e)', (platform, pipeline) => {
   jest.setTimeout(60_000);
   const KEYS = `"${LIBRARY_TABLE}"`;
   const SCOPE = 'acct_one';
@@ -30,7 +35,7 @@ describe.each(['express', 'fastify'] as const)('one commit per new key, on %s (e
   beforeAll(async () => {
     const admin = new URL(process.env.TEST_ADMIN_DATABASE_URL!);
     proxy = await startPgCountingProxy({ host: admin.hostname, port: Number(admin.port) });
-    t = await createLibraryApp(platform, { databaseUrl: (url) => proxy.url(url), idempotency: { replayCache: { enabled: false } } });
+    t = await createLibraryApp(platform, { databaseUrl: (url) => proxy.url(url), idempotency: { replayCache: { enabled: false } }, pipeline });
   });
   afterAll(async () => {
     await t?.close();
@@ -135,7 +140,12 @@ describe.each(['express', 'fastify'] as const)('one commit per new key, on %s (e
       const before = proxy.counts();
       await post(path, key, { name }).expect(201);
       const after = proxy.counts();
-      return { statements: after.statements - before.statements, roundTrips: after.roundTrips - before.roundTrips, commits: after.commits - before.commits };
+      return {
+        statements: after.statements - before.statements,
+        answers: after.answers - before.answers,
+        roundTrips: after.roundTrips - before.roundTrips,
+        commits: after.commits - before.commits,
+      };
     };
     // Warm: each statement prepared once on some connection.
     for (let i = 0; i < 3; i++) {
@@ -147,11 +157,16 @@ describe.each(['express', 'fastify'] as const)('one commit per new key, on %s (e
     const durableReplay = await measure('widgets', true);
     const oneReplay = await measure('widgets-one', true);
     console.log(
-      `per request on ${platform} (the handler: one INSERT):\n` +
+      `per request on ${platform}, pipelined: ${pipeline} (the handler: one INSERT):\n` +
         `  new key, durable: ${JSON.stringify(durable)}\n  new key, commit one: ${JSON.stringify(one)}\n` +
         `  replay from the row, durable: ${JSON.stringify(durableReplay)}\n  replay from the row, commit one: ${JSON.stringify(oneReplay)}`,
     );
     expect(durable.commits).toBe(2);
     expect(one.commits).toBe(1);
+    // Durable: the claim (autocommit), START, the handler, the completion and COMMIT.
+    // One commit: START, the claim and its read under the lock, the handler, the key's INSERT and COMMIT.
+    // A pipelined client sends the claim with its read, and the key's last write with COMMIT.
+    expect({ durable: durable.roundTrips, one: one.roundTrips }).toEqual(pipeline ? { durable: 4, one: 4 } : { durable: 5, one: 6 });
+    expect({ durable: durable.statements, one: one.statements }).toEqual({ durable: 5, one: 6 });
   });
 });

@@ -42,11 +42,12 @@ describe('@Idempotent({ wait }) behind PgBouncer in transaction mode (e2e)', () 
     await db?.drop();
   });
 
-  /** The demo on a database reached through PgBouncer, with unnamed statements. */
-  const pooledApp = (registry: Registry, postgres: IdempotencyModuleOptions['postgres'] = {}) =>
+  /** The demo on a database reached through PgBouncer, with unnamed statements; `pipeline`: on clients that pipeline. */
+  const pooledApp = (registry: Registry, postgres: IdempotencyModuleOptions['postgres'] = {}, pipeline = false) =>
     createLibraryApp('fastify', {
       imports: [DemoModule],
       listen: true,
+      pipeline,
       database: db,
       databaseUrl: () => bouncer.url(db.name),
       idempotency: { postgres: { transactionPooler: true, preparedStatements: false, ...postgres }, registry },
@@ -93,6 +94,16 @@ describe('@Idempotent({ wait }) behind PgBouncer in transaction mode (e2e)', () 
     try {
       await pileUp(t, registry);
       expect(await listeners()).toBe(0);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("on clients that pipeline (a key's last write sent with COMMIT): the same pile-up, 99 replays, one row", async () => {
+    const registry = new Registry();
+    const t = await pooledApp(registry, {}, true);
+    try {
+      await pileUp(t, registry);
     } finally {
       await t.close();
     }

@@ -34,10 +34,10 @@ function contractProperty(subject: () => StoreContractSubject & { purge?(): Prom
 const RUN_TIMEOUT_MS = 300_000;
 
 describe('the store contract, model-based', () => {
-  describe('PostgreSQL store', () => {
+  describe.each([false, true])('PostgreSQL store, pipelined clients: %s', (pipeline) => {
     let subject: Awaited<ReturnType<typeof postgresStoreSubject>>;
     beforeAll(async () => {
-      subject = await postgresStoreSubject();
+      subject = await postgresStoreSubject({}, undefined, { pipeline });
     });
     afterAll(() => subject?.close?.());
 

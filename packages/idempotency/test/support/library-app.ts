@@ -197,6 +197,8 @@ export interface LibraryAppOptions {
   database?: TestDatabase;
   /** Listen on a real port (separate sockets for races). */
   listen?: boolean;
+  /** node-postgres clients that pipeline (TypeORM's `extra: { pipeline: true }`, as the library's setup recommends). */
+  pipeline?: boolean;
 }
 
 /** Boots the library demo on a fresh database, the way a new Nest + TypeORM app would wire the module. */
@@ -209,7 +211,7 @@ export async function createLibraryApp(platform: Platform = 'express', options: 
   try {
     const moduleRef = await Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url }),
+        TypeOrmModule.forRoot({ type: 'postgres', url, ...(options.pipeline ? { extra: { pipeline: true } } : {}) }),
         IdempotencyModule.forRoot({
           scope: principal,
           policyUrl: '/docs/idempotency',

@@ -10,13 +10,24 @@ import { createDatabase } from './test-services';
  * The module alone in a Nest application context (no HTTP, no app of ours) on a
  * fresh database of the run's PostgreSQL, migrated by the module's own
  * migrations, its jobs off; `store` replaces the PostgreSQL store (a store that
- * breaks the contract). Its PostgreSQL store, ready for the contract kit.
+ * breaks the contract); `pipeline`: node-postgres clients that pipeline (TypeORM's
+ * `extra: { pipeline: true }`). Its PostgreSQL store, ready for the contract kit.
  */
-export async function postgresStoreSubject(options: IdempotencyModuleOptions = {}, store?: Type): Promise<StoreContractSubject & { app: TestingModule }> {
+export async function postgresStoreSubject(
+  options: IdempotencyModuleOptions = {},
+  store?: Type,
+  { pipeline = false }: { pipeline?: boolean } = {},
+): Promise<StoreContractSubject & { app: TestingModule }> {
   const db = await createDatabase();
   let builder = Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(options.postgres?.tableName), migrationsRun: true }),
+      TypeOrmModule.forRoot({
+        type: 'postgres',
+        url: db.url,
+        migrations: idempotencyMigrations(options.postgres?.tableName),
+        migrationsRun: true,
+        ...(pipeline ? { extra: { pipeline: true } } : {}),
+      }),
       transactionalClsModule({ middleware: false }),
       IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false }, ...options }),
     ],

@@ -36,7 +36,8 @@ const ROW_COLUMNS = `k.id IS NOT NULL AS found, k.fingerprint = $2::bytea AS sam
 // The statement's snapshot predates its lock: a unit that committed the key and
 // let the lock go in between is not seen in it. So a claim that takes the lock
 // reads the row again (ONE_COMMIT_READ_SQL), in a snapshot taken after the lock
-// (READ COMMITTED: one per statement), before its handler runs.
+// (READ COMMITTED: one per statement), before its handler runs. A pipelined
+// client sends the read with the claim: it runs after the claim's lock all the same.
 const ONE_COMMIT_CLAIM_SQL = (t: string) => `
 SELECT CASE WHEN k.id IS NULL OR ${REPLACEABLE} OR ${abandoned()} THEN pg_try_advisory_xact_lock(${KEY_LOCK}) END AS locked,
        concat(set_config('statement_timeout', $3, true),
@@ -53,15 +54,26 @@ SELECT ${ROW_COLUMNS}
   FROM (SELECT 1) one
   LEFT JOIN ${t} k ON k.id = $1::uuid`;
 
-// The last statement before COMMIT. A row already there is replaced only when
-// the claim could take it (past its retention, or abandoned); any other row was
-// committed after the claim's read by a unit that did not take the lock (a
-// durable claim of the same key): no row is written, the caller rolls back
-// (LeaseLostError) and claims again, which reads that row. The primary key is
-// the fence: two units can never both commit the key.
-const ONE_COMMIT_COMPLETE_SQL = (t: string) => `
+/** What the key's INSERT raises when the key has a row (unique_violation of the primary key). */
+export const KEY_ALREADY_WRITTEN = '23505';
+
+// The last statement before COMMIT, when the claim read no row: a plain INSERT.
+// A row there now was committed after the claim's read by a unit that did not
+// take the lock (a durable claim of the same key): the primary key refuses the
+// INSERT with an error, which aborts the transaction, so its COMMIT rolls back
+// even when sent before the answer (a pipelined client, see key-queries.ts);
+// the caller claims again (LeaseLostError), which reads that row.
+const ONE_COMMIT_INSERT_SQL = (t: string) => `
 INSERT INTO ${t} AS k (id, lease, expires_at, fingerprint, status, body, headers)
-VALUES ($1::uuid, ${NOW_US}, now() + $6::int8 * interval '1 millisecond', $2::bytea, $3::int2, $4::text, $5::text)
+VALUES ($1::uuid, ${NOW_US}, now() + $6::int8 * interval '1 millisecond', $2::bytea, $3::int2, $4::text, $5::text)`;
+
+// The last statement before COMMIT, when the claim read a row. It is replaced
+// only when the claim could take it (past its retention, or abandoned); any
+// other row was committed after the claim's read by a unit that did not take
+// the lock: no row is written, the caller rolls back (LeaseLostError) and
+// claims again, which reads that row. The primary key is the fence: two units
+// can never both commit the key.
+const ONE_COMMIT_COMPLETE_SQL = (t: string) => `${ONE_COMMIT_INSERT_SQL(t)}
 ON CONFLICT (id) DO UPDATE
    SET lease = EXCLUDED.lease, expires_at = EXCLUDED.expires_at, fingerprint = EXCLUDED.fingerprint,
        status = EXCLUDED.status, body = EXCLUDED.body, headers = EXCLUDED.headers, recovery = NULL
@@ -69,7 +81,7 @@ ON CONFLICT (id) DO UPDATE
 
 /** The one-commit statements on the keys table `table`. */
 export function oneCommitStatements(table: string) {
-  return { claim: ONE_COMMIT_CLAIM_SQL(table), read: ONE_COMMIT_READ_SQL(table), complete: ONE_COMMIT_COMPLETE_SQL(table) };
+  return { claim: ONE_COMMIT_CLAIM_SQL(table), read: ONE_COMMIT_READ_SQL(table), insert: ONE_COMMIT_INSERT_SQL(table), complete: ONE_COMMIT_COMPLETE_SQL(table) };
 }
 
 export type OneCommitStatements = ReturnType<typeof oneCommitStatements>;

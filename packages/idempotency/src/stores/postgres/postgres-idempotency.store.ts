@@ -14,7 +14,7 @@ import { oneCommitStatements } from './one-commit-statements';
 import { PostgresOneCommitKeys } from './postgres-one-commit-keys';
 import { PostgresRecoveryPoints, StoredRecoveryPoint } from './postgres-recovery-points';
 import { SettledKeysListener } from './settled-keys';
-import { KeyStatements, keyStatements } from './statements';
+import { COMPLETION_REFUSED, KeyStatements, keyStatements } from './statements';
 
 /**
  * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
@@ -34,8 +34,10 @@ import { KeyStatements, keyStatements } from './statements';
  * - A renewal is the same compare-and-set by the owner itself: a later lease
  *   and a larger token (LeaseKeeper runs it while the work runs).
  * - The completion is an UPDATE fenced on the token inside the business
- *   transaction: when it matches no row, another attempt owns the key, and
- *   LeaseLostError rolls the whole transaction back (business writes included).
+ *   transaction: when it matches no row, another attempt owns the key, the
+ *   statement raises an error, and the whole transaction rolls back (business
+ *   writes included; LeaseLostError). Being an error, the fence holds even
+ *   when COMMIT is sent before its answer (a pipelined client, key-queries.ts).
  * - Retention counts from the outcome: the completion sets `expires_at` to
  *   now() + the route's retention. Until then `expires_at` only lets a key that
  *   nothing can resume be replaced: a key with a recovery point, or whose owner
@@ -125,7 +127,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   }
 
   runUnit<T>(work: () => Promise<T>): Promise<T> {
-    return this.txHost.withTransaction(() => this.writes.within(work));
+    return this.queries.unit(() => this.txHost.withTransaction(() => this.writes.within(work)));
   }
 
   inUnit(): boolean {
@@ -166,7 +168,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
 
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
     const sealed = this.cipher.seal(owner.id, response);
-    await this.queries.fencedInTransaction('idempotency_complete', this.sql.complete, [owner.id, owner.token, response.status, sealed.body, sealed.headers, owner.retentionMs]);
+    const values = [owner.id, owner.token, response.status, sealed.body, sealed.headers, owner.retentionMs];
+    await this.queries.lastInTransaction({ name: 'idempotency_complete', text: this.sql.complete, values }, COMPLETION_REFUSED);
   }
 
   async renew(owner: Ownership, leaseMs: number): Promise<string | null> {

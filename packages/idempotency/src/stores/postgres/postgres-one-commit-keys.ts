@@ -1,7 +1,7 @@
 import { ClaimRequest, ClaimResult, OneCommitKeys, StoredResponse } from '../../contract/idempotency.store';
 import { ResponseCipher } from '../../contract/response-cipher';
 import { KeyQueries } from './key-queries';
-import { OneCommitStatements } from './one-commit-statements';
+import { KEY_ALREADY_WRITTEN, OneCommitStatements } from './one-commit-statements';
 
 interface OneCommitClaimRow {
   /** Null when the lock was not tried (the row is final or another's); absent on the read under the lock. */
@@ -43,11 +43,18 @@ export class PostgresOneCommitKeys implements OneCommitKeys {
 
   async claim(request: ClaimRequest): Promise<ClaimResult> {
     const { scope, key, id, fingerprint, leaseMs, retentionMs } = request;
-    const [first] = await this.queries.inTransaction<OneCommitClaimRow>('idempotency_one_commit_claim', this.sql.claim, [id, fingerprint, String(leaseMs)]);
+    // Locked: what a unit committed before letting the lock go is read under the lock, before the handler runs.
+    const [[first], read] = await this.queries.inTransactionThen<OneCommitClaimRow, OneCommitClaimRow>(
+      { name: 'idempotency_one_commit_claim', text: this.sql.claim, values: [id, fingerprint, String(leaseMs)] },
+      { name: 'idempotency_one_commit_read', text: this.sql.read, values: [id, fingerprint] },
+      ([claim]) => claim.locked === true,
+    );
     // Tried only for a key left to be claimed (see the statement): held by another unit, it is in progress.
     if (first.locked === false) return { kind: 'in_progress', retryAfterMs: HELD_RETRY_MS };
-    // Locked: what a unit committed before letting the lock go is read now, before the handler runs.
-    const row = first.locked ? (await this.queries.inTransaction<OneCommitClaimRow>('idempotency_one_commit_read', this.sql.read, [id, fingerprint]))[0] : first;
+    const row = read ? read[0] : first;
+    // Its final write is then a plain INSERT (the primary key its fence).
+    const unit = this.queries.currentUnit();
+    if (unit) unit.unseenKey = row.found ? undefined : id;
     const claimed = (takenOver: boolean): ClaimResult => ({
       kind: 'claimed',
       // No token: the claim is the transaction's lock, and nothing outside it can be fenced.
@@ -68,14 +75,12 @@ export class PostgresOneCommitKeys implements OneCommitKeys {
 
   async complete(request: ClaimRequest, response: StoredResponse): Promise<void> {
     const sealed = this.cipher.seal(request.id, response);
+    const values = [request.id, request.fingerprint, response.status, sealed.body, sealed.headers, request.retentionMs];
     // No row written (LeaseLostError): a durable claim of the same key committed its row after our read.
-    await this.queries.fencedInTransaction('idempotency_one_commit_complete', this.sql.complete, [
-      request.id,
-      request.fingerprint,
-      response.status,
-      sealed.body,
-      sealed.headers,
-      request.retentionMs,
-    ]);
+    if (this.queries.currentUnit()?.unseenKey === request.id) {
+      await this.queries.lastInTransaction({ name: 'idempotency_one_commit_insert', text: this.sql.insert, values }, KEY_ALREADY_WRITTEN);
+    } else {
+      await this.queries.fencedInTransaction('idempotency_one_commit_complete', this.sql.complete, values);
+    }
   }
 }

@@ -82,13 +82,23 @@ RETURNING lease::text AS lease`;
 // when one matches no row, the key is no longer the caller's, and LeaseLostError
 // rolls that transaction back. A lost lease can never commit.
 
+/** What the completion raises when it matched no row (division_by_zero, see COMPLETE_SQL). */
+export const COMPLETION_REFUSED = '22012';
+
 // Clears the recovery point (NULL stays NULL on other routes, so their completion
 // stays a HOT update; see the migration of the recovery index). The retention
-// starts here, at the outcome.
+// starts here, at the outcome. When the UPDATE matches no row, the statement
+// raises an error (1 / 0: plain SQL has no other way to raise), which aborts the
+// transaction: its COMMIT then rolls back even when sent before the answer
+// (a pipelined client, see key-queries.ts).
 const COMPLETE_SQL = (t: string) => `
+WITH completed AS (
 UPDATE ${t} SET status = $3::int2, body = $4::text, headers = $5::text, recovery = NULL,
        expires_at = now() + $6::int8 * interval '1 millisecond'
- WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL
+RETURNING 1
+)
+SELECT 1 / count(*) AS completed FROM completed`;
 
 // The owner's own compare-and-set: a later lease, and a token larger than any
 // before it (GREATEST: even a lease that was extended further stays ordered).
