@@ -307,6 +307,27 @@ describe('client webhooks: dead letters and redelivery (e2e)', () => {
   });
 });
 
+/**
+ * Client `clientId` records 20 events, 25 ms apart, each committed on its own;
+ * once all reached `receiver` (within `timeoutMs`), the percentiles of their
+ * commit-to-delivery times in ms.
+ */
+async function otherClientDeliveries(t: TestApp, clientId: string, secret: string, receiver: Receiver, timeoutMs: number): Promise<(p: number) => number> {
+  const txHost = t.app.get(TransactionHost);
+  const events = t.app.get(EventsService, { strict: false });
+  const committed = new Map<string, number>();
+  for (let i = 0; i < 20; i++) {
+    const id = `ord_other_${i}_${randomUUID()}`;
+    await txHost.withTransaction(() => events.record(clientId, 'order.created', { id }));
+    committed.set(id, Date.now());
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  const arrived = () => new Map(receiver.accepted(secret).map((e) => [e.data.id, receiver.requests.find((r) => r.headers['webhook-id'] === e.id)!.at]));
+  await eventually(() => [...committed.keys()].every((id) => arrived().has(id)), timeoutMs);
+  const latencies = [...committed].map(([id, at]) => arrived().get(id)! - at).sort((x, y) => x - y);
+  return (p) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)];
+}
+
 /** Deliveries of one lane a relay has in flight at once: the library's RELAY_LANE_CAP (outbox-relay.ts). */
 const RELAY_LANE_CAP = 4;
 /** Deliveries of one group of lanes (one client's endpoints) a relay has in flight at once: the library's RELAY_GROUP_CAP. */
@@ -330,19 +351,9 @@ describe('client webhooks: a slow endpoint slows no other (e2e)', () => {
       });
       await eventually(() => tarpit.open >= RELAY_LANE_CAP, Infinity);
 
-      const committed = new Map<string, number>();
-      for (let i = 0; i < 20; i++) {
-        const id = `ord_other_${i}_${randomUUID()}`;
-        await txHost.withTransaction(() => events.record(b, 'order.created', { id }));
-        committed.set(id, Date.now());
-        await new Promise((r) => setTimeout(r, 25));
-      }
-      const arrived = () => new Map(receiver.accepted(endpoint.secret).map((e) => [e.data.id, receiver.requests.find((r) => r.headers['webhook-id'] === e.id)!.at]));
-      await eventually(() => [...committed.keys()].every((id) => arrived().has(id)), Infinity);
-
-      const latencies = [...committed].map(([id, at]) => arrived().get(id)! - at).sort((x, y) => x - y);
-      const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)];
-      console.log(`commit-to-delivery beside a tarpit with 1,000 events queued: p50 ${pct(50)} ms, p99 ${pct(99)} ms (${latencies.length} events)`);
+      const pct = await otherClientDeliveries(t, b, endpoint.secret, receiver, Infinity);
+      console.log(`commit-to-delivery beside a tarpit with 1,000 events queued: p50 ${pct(50)} ms, p99 ${pct(99)} ms`);
+      expect(pct(99)).toBeLessThan(1_000);
       // The tarpit never held more than its lane's cap of connections: the other slots stayed free for client B.
       expect(tarpit.mostOpen).toBeLessThanOrEqual(RELAY_LANE_CAP);
     } finally {
@@ -372,21 +383,10 @@ describe('client webhooks: a client with many slow endpoints slows no other clie
       });
       await eventually(() => tarpit.open >= RELAY_GROUP_CAP, 10_000);
 
-      const committed = new Map<string, number>();
-      for (let i = 0; i < 20; i++) {
-        const id = `ord_other_${i}_${randomUUID()}`;
-        await txHost.withTransaction(() => events.record(b, 'order.created', { id }));
-        committed.set(id, Date.now());
-        await new Promise((r) => setTimeout(r, 25));
-      }
-      const arrived = () => new Map(receiver.accepted(endpoint.secret).map((e) => [e.data.id, receiver.requests.find((r) => r.headers['webhook-id'] === e.id)!.at]));
       // Well within the attempt's 15 s: a slot held by a tarpit frees only then.
-      await eventually(() => [...committed.keys()].every((id) => arrived().has(id)), 10_000);
-
-      const latencies = [...committed].map(([id, at]) => arrived().get(id)! - at).sort((x, y) => x - y);
-      const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)];
+      const pct = await otherClientDeliveries(t, b, endpoint.secret, receiver, 10_000);
       console.log(
-        `commit-to-delivery beside a client with 16 tarpit endpoints and 1,600 deliveries queued: p50 ${pct(50)} ms, p99 ${pct(99)} ms (${latencies.length} events); ` +
+        `commit-to-delivery beside a client with 16 tarpit endpoints and 1,600 deliveries queued: p50 ${pct(50)} ms, p99 ${pct(99)} ms; ` +
           `the tarpits held at most ${tarpit.mostOpen} connections`,
       );
       expect(pct(99)).toBeLessThan(1_000);
