@@ -37,11 +37,15 @@ export function isPublicAddress(address: string): boolean {
  * Every address `host` (a name or an IP literal, which is its own address)
  * resolves to, in the resolver's order. Resolution cannot be cancelled
  * (getaddrinfo), so a lookup that outlives `signal` is abandoned: the call
- * rejects at once, with the signal's reason.
+ * rejects at once, with the signal's reason (callers that joined the same
+ * lookup, HostResolver, still wait for it). A signal already ended looks
+ * nothing up.
  */
 export async function resolvedAddresses(host: string, resolver: HostResolver, signal?: AbortSignal): Promise<ResolvedAddress[]> {
   const literal = isIP(host);
-  return literal ? [{ address: host, family: literal }] : await abandonable(resolver.lookup(host), signal);
+  if (literal) return [{ address: host, family: literal }];
+  signal?.throwIfAborted();
+  return await abandonable(resolver.lookup(host), signal);
 }
 
 /**
@@ -58,7 +62,6 @@ export async function publicAddresses(host: string, resolver: HostResolver, sign
 
 function abandonable<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return work;
-  signal.throwIfAborted();
   return new Promise<T>((resolve, reject) => {
     const abandon = () => reject(signal.reason as Error);
     signal.addEventListener('abort', abandon, { once: true });

@@ -11,7 +11,8 @@ import { waitFor } from '../support/http-client';
 /**
  * One deadline covers a delivery's whole attempt, its name lookup included.
  * The lookup is HostResolver's, replaced here (Nest's overrideProvider) by one
- * that never answers for a name: nothing else is changed. The deadline is the
+ * whose system lookup never answers for a name: nothing else is changed (the
+ * sharing of a lookup still running among its callers is HostResolver's own). The deadline is the
  * relay's lease when that ends before ATTEMPT_TIMEOUT_MS (15 s), so the
  * suite's app shortens the outbox's lease (its configuration) to 3 s instead
  * of waiting 15 s per attempt.
@@ -24,13 +25,23 @@ const RELAY_LANE_CAP = 4;
 /** Names under it are never answered. */
 const SILENT = '.never-answers.test';
 
-/** The system's lookup, except for names under SILENT: those lookups never answer. Counts them, per name. */
+/**
+ * The system's lookup, except for names under SILENT: those lookups never
+ * answer. Counts, per name, the lookups asked for (`asked`: one per attempt)
+ * and those started (`started`: HostResolver joins a lookup still running).
+ */
 class SilentResolver extends HostResolver {
   readonly asked = new Map<string, number>();
+  readonly started = new Map<string, number>();
 
   override lookup(host: string): Promise<ResolvedAddress[]> {
-    if (!host.endsWith(SILENT)) return super.lookup(host);
-    this.asked.set(host, (this.asked.get(host) ?? 0) + 1);
+    if (host.endsWith(SILENT)) this.asked.set(host, (this.asked.get(host) ?? 0) + 1);
+    return super.lookup(host);
+  }
+
+  protected override systemLookup(host: string): Promise<ResolvedAddress[]> {
+    if (!host.endsWith(SILENT)) return super.systemLookup(host);
+    this.started.set(host, (this.started.get(host) ?? 0) + 1);
     return new Promise<never>(() => undefined);
   }
 }
@@ -130,10 +141,12 @@ describe('webhook deliveries: a name lookup that never answers (e2e)', () => {
     );
     expect(message).toEqual({ attempts: 1, delivered: false, dead: false, later: true, last_error: expect.stringContaining('no DNS answer within') });
 
-    // Its retry, at the schedule's next step (5 s), looks the name up again, and ends the same way.
+    // Its retry, at the schedule's next step (5 s), asks for the name again and ends the same way: it
+    // joins the first lookup, still running (abandoned, not ended), so one lookup hangs, not two.
     await waitFor('the second attempt to end', async () => (await attempts(endpoint.id)).filter((a) => a.ms !== null).length === 2);
     expect((await attempts(endpoint.id))[1]).toEqual(expect.objectContaining({ attempt: 2, error_class: 'dns' }));
     expect(resolver.asked.get(`one${SILENT}`)).toBe(2);
+    expect(resolver.started.get(`one${SILENT}`)).toBe(1);
   });
 
   it("holds at most its endpoint's cap of the relay's slots: another client's events are delivered meanwhile", async () => {
@@ -156,12 +169,14 @@ describe('webhook deliveries: a name lookup that never answers (e2e)', () => {
     const lookups = asked();
     const within = Date.now() - hangingSince;
     console.log(
-      `beside an endpoint whose lookups never answer (50 events queued, ${lookups} lookups hanging): commit-to-delivery p50 ${latencies[9]} ms, max ${latencies[19]} ms`,
+      `beside an endpoint whose lookups never answer (50 events queued, ${lookups} deliveries waiting on ${resolver.started.get(`many${SILENT}`)} lookup): commit-to-delivery p50 ${latencies[9]} ms, max ${latencies[19]} ms`,
     );
     expect(latencies[19]).toBeLessThan(1_000);
-    // All of it before the silent lookups' deadline: they were hanging the whole time, and no more of them than the cap.
+    // All of it before the silent lookups' deadline: they were waiting the whole time, no more of them than
+    // the cap, all on one lookup (one of libuv's threads, not one per delivery).
     expect(within).toBeLessThan(LEASE_MS);
     expect((await attempts(silent.id)).filter((a) => a.ms !== null)).toEqual([]);
     expect(lookups).toBe(RELAY_LANE_CAP);
+    expect(resolver.started.get(`many${SILENT}`)).toBe(1);
   });
 });
