@@ -60,6 +60,14 @@ RETURNING lease::text AS lease\`;
     tests: STORE_TESTS,
   },
   {
+    id: 'recovery-point-ignores-lost-lease',
+    what: "a recovery point that matches no row without an error: sent with its phase's COMMIT, a stale owner's phase commits",
+    file: STATEMENTS,
+    find: 'SELECT 1 / count(*) AS checkpointed FROM checkpointed',
+    replace: 'SELECT 1 AS checkpointed FROM (SELECT count(*) FROM checkpointed) c',
+    tests: ['packages/idempotency/test/store-contract/postgres.spec.ts'],
+  },
+  {
     id: 'retention-from-first-request',
     what: 'retention counted from the claim, not from the outcome: a slow operation is forgotten soon after it ends',
     file: STATEMENTS,

@@ -12,8 +12,9 @@ import { IdempotencyStore, Ownership } from '../contract/idempotency.store';
  *   moves the lease to a full lease from now and gives the owner a new token.
  * - The owner's token is what every fenced statement matches on, so a fenced
  *   statement never runs while a renewal is in flight, and no renewal starts
- *   while one runs (`fenced`). A renewal that waits for the row lock of a
- *   fenced statement's transaction simply runs after its commit. The last
+ *   while one runs (`fenced`; a recovery point's, until its transaction
+ *   ends). A renewal that waits for the row lock of a fenced statement's
+ *   transaction simply runs after its commit. The last
  *   statement (`end`: completion, release, yield) stops the renewals first.
  * - The lease is believed held only while the last renewal said so and a lease
  *   has not passed since that renewal was sent (on this process's monotonic
@@ -63,14 +64,21 @@ export class LeaseKeeper {
     if (!this.held) throw new LeaseLostError();
   }
 
-  /** Runs a statement fenced on the owner's token, never beside a renewal. */
-  async fenced<T>(statement: (owner: Ownership) => Promise<T>): Promise<T> {
+  /**
+   * Runs a statement fenced on the owner's token, never beside a renewal. With
+   * `until`, no renewal starts before it settles either: a statement sent with
+   * its transaction's COMMIT (a pipelined client) resolves before the server
+   * has run it, and a renewal run first would change the token it matches on.
+   */
+  async fenced<T>(statement: (owner: Ownership) => Promise<T>, until?: Promise<unknown>): Promise<T> {
     this.fencing++;
+    const done = () => void this.fencing--;
     try {
       await this.renewing;
       return await statement(this.owner);
     } finally {
-      this.fencing--;
+      if (until) void until.then(done, done);
+      else done();
     }
   }
 

@@ -90,14 +90,19 @@ export class PhasedOperation<S = unknown> {
     this.attempt.assertOpen(this.name);
     const { lease, recoveryPoints } = this.attempt;
     let saved: S | undefined;
+    let ended!: () => void;
+    const unitEnded = new Promise<void>((resolve) => (ended = resolve));
     const result = await inSpan(`idempotency.checkpoint ${point}`, () =>
-      this.attempt.unit(async () => {
-        const value = await work();
-        saved = state(value);
-        const recovery = { operation: this.name, point, state: saved, status: this.successStatus };
-        await lease.fenced((owner) => recoveryPoints.checkpoint(owner, recovery));
-        return value;
-      }),
+      this.attempt
+        .unit(async () => {
+          const value = await work();
+          saved = state(value);
+          const recovery = { operation: this.name, point, state: saved, status: this.successStatus };
+          // The unit's last write: it may go with the COMMIT, so no renewal until the unit has ended.
+          await lease.fenced((owner) => recoveryPoints.checkpoint(owner, recovery), unitEnded);
+          return value;
+        })
+        .finally(ended),
     );
     this.attempt.reached(point, saved ?? null);
     return result;

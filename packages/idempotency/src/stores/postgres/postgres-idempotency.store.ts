@@ -14,7 +14,7 @@ import { oneCommitStatements } from './one-commit-statements';
 import { PostgresOneCommitKeys } from './postgres-one-commit-keys';
 import { PostgresRecoveryPoints, StoredRecoveryPoint } from './postgres-recovery-points';
 import { SettledKeysListener } from './settled-keys';
-import { COMPLETION_REFUSED, KeyStatements, keyStatements } from './statements';
+import { FENCED_WRITE_REFUSED, KeyStatements, keyStatements } from './statements';
 
 /**
  * The claim/complete protocol in PostgreSQL (see docs/idempotency.md).
@@ -169,7 +169,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore, OnModuleDestr
   async complete(owner: Ownership, response: StoredResponse): Promise<void> {
     const sealed = this.cipher.seal(owner.id, response);
     const values = [owner.id, owner.token, response.status, sealed.body, sealed.headers, owner.retentionMs];
-    await this.queries.lastInTransaction({ name: 'idempotency_complete', text: this.sql.complete, values }, COMPLETION_REFUSED);
+    await this.queries.lastInTransaction({ name: 'idempotency_complete', text: this.sql.complete, values }, FENCED_WRITE_REFUSED);
   }
 
   async renew(owner: Ownership, leaseMs: number): Promise<string | null> {

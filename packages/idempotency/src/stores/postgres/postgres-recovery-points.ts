@@ -1,6 +1,6 @@
 import { Ownership, RecoveryPoint, RecoveryPoints, ScopedKey } from '../../contract/idempotency.store';
 import { KeyQueries } from './key-queries';
-import { KeyStatements } from './statements';
+import { FENCED_WRITE_REFUSED, KeyStatements } from './statements';
 
 /**
  * A recovery point as stored: with the scope and key it belongs to, which the
@@ -23,8 +23,9 @@ interface TakenRow {
 
 /**
  * Recovery points in the keys table (the `recovery` column): each phase's point
- * commits, fenced, in the phase's own transaction; takeovers are the lease's
- * compare-and-set, one winner per key.
+ * commits, fenced, in the phase's own transaction, as its last write (sent with
+ * its COMMIT on a pipelined client); takeovers are the lease's compare-and-set,
+ * one winner per key.
  */
 export class PostgresRecoveryPoints implements RecoveryPoints {
   constructor(
@@ -36,7 +37,8 @@ export class PostgresRecoveryPoints implements RecoveryPoints {
 
   async checkpoint(owner: Ownership, recovery: RecoveryPoint): Promise<void> {
     const stored: StoredRecoveryPoint = { ...recovery, scope: owner.scope, key: owner.key, retentionMs: owner.retentionMs };
-    await this.queries.fencedInTransaction('idempotency_checkpoint', this.sql.checkpoint, [owner.id, owner.token, JSON.stringify(stored)]);
+    const values = [owner.id, owner.token, JSON.stringify(stored)];
+    await this.queries.lastInTransaction({ name: 'idempotency_checkpoint', text: this.sql.checkpoint, values }, FENCED_WRITE_REFUSED);
   }
 
   async discard(owner: Ownership): Promise<void> {

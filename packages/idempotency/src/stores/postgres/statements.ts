@@ -82,8 +82,8 @@ RETURNING lease::text AS lease`;
 // when one matches no row, the key is no longer the caller's, and LeaseLostError
 // rolls that transaction back. A lost lease can never commit.
 
-/** What the completion raises when it matched no row (division_by_zero, see COMPLETE_SQL). */
-export const COMPLETION_REFUSED = '22012';
+/** What the completion and a recovery point raise when they matched no row (division_by_zero, see COMPLETE_SQL). */
+export const FENCED_WRITE_REFUSED = '22012';
 
 // Clears the recovery point (NULL stays NULL on other routes, so their completion
 // stays a HOT update; see the migration of the recovery index). The retention
@@ -107,10 +107,15 @@ UPDATE ${t} SET lease = GREATEST(${NOW_US} + $3::int8 * 1000, lease + 1)
  WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL
 RETURNING lease::text AS lease`;
 
-// A phase's recovery point, fenced like the completion, in the phase's transaction.
+// A phase's recovery point, fenced like the completion (an error when it matches
+// no row), in the phase's transaction: its COMMIT may be sent before its answer.
 const CHECKPOINT_SQL = (t: string) => `
+WITH checkpointed AS (
 UPDATE ${t} SET recovery = $3::jsonb
- WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL`;
+ WHERE id = $1::uuid AND lease = $2::int8 AND status IS NULL
+RETURNING 1
+)
+SELECT 1 / count(*) AS checkpointed FROM checkpointed`;
 
 // SKIP LOCKED: instances running the recovery job at once split the work; the
 // lease compare-and-set makes each takeover a single winner against retries too.
