@@ -55,6 +55,8 @@ const PENDING = [
   // The key readers, given the contexts of servers and transports these tests cannot run (Apollo; Kafka, RabbitMQ).
   'test/unit/context-keys.spec.ts: ../../src/contexts/graphql-context',
   'test/unit/context-keys.spec.ts: ../../src/contexts/message-context',
+  // No renewal between a recovery point sent with its COMMIT and the server running it: a window no request can hold open.
+  'test/unit/lease-keeper.spec.ts: ../../src/core/lease-keeper',
   // The relay's backoff; the replay cache on a clock of the test's, with its size in entries and bytes (the module gives it neither).
   'test/unit/outbox-backoff.spec.ts: ../../src/outbox/backoff',
   'test/unit/replay-cache.spec.ts: ../../src/core/replay-cache',
