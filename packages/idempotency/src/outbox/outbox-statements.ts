@@ -55,6 +55,14 @@ export function outboxStatements(t: string) {
      * a lane are one lane and one group for this order, with no cap. The
      * ranking reads every due message (the `due` index); the rows are locked
      * after it, by id.
+     *
+     * Answers one row: `messages`, the claimed ones; `full`, whether as many
+     * were ranked as asked (more may be due); `capped`, whether a due message
+     * was left for its lane's or group's cap; `next_due_ms`, in how many ms
+     * the next waiting message comes due (a retry, a lease's end; NULL: none
+     * waits). What it did not take is then all the relay needs to know of
+     * until a message is added, a stream's message is delivered or a capped
+     * lane frees.
      */
     claim: `
       WITH lanes AS (
@@ -84,11 +92,18 @@ export function outboxStatements(t: string) {
              SELECT m.id FROM ${t} m
               WHERE m.id IN (SELECT id FROM picked)
                 AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-                FOR UPDATE SKIP LOCKED)
-      UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
-        FROM due
-       WHERE m.id = due.id AND m.delivered_at IS NULL AND m.dead_at IS NULL
-      RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.lane_group, m.attempts`,
+                FOR UPDATE SKIP LOCKED),
+           claimed AS (
+             UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
+               FROM due
+              WHERE m.id = due.id AND m.delivered_at IS NULL AND m.dead_at IS NULL
+             RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.lane_group, m.attempts)
+      SELECT coalesce((SELECT json_agg(claimed) FROM claimed), '[]') AS messages,
+             (SELECT count(*) FROM picked) >= $1 AS full,
+             EXISTS (SELECT 1 FROM in_lane WHERE lane IS NOT NULL AND lane_share > $5)
+               OR EXISTS (SELECT 1 FROM in_group WHERE lane IS NOT NULL AND group_share > $8) AS capped,
+             (SELECT ceil(extract(epoch FROM min(w.next_attempt_at) - now()) * 1000)::float8 FROM ${t} w
+               WHERE w.delivered_at IS NULL AND w.dead_at IS NULL AND w.next_attempt_at > now()) AS next_due_ms`,
     /** Marks deliveries ($1 ids), each fenced on its claim ($2: their attempts, in the same order). */
     delivered: `
       UPDATE ${t} m SET delivered_at = now(), last_error = NULL
