@@ -69,14 +69,13 @@ const tracer = trace.getTracer('safe-retries');
  * - Wake-ups. NOTIFY at the commit of an added message wakes the relay
  *   (OutboxWakeups); it also looks every few seconds, which is all it does
  *   behind a transaction pooler without `postgres.listenUrl`. A claim that
- *   left nothing due (it ranked fewer than it asked for, none held back by a
- *   cap) tells the relay that only a NOTIFY or time makes more due, while it
- *   listens: a slot that frees then claims again only if its delivery
- *   failed, was of a stream (the next of its stream is due), or was the one
- *   that held a capped lane or group at its cap when the claim left one; the
- *   relay claims again when the next waiting message comes due (a retry, a
- *   lease's end: the claim answers when), or at its poll if sooner. A slot
- *   that frees during a claim claims again.
+ *   picked fewer than it asked for left due only messages held back by a
+ *   full cap: while the relay listens, only a NOTIFY or time makes others
+ *   due, so a slot that frees then claims again only if its delivery
+ *   failed, was of a stream (the next of its stream is due), or frees a
+ *   lane or group at its cap; the relay claims again when the next waiting
+ *   message comes due (a retry, a lease's end: the claim answers when), or
+ *   at its poll if sooner. A slot that frees during a claim claims again.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -96,12 +95,11 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /** Aborted when a delivery's end may make a message due (the loop claims again) and at shutdown: ends the loop's wait. */
   private freed = new AbortController();
   /**
-   * What the last claim left due: maybe more than it took (`more`; also
-   * while a claim runs, and after one failed), only messages held back by a
-   * cap (`capped`), or none (`none`); and in how many ms the next waiting
-   * message comes due (NULL: none waits).
+   * Whether the last claim may have left due messages other than those held
+   * back by a full cap (true while a claim runs, and after one failed); and
+   * in how many ms the next waiting message comes due (NULL: none waits).
    */
-  private left: 'more' | 'capped' | 'none' = 'more';
+  private leftMore = true;
   private nextDueMs: number | null = null;
   /** Delivered messages waiting for their mark, and the marking in progress (see marked). */
   private unmarked: { row: OutboxMessageRow; settle: (error?: unknown) => void }[] = [];
@@ -148,14 +146,14 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /**
    * Claims due messages for the free slots (none free: claims nothing) and
    * starts their deliveries; answers them, and records what the claim left
-   * due (`left`, `nextDueMs`).
+   * due (`leftMore`, `nextDueMs`).
    */
   private async claim(): Promise<Promise<void>[]> {
     const publish = this.publish;
     if (!publish) throw new Error('OutboxRelay: no publisher (IdempotencyModule.forRoot({ outbox: { publish } }))');
     const free = RELAY_SLOTS - this.inFlight.size;
     if (free <= 0) return [];
-    this.left = 'more';
+    this.leftMore = true;
     const [answer] = (await this.query(this.sql.claim, [
       free,
       this.options.outbox.leaseMs,
@@ -166,7 +164,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       [...this.groups.values()],
       RELAY_GROUP_CAP,
     ])) as ClaimAnswer[];
-    this.left = answer.full ? 'more' : answer.capped ? 'capped' : 'none';
+    this.leftMore = answer.full;
     this.nextDueMs = answer.next_due_ms;
     return answer.messages.map((row) => this.start(publish, row));
   }
@@ -189,12 +187,13 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   /**
    * Whether a delivery's end (its slot still counted) may leave a message due
-   * that the last claim did not: always unless that claim left none, or only
-   * ones held back by caps, and the relay hears of added messages.
+   * that the last claim did not take. When that claim took fewer than it
+   * asked for, it left only messages held back by full caps, and the relay
+   * hears of added messages: only if the delivery failed (its retry), was of
+   * a stream (the next of the stream), or frees a full lane or group.
    */
   private endWakes(row: OutboxMessageRow, delivered: boolean): boolean {
-    if (this.left === 'more' || !this.wakeups?.listening || !delivered || row.stream !== null) return true;
-    if (this.left === 'none') return false;
+    if (this.leftMore || !this.wakeups?.listening || !delivered || row.stream !== null) return true;
     return (row.lane !== null && this.lanes.get(row.lane) === RELAY_LANE_CAP) || (row.lane_group !== null && this.groups.get(row.lane_group) === RELAY_GROUP_CAP);
   }
 
@@ -335,7 +334,6 @@ function askedWaitMs(error: unknown): number | undefined {
 interface ClaimAnswer {
   messages: OutboxMessageRow[];
   full: boolean;
-  capped: boolean;
   next_due_ms: number | null;
 }
 

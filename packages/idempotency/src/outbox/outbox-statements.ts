@@ -52,17 +52,16 @@ export function outboxStatements(t: string) {
      * flight, and within it to its lane with the fewest, so a group with 16
      * lanes takes no more of a claim than a group with one, and a lane with
      * a thousand due messages no more than a lane with one. Messages without
-     * a lane are one lane and one group for this order, with no cap. The
+     * a lane are one lane and one group for this order, with no cap (only
+     * their $1 oldest can be taken: only those are ranked by group). The
      * ranking reads every due message (the `due` index); the rows are locked
      * after it, by id.
      *
      * Answers one row: `messages`, the claimed ones; `full`, whether as many
-     * were ranked as asked (more may be due); `capped`, whether a due message
-     * was left for its lane's or group's cap; `next_due_ms`, in how many ms
-     * the next waiting message comes due (a retry, a lease's end; NULL: none
-     * waits). What it did not take is then all the relay needs to know of
-     * until a message is added, a stream's message is delivered or a capped
-     * lane frees.
+     * were picked as asked (more may be due; when not, every due message it
+     * left is held back by a lane's or group's cap, full once it ran, or
+     * locked by another relay's claim); `next_due_ms`, in how many ms the next
+     * waiting message comes due (a retry, a lease's end; NULL: none waits).
      */
     claim: `
       WITH lanes AS (
@@ -82,7 +81,7 @@ export function outboxStatements(t: string) {
                     + row_number() OVER (PARTITION BY in_lane.lane_group, CASE WHEN in_lane.lane_group IS NULL THEN in_lane.lane END
                                          ORDER BY in_lane.lane_share, in_lane.next_attempt_at, in_lane.seq) AS group_share
                FROM in_lane LEFT JOIN groups ON groups.lane_group = in_lane.lane_group
-              WHERE in_lane.lane IS NULL OR in_lane.lane_share <= $5),
+              WHERE in_lane.lane_share <= CASE WHEN in_lane.lane IS NULL THEN $1::int8 ELSE $5::int8 END),
            picked AS (
              SELECT id FROM in_group
               WHERE lane IS NULL OR group_share <= $8
@@ -100,8 +99,6 @@ export function outboxStatements(t: string) {
              RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.lane_group, m.attempts)
       SELECT coalesce((SELECT json_agg(claimed) FROM claimed), '[]') AS messages,
              (SELECT count(*) FROM picked) >= $1 AS full,
-             EXISTS (SELECT 1 FROM in_lane WHERE lane IS NOT NULL AND lane_share > $5)
-               OR EXISTS (SELECT 1 FROM in_group WHERE lane IS NOT NULL AND group_share > $8) AS capped,
              (SELECT ceil(extract(epoch FROM min(w.next_attempt_at) - now()) * 1000)::float8 FROM ${t} w
                WHERE w.delivered_at IS NULL AND w.dead_at IS NULL AND w.next_attempt_at > now()) AS next_due_ms`,
     /** Marks deliveries ($1 ids), each fenced on its claim ($2: their attempts, in the same order). */
