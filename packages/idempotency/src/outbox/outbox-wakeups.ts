@@ -51,7 +51,6 @@ export class OutboxWakeups {
         if (this.wake) this.wake();
         else this.notified = true;
       });
-      client.on('end', () => (this.listening = false));
       client.on('error', (error) => {
         this.logger.warn(`the outbox listener failed: ${error.message}`);
         this.listening = false;
