@@ -369,6 +369,31 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [[...a, ...b, ...c]])).toEqual([]);
   });
 
+  it("fills a claim with messages without a lane beside a lane's, however many are older", async () => {
+    await drain();
+    const tag = randomUUID();
+    const outbox = app.get(Outbox);
+    const unlaned = await txHost().withTransaction(() => outbox.add(Array.from({ length: 30 }, (_, i) => ({ topic: 'unlaned', payload: { tag: `${tag}-${i}` } }))));
+    const [laned] = await txHost().withTransaction(() => outbox.add([{ topic: 'laned', payload: { tag: `${tag}-laned` }, lane: `${tag}-lane` }]));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    slow = () => released;
+    published.length = 0;
+    try {
+      const first = app.get(OutboxRelay).relayOnce();
+      const until = Date.now() + 5_000;
+      await waitFor(async () => published.length >= RELAY_SLOTS || Date.now() > until);
+      // One claim: the lane's message, and the oldest of the others for the rest of the slots.
+      expect(published.map((m) => m.id).sort()).toEqual([laned, ...unlaned.slice(0, RELAY_SLOTS - 1)].sort());
+      release();
+      await first;
+    } finally {
+      slow = () => undefined;
+      release();
+    }
+    await drain();
+  });
+
   it('refuses a group without a lane', async () => {
     await expect(txHost().withTransaction(() => app.get(Outbox).add({ topic: 't', payload: {}, group: 'g' }))).rejects.toThrow('Outbox.add: group must be a non-empty string, given with a lane');
   });
