@@ -37,8 +37,8 @@ const tracer = trace.getTracer('safe-retries');
  * publisher, at least once. Every instance runs one; they share the work.
  *
  * - Slots. A relay has at most RELAY_SLOTS deliveries in flight, and claims
- *   again whenever one ends (a slot frees), a message is added, or its poll
- *   comes: no delivery waits for another to end. One claim statement at a
+ *   again when a slot frees, a message is added, or its poll comes: no
+ *   delivery waits for another to end. One claim statement at a
  *   time, and at most RELAY_LANE_CAP deliveries of a lane and
  *   RELAY_GROUP_CAP of a group of lanes: a lane whose receiver is slow holds
  *   no more than that of the slots, a group of such lanes no more than half,
@@ -68,7 +68,14 @@ const tracer = trace.getTracer('safe-retries');
  *   letter holds its stream until it is replayed.
  * - Wake-ups. NOTIFY at the commit of an added message wakes the relay
  *   (OutboxWakeups); it also looks every few seconds, which is all it does
- *   behind a transaction pooler without `postgres.listenUrl`.
+ *   behind a transaction pooler without `postgres.listenUrl`. A claim that
+ *   picked fewer than it asked for left due only messages held back by a
+ *   full cap: while the relay listens, only a NOTIFY or time makes others
+ *   due, so a slot that frees then claims again only if its delivery
+ *   failed, was of a stream (the next of its stream is due), or frees a
+ *   lane or group at its cap; the relay claims again when the next waiting
+ *   message comes due (a retry, a lease's end: the claim answers when), or
+ *   at its poll if sooner. A slot that frees during a claim claims again.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -85,8 +92,15 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /** Deliveries in flight per lane, and per group of lanes. */
   private readonly lanes = new Map<string, number>();
   private readonly groups = new Map<string, number>();
-  /** Aborted when a delivery ends (the loop claims again) and at shutdown: ends the loop's wait. */
+  /** Aborted when a delivery's end may make a message due (the loop claims again) and at shutdown: ends the loop's wait. */
   private freed = new AbortController();
+  /**
+   * Whether the last claim may have left due messages other than those held
+   * back by a full cap (true while a claim runs, and after one failed); and
+   * in how many ms the next waiting message comes due (NULL: none waits).
+   */
+  private leftMore = true;
+  private nextDueMs: number | null = null;
   /** Delivered messages waiting for their mark, and the marking in progress (see marked). */
   private unmarked: { row: OutboxMessageRow; settle: (error?: unknown) => void }[] = [];
   private marking?: Promise<void>;
@@ -131,14 +145,16 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   /**
    * Claims due messages for the free slots (none free: claims nothing) and
-   * starts their deliveries; answers them.
+   * starts their deliveries; answers them, and records what the claim left
+   * due (`leftMore`, `nextDueMs`).
    */
   private async claim(): Promise<Promise<void>[]> {
     const publish = this.publish;
     if (!publish) throw new Error('OutboxRelay: no publisher (IdempotencyModule.forRoot({ outbox: { publish } }))');
     const free = RELAY_SLOTS - this.inFlight.size;
     if (free <= 0) return [];
-    const claimed = (await this.query(this.sql.claim, [
+    this.leftMore = true;
+    const [answer] = (await this.query(this.sql.claim, [
       free,
       this.options.outbox.leaseMs,
       [...this.lanes.keys()],
@@ -147,8 +163,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       [...this.groups.keys()],
       [...this.groups.values()],
       RELAY_GROUP_CAP,
-    ])) as OutboxMessageRow[];
-    return claimed.map((row) => this.start(publish, row));
+    ])) as ClaimAnswer[];
+    this.leftMore = answer.full;
+    this.nextDueMs = answer.next_due_ms;
+    return answer.messages.map((row) => this.start(publish, row));
   }
 
   /** A delivery in a slot (and its lane's and group's counts) until it ends, marked or not. */
@@ -156,14 +174,27 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     count(this.lanes, row.lane, 1);
     count(this.groups, row.lane_group, 1);
     // deliver() settles every outcome itself (a failed mark is logged): it never rejects.
-    const delivery: Promise<void> = this.deliver(publish, row).finally(() => {
+    const delivery: Promise<void> = this.deliver(publish, row).then((delivered) => {
+      const wakes = this.endWakes(row, delivered);
       this.inFlight.delete(delivery);
       count(this.lanes, row.lane, -1);
       count(this.groups, row.lane_group, -1);
-      this.freed.abort();
+      if (wakes) this.freed.abort();
     });
     this.inFlight.add(delivery);
     return delivery;
+  }
+
+  /**
+   * Whether a delivery's end (its slot still counted) may leave a message due
+   * that the last claim did not take. When that claim took fewer than it
+   * asked for, it left only messages held back by full caps, and the relay
+   * hears of added messages: only if the delivery failed (its retry), was of
+   * a stream (the next of the stream), or frees a full lane or group.
+   */
+  private endWakes(row: OutboxMessageRow, delivered: boolean): boolean {
+    if (this.leftMore || !this.wakeups?.listening || !delivered || row.stream !== null) return true;
+    return (row.lane !== null && this.lanes.get(row.lane) === RELAY_LANE_CAP) || (row.lane_group !== null && this.groups.get(row.lane_group) === RELAY_GROUP_CAP);
   }
 
   /**
@@ -198,18 +229,21 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           // As many as asked: more may be due.
           more = (await this.claim()).length === free;
         } catch (error) {
+          this.nextDueMs = null;
           this.logger.error(`outbox relay claim failed: ${(error as Error).message}`);
         }
       }
       if (signal.aborted || (more && this.inFlight.size < RELAY_SLOTS)) continue;
       // A slot that freed during the claim ends the wait at once.
       const woken = this.freed.signal;
+      const waitMs = Math.min(pollMs, this.nextDueMs ?? pollMs);
       if (this.inFlight.size >= RELAY_SLOTS) await sleep(pollMs, woken);
-      else await (this.wakeups ? this.wakeups.sleep(pollMs, woken) : sleep(pollMs, woken));
+      else await (this.wakeups ? this.wakeups.sleep(waitMs, woken) : sleep(waitMs, woken));
     }
   }
 
-  private deliver(publish: OutboxPublisher, row: OutboxMessageRow): Promise<void> {
+  /** Delivers a message and marks the outcome; answers whether it was marked delivered. */
+  private deliver(publish: OutboxPublisher, row: OutboxMessageRow): Promise<boolean> {
     const message: OutboxMessage = { id: row.id, topic: row.topic, payload: row.payload, stream: row.stream, attempt: row.attempts };
     const attributes = { 'outbox.message_id': row.id, 'outbox.topic': row.topic, 'outbox.attempt': row.attempts };
     return tracer.startActiveSpan('idempotency.outbox.publish', { attributes }, async (span) => {
@@ -221,11 +255,13 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
         await this.marked(row);
         this.metrics.deliveries.inc({ result: 'delivered' });
+        return true;
       } catch (error) {
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
         span.recordException(error as Error);
         span.setStatus({ code: SpanStatusCode.ERROR });
         await this.failed(row, error);
+        return false;
       } finally {
         clearTimeout(timer);
         span.end();
@@ -292,6 +328,13 @@ function count(counts: Map<string, number>, key: string | null, by: number): voi
 function askedWaitMs(error: unknown): number | undefined {
   const asked = typeof error === 'object' && error !== null ? (error as { retryAfterMs?: unknown }).retryAfterMs : undefined;
   return typeof asked === 'number' && Number.isFinite(asked) && asked >= 0 ? Math.ceil(asked) : undefined;
+}
+
+/** The claim's answer (outbox-statements.ts). */
+interface ClaimAnswer {
+  messages: OutboxMessageRow[];
+  full: boolean;
+  next_due_ms: number | null;
 }
 
 interface OutboxMessageRow {

@@ -52,9 +52,16 @@ export function outboxStatements(t: string) {
      * flight, and within it to its lane with the fewest, so a group with 16
      * lanes takes no more of a claim than a group with one, and a lane with
      * a thousand due messages no more than a lane with one. Messages without
-     * a lane are one lane and one group for this order, with no cap. The
+     * a lane are one lane and one group for this order, with no cap (only
+     * their $1 oldest can be taken: only those are ranked by group). The
      * ranking reads every due message (the `due` index); the rows are locked
      * after it, by id.
+     *
+     * Answers one row: `messages`, the claimed ones; `full`, whether as many
+     * were picked as asked (more may be due; when not, every due message it
+     * left is held back by a lane's or group's cap, full once it ran, or
+     * locked by another relay's claim); `next_due_ms`, in how many ms the next
+     * waiting message comes due (a retry, a lease's end; NULL: none waits).
      */
     claim: `
       WITH lanes AS (
@@ -74,7 +81,7 @@ export function outboxStatements(t: string) {
                     + row_number() OVER (PARTITION BY in_lane.lane_group, CASE WHEN in_lane.lane_group IS NULL THEN in_lane.lane END
                                          ORDER BY in_lane.lane_share, in_lane.next_attempt_at, in_lane.seq) AS group_share
                FROM in_lane LEFT JOIN groups ON groups.lane_group = in_lane.lane_group
-              WHERE in_lane.lane IS NULL OR in_lane.lane_share <= $5),
+              WHERE in_lane.lane_share <= CASE WHEN in_lane.lane IS NULL THEN $1::int8 ELSE $5::int8 END),
            picked AS (
              SELECT id FROM in_group
               WHERE lane IS NULL OR group_share <= $8
@@ -84,11 +91,16 @@ export function outboxStatements(t: string) {
              SELECT m.id FROM ${t} m
               WHERE m.id IN (SELECT id FROM picked)
                 AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-                FOR UPDATE SKIP LOCKED)
-      UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
-        FROM due
-       WHERE m.id = due.id AND m.delivered_at IS NULL AND m.dead_at IS NULL
-      RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.lane_group, m.attempts`,
+                FOR UPDATE SKIP LOCKED),
+           claimed AS (
+             UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
+               FROM due
+              WHERE m.id = due.id AND m.delivered_at IS NULL AND m.dead_at IS NULL
+             RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.lane_group, m.attempts)
+      SELECT coalesce((SELECT json_agg(claimed) FROM claimed), '[]') AS messages,
+             (SELECT count(*) FROM picked) >= $1 AS full,
+             (SELECT ceil(extract(epoch FROM min(w.next_attempt_at) - now()) * 1000)::float8 FROM ${t} w
+               WHERE w.delivered_at IS NULL AND w.dead_at IS NULL AND w.next_attempt_at > now()) AS next_due_ms`,
     /** Marks deliveries ($1 ids), each fenced on its claim ($2: their attempts, in the same order). */
     delivered: `
       UPDATE ${t} m SET delivered_at = now(), last_error = NULL

@@ -7,7 +7,8 @@ import { Client, ClientConfig } from 'pg';
  * `postgres.listenUrl` when given, never through a transaction pooler). The relay
  * polls anyway; a notification only makes it early (one that arrives while
  * the relay is busy ends its next wait at once). A failed listener is
- * dropped and connected again at the next wait.
+ * dropped and connected again at the next wait; a listener that connects
+ * ends the next wait at once too (what was added while none listened).
  */
 export class OutboxWakeups {
   private readonly logger = new Logger('IdempotencyOutbox');
@@ -15,6 +16,8 @@ export class OutboxWakeups {
   private wake?: () => void;
   /** A notification came while the relay was not waiting: its next wait ends at once. */
   private notified = false;
+  /** Whether a listener is connected and LISTENing: every added message wakes the relay. */
+  listening = false;
 
   constructor(
     private readonly channel: string,
@@ -37,6 +40,7 @@ export class OutboxWakeups {
   async stop(): Promise<void> {
     const listener = this.listener;
     this.listener = undefined;
+    this.listening = false;
     await listener?.then((c) => c?.end()).catch(() => undefined);
   }
 
@@ -49,11 +53,14 @@ export class OutboxWakeups {
       });
       client.on('error', (error) => {
         this.logger.warn(`the outbox listener failed: ${error.message}`);
+        this.listening = false;
         this.listener = undefined;
         void client.end().catch(() => undefined);
       });
       await client.connect();
       await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
+      this.listening = true;
+      this.notified = true;
       return client;
     })().catch((error: unknown) => {
       this.logger.warn(`cannot listen for outbox messages (polling): ${(error as Error).message}`);

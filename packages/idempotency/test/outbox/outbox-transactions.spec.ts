@@ -369,6 +369,31 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [[...a, ...b, ...c]])).toEqual([]);
   });
 
+  it("fills a claim with messages without a lane beside a lane's, however many are older", async () => {
+    await drain();
+    const tag = randomUUID();
+    const outbox = app.get(Outbox);
+    const unlaned = await txHost().withTransaction(() => outbox.add(Array.from({ length: 30 }, (_, i) => ({ topic: 'unlaned', payload: { tag: `${tag}-${i}` } }))));
+    const [laned] = await txHost().withTransaction(() => outbox.add([{ topic: 'laned', payload: { tag: `${tag}-laned` }, lane: `${tag}-lane` }]));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    slow = () => released;
+    published.length = 0;
+    try {
+      const first = app.get(OutboxRelay).relayOnce();
+      const until = Date.now() + 5_000;
+      await waitFor(async () => published.length >= RELAY_SLOTS || Date.now() > until);
+      // One claim: the lane's message, and the oldest of the others for the rest of the slots.
+      expect(published.map((m) => m.id).sort()).toEqual([laned, ...unlaned.slice(0, RELAY_SLOTS - 1)].sort());
+      release();
+      await first;
+    } finally {
+      slow = () => undefined;
+      release();
+    }
+    await drain();
+  });
+
   it('refuses a group without a lane', async () => {
     await expect(txHost().withTransaction(() => app.get(Outbox).add({ topic: 't', payload: {}, group: 'g' }))).rejects.toThrow('Outbox.add: group must be a non-empty string, given with a lane');
   });
@@ -458,5 +483,128 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     expect(left).toEqual([recent, waiting, dead]);
     await app.get(Outbox).replay([dead]);
     await drain();
+  });
+});
+
+/**
+ * The relay running on its own (LISTEN/NOTIFY, its poll every 5 s): what it
+ * claims for, counted by the proxy. Its checks read PostgreSQL directly (not
+ * through the proxy), so the proxy counts only the app's statements.
+ */
+describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
+  let app: INestApplication;
+  let db: { url: string; drop(): Promise<void> };
+  let proxy: PgCountingProxy;
+  let direct: Client;
+  /** Each delivery's message id and attempt, with the moment it reached the publisher. */
+  const published: { id: string; attempt: number; at: number }[] = [];
+  let fails: (m: OutboxMessage) => { retryAfterMs: number } | undefined = () => undefined;
+  let slow: (m: OutboxMessage) => Promise<void> | undefined = () => undefined;
+
+  beforeAll(async () => {
+    db = await createDatabase();
+    const admin = new URL(db.url);
+    proxy = await startPgCountingProxy({ host: admin.hostname, port: Number(admin.port) });
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: proxy.url(db.url), migrations: idempotencyMigrations(), migrationsRun: true }),
+        transactionalClsModule(),
+        IdempotencyModule.forRoot({
+          scope: () => 'tenant',
+          purge: { enabled: false },
+          recovery: { enabled: false },
+          replayCache: { enabled: false },
+          outbox: {
+            publish: async (message) => {
+              published.push({ id: message.id, attempt: message.attempt, at: performance.now() });
+              await slow(message);
+              const refusal = fails(message);
+              if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal);
+            },
+          },
+        }),
+      ],
+    }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.init();
+    direct = new Client({ connectionString: db.url });
+    await direct.connect();
+  });
+  afterAll(async () => {
+    await app?.close();
+    await direct?.end();
+    await proxy?.close();
+    await db?.drop();
+  });
+
+  const add = (entries: { stream?: string; lane?: string }[]) =>
+    app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost).withTransaction(() =>
+      app.get(Outbox).add(entries.map((e) => ({ topic: 'woken', payload: { n: randomUUID() }, ...e }))),
+    );
+  const undelivered = async (ids: string[]) =>
+    (await direct.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [ids])).rows[0].n;
+  /** Resolves once every message of `ids` is marked delivered; rejects after `ms` (under the relay's poll of 5 s). */
+  const deliveredWithin = async (ids: string[], ms: number) => {
+    const deadline = performance.now() + ms;
+    while ((await undelivered(ids)) > 0) {
+      if (performance.now() > deadline) throw new Error(`${await undelivered(ids)} of ${ids.length} messages undelivered after ${ms} ms`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  const settle = () => new Promise((r) => setTimeout(r, 150));
+
+  it('claims once per delivery when nothing else is due: a freed slot does not claim again', async () => {
+    await deliveredWithin(await add([{}]), 2_000);
+    await settle();
+    const n = 10;
+    const before = proxy.counts().statements;
+    for (let i = 0; i < n; i++) {
+      await deliveredWithin(await add([{}]), 2_000);
+      await settle(); // time for a claim that a freed slot would start
+    }
+    // Per message: BEGIN, the INSERT and COMMIT of the adder; the relay's claim and mark (its poll may come once).
+    const relayStatements = proxy.counts().statements - before - 3 * n;
+    expect(relayStatements).toBeGreaterThanOrEqual(2 * n);
+    expect(relayStatements).toBeLessThanOrEqual(2 * n + 1);
+  });
+
+  it('hands a failed message over again when its retry comes due, not at the poll', async () => {
+    const [id] = await add([{}]);
+    fails = (m) => (m.id === id && m.attempt === 1 ? { retryAfterMs: 300 } : undefined);
+    try {
+      await deliveredWithin([id], 2_500);
+    } finally {
+      fails = () => undefined;
+    }
+    const attempts = published.filter((m) => m.id === id);
+    expect(attempts.map((m) => m.attempt)).toEqual([1, 2]);
+    expect(attempts[1].at - attempts[0].at).toBeGreaterThanOrEqual(250);
+  });
+
+  it("claims a capped lane's next messages when one of its deliveries ends, while other lanes' ends claim nothing", async () => {
+    const lane = `capped-${randomUUID()}`;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const held = await add(Array.from({ length: RELAY_LANE_CAP + 2 }, () => ({ lane })));
+    slow = (m) => (held.includes(m.id) ? released : undefined);
+    try {
+      const until = performance.now() + 2_000;
+      while (published.filter((m) => held.includes(m.id)).length < RELAY_LANE_CAP && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+      // Another lane's message goes meanwhile; its end finds only the capped lane's, held back.
+      await deliveredWithin(await add([{ lane: `other-${randomUUID()}` }]), 2_000);
+      expect(published.filter((m) => held.includes(m.id))).toHaveLength(RELAY_LANE_CAP);
+      release();
+      await deliveredWithin(held, 2_000);
+    } finally {
+      slow = () => undefined;
+      release();
+    }
+  });
+
+  it("claims a stream's next message when the one before it is delivered", async () => {
+    const stream = `stream-${randomUUID()}`;
+    const ids = await add(Array.from({ length: 5 }, () => ({ stream })));
+    await deliveredWithin(ids, 2_000);
+    expect(published.filter((m) => ids.includes(m.id)).map((m) => ids.indexOf(m.id))).toEqual([0, 1, 2, 3, 4]);
   });
 });
