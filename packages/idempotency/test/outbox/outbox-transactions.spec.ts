@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { Body, Controller, INestApplication, Post, Query } from '@nestjs/common';
+import { Body, Controller, INestApplication, Post, Query, Type } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule, Idempotent, Operation, PhasedOperation, transactionalClsModule } from 'safe-retries';
+import { IdempotencyModule, IdempotencyModuleOptions, Idempotent, Operation, PhasedOperation, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
@@ -62,6 +62,30 @@ class WritesController {
   }
 }
 
+/**
+ * The module alone on a new database, reached through a counting proxy, with
+ * the outbox options given (no purge, recovery or replay cache).
+ */
+async function outboxApp(
+  outbox: NonNullable<IdempotencyModuleOptions['outbox']>,
+  controllers: Type[] = [],
+): Promise<{ app: INestApplication; db: { url: string; drop(): Promise<void> }; proxy: PgCountingProxy }> {
+  const db = await createDatabase();
+  const admin = new URL(db.url);
+  const proxy = await startPgCountingProxy({ host: admin.hostname, port: Number(admin.port) });
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'postgres', url: proxy.url(db.url), migrations: idempotencyMigrations(), migrationsRun: true }),
+      transactionalClsModule(),
+      IdempotencyModule.forRoot({ scope: () => 'tenant', purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false }, outbox }),
+    ],
+    controllers,
+  }).compile();
+  const app = moduleRef.createNestApplication({ logger: false });
+  await app.init();
+  return { app, db, proxy };
+}
+
 describe('Outbox (PostgreSQL, in one process)', () => {
   let app: INestApplication;
   let db: { url: string; drop(): Promise<void> };
@@ -74,34 +98,19 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   let slow: (m: OutboxMessage) => Promise<void> | undefined = () => undefined;
 
   beforeAll(async () => {
-    db = await createDatabase();
-    const admin = new URL(db.url);
-    proxy = await startPgCountingProxy({ host: admin.hostname, port: Number(admin.port) });
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: proxy.url(db.url), migrations: idempotencyMigrations(), migrationsRun: true }),
-        transactionalClsModule(),
-        IdempotencyModule.forRoot({
-          scope: () => 'tenant',
-          purge: { enabled: false },
-          recovery: { enabled: false },
-          replayCache: { enabled: false },
-          outbox: {
-            enabled: false, // driven by relayOnce()
-            horizon: '3s',
-            publish: async (message) => {
-              published.push(message);
-              await slow(message);
-              const refusal = fails(message);
-              if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal === true ? {} : refusal);
-            },
-          },
-        }),
-      ],
-      controllers: [WritesController],
-    }).compile();
-    app = moduleRef.createNestApplication({ logger: false });
-    await app.init();
+    ({ app, db, proxy } = await outboxApp(
+      {
+        enabled: false, // driven by relayOnce()
+        horizon: '3s',
+        publish: async (message) => {
+          published.push(message);
+          await slow(message);
+          const refusal = fails(message);
+          if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal === true ? {} : refusal);
+        },
+      },
+      [WritesController],
+    ));
     dataSource = app.get(DataSource);
     await dataSource.query('CREATE TABLE effects (tag text NOT NULL)');
   });
@@ -502,31 +511,14 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
   let slow: (m: OutboxMessage) => Promise<void> | undefined = () => undefined;
 
   beforeAll(async () => {
-    db = await createDatabase();
-    const admin = new URL(db.url);
-    proxy = await startPgCountingProxy({ host: admin.hostname, port: Number(admin.port) });
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: proxy.url(db.url), migrations: idempotencyMigrations(), migrationsRun: true }),
-        transactionalClsModule(),
-        IdempotencyModule.forRoot({
-          scope: () => 'tenant',
-          purge: { enabled: false },
-          recovery: { enabled: false },
-          replayCache: { enabled: false },
-          outbox: {
-            publish: async (message) => {
-              published.push({ id: message.id, attempt: message.attempt, at: performance.now() });
-              await slow(message);
-              const refusal = fails(message);
-              if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal);
-            },
-          },
-        }),
-      ],
-    }).compile();
-    app = moduleRef.createNestApplication({ logger: false });
-    await app.init();
+    ({ app, db, proxy } = await outboxApp({
+      publish: async (message) => {
+        published.push({ id: message.id, attempt: message.attempt, at: performance.now() });
+        await slow(message);
+        const refusal = fails(message);
+        if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal);
+      },
+    }));
     direct = new Client({ connectionString: db.url });
     await direct.connect();
   });
