@@ -165,6 +165,8 @@ natsSuites()('Outbox to NATS JetStream (a real nats-server)', () => {
     expect(await delivered(ids)).toBe(0);
     await nats.start(); // same port, same store
     await until('the messages are delivered', async () => (await delivered(ids)) === ids.length, 60_000);
+    // The relay's connection may be back before the test's own reader is.
+    await until('the reader is connected again', () => nc.flush().then(() => true, () => false));
     expect((await storedOf(ids)).map((m) => m.id).sort()).toEqual([...ids].sort());
   });
 
