@@ -133,12 +133,18 @@ describe('webhook deliveries: a name lookup that never answers (e2e)', () => {
     // At the deadline (the lease's end), not before, and not at the 15 s of a whole attempt.
     expect(first.ms).toBeGreaterThanOrEqual(LEASE_MS - 100);
     expect(first.ms).toBeLessThan(LEASE_MS + 2_000);
-    // The outbox's message: failed, to be tried again, neither delivered nor dead.
-    const [message] = await t.dataSource.query<{ attempts: number; delivered: boolean; dead: boolean; later: boolean; last_error: string }[]>(
-      `SELECT attempts, delivered_at IS NOT NULL AS delivered, dead_at IS NOT NULL AS dead, next_attempt_at > now() AS later, last_error
-         FROM idempotency_outbox WHERE payload->>'endpointId' = $1`,
-      [endpoint.id],
-    );
+    // The outbox's message: failed, to be tried again, neither delivered nor dead (the relay marks it
+    // once the publisher has returned, a moment after the attempt's row is finished).
+    const messageOf = async () =>
+      (
+        await t.dataSource.query<{ attempts: number; delivered: boolean; dead: boolean; later: boolean; last_error: string | null }[]>(
+          `SELECT attempts, delivered_at IS NOT NULL AS delivered, dead_at IS NOT NULL AS dead, next_attempt_at > now() AS later, last_error
+             FROM idempotency_outbox WHERE payload->>'endpointId' = $1`,
+          [endpoint.id],
+        )
+      )[0];
+    await waitFor('the relay to mark the message', async () => (await messageOf()).last_error !== null);
+    const message = await messageOf();
     expect(message).toEqual({ attempts: 1, delivered: false, dead: false, later: true, last_error: expect.stringContaining('no DNS answer within') });
 
     // Its retry, at the schedule's next step (5 s), asks for the name again and ends the same way: it
