@@ -14,6 +14,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { MAX_ENDPOINTS_PER_CLIENT } from '../src/webhook-endpoints/webhook-endpoints.service';
 import { cannon, startServer } from './http';
+import { ClaimCost, claimCost } from './outbox-claim';
 import { Tarpit } from '../test/support/tarpit';
 import { BENCH_CLIENT } from './lib/app';
 import { openBenchDatabase } from './lib/database';
@@ -50,11 +51,14 @@ import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
  *   Each order's deliveries are drained before the next order is sent, so a
  *   figure is the request's own (its transaction queues a delivery per
  *   endpoint), not the relay's work beside it.
+ * - The claim on its own (outbox-claim.ts): its round trip with 5 to 5,000
+ *   messages due in 1 to 500 lanes.
  */
 export interface OutboxBenchResult {
   burst: { messages: number; relayedPerSecond: number; addedPerSecond: number; duplicates: number };
   steady: { rate: number; seconds: number; messages: number; latencyMs: Percentiles; duplicates: number };
   tarpit: { queued: number; rate: number; messages: number; latencyMs: Percentiles; tarpitConnections: number };
+  claim: ClaimCost[];
   payments: { seconds: number; off: number[]; on: number[]; offPerSecond: number; onPerSecond: number; onOverOff: number; delivered: number };
   fanOut: { endpoints: number; latencyMs: Percentiles }[];
 }
@@ -136,9 +140,11 @@ export async function outboxBench(
   // The app first: its migrations make the whole schema, the library's included.
   let payments: OutboxBenchResult['payments'];
   let fanOutLatency: OutboxBenchResult['fanOut'];
+  let claim: ClaimCost[];
   try {
     payments = await paymentsWithEvents(databaseUrl, receiver, options);
     fanOutLatency = await fanOut(databaseUrl, receiver, { orders: options.fanOutOrders, slices: options.slices, log: options.log });
+    claim = await claimCost(databaseUrl, options.log);
   } catch (error) {
     await receiver.stop();
     throw error;
@@ -206,7 +212,7 @@ export async function outboxBench(
     };
     options.log(`§12 steady: ${steady.messages} messages at ${steady.rate}/s, commit to delivery p50 ${fmt(steady.latencyMs.p50, 1)} ms, p99 ${fmt(steady.latencyMs.p99, 1)} ms`);
     const tarpitRun = await besideTarpit(options.rate / 5);
-    return { burst, steady, tarpit: tarpitRun, payments, fanOut: fanOutLatency };
+    return { burst, steady, tarpit: tarpitRun, claim, payments, fanOut: fanOutLatency };
   } finally {
     await tarpit.close();
     await app.close();
@@ -416,6 +422,7 @@ export function outboxReport(r: OutboxBenchResult): string[] {
     `POST /orders one at a time, each order's deliveries drained before the next: ` +
       r.fanOut.map((f) => `${f.endpoints} endpoint(s) p50 ${fmt(f.latencyMs.p50)} ms, p90 ${fmt(f.latencyMs.p90)} ms`).join('; ') +
       ` (${r.fanOut[0]?.latencyMs.n ?? 0} orders each)`,
+    `the claim on its own (prepared, median of 60, ms): ` + r.claim.map((c) => `${c.due} due in ${c.lanes} lane(s) ${fmt(c.ms)}`).join('; '),
   ];
 }
 

@@ -1,6 +1,7 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { SpanStatusCode, trace } from '@opentelemetry/api';
+import type { PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
 import { primaryClientConfig } from '../stores/postgres/claim-pool';
@@ -81,6 +82,8 @@ const tracer = trace.getTracer('safe-retries');
 export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('IdempotencyOutbox');
   private readonly sql: OutboxStatements;
+  /** Each statement's name, when prepared. */
+  private readonly names: Map<string, string>;
   private readonly publish?: OutboxPublisher;
   private wakeups?: OutboxWakeups;
   private loop?: Promise<void>;
@@ -111,6 +114,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly metrics: OutboxMetrics,
   ) {
     this.sql = outboxStatements(options.outbox.table.sql);
+    this.names = new Map(Object.entries(this.sql).map(([key, text]) => [text, `safe_retries_outbox_${key}`]));
     this.publish = options.outbox.publish;
   }
 
@@ -198,14 +202,18 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   /**
-   * One autocommit statement on the primary, in its turn (RELAY_CONNECTIONS);
-   * its rows (structured: TypeORM answers an UPDATE's with its row count otherwise).
+   * One autocommit statement on the primary, in its turn (RELAY_CONNECTIONS),
+   * on the pg client of a TypeORM query runner (`QueryRunner.connect()`):
+   * prepared (named after the statement) unless `postgres.preparedStatements`
+   * is off, so the claim is planned once per connection, not on every run.
    */
   private query(sql: string, params: unknown[]): Promise<unknown[]> {
     return this.connections.run(async () => {
       const runner = this.dataSource.createQueryRunner('master');
       try {
-        return ((await runner.query(sql, params, true)) as { records: unknown[] }).records;
+        const client = (await runner.connect()) as PoolClient;
+        const name = this.options.postgres.preparedStatements ? this.names.get(sql) : undefined;
+        return (await client.query(name ? { name, text: sql, values: params } : { text: sql, values: params })).rows;
       } finally {
         await runner.release();
       }

@@ -54,8 +54,9 @@ export function outboxStatements(t: string) {
      * a thousand due messages no more than a lane with one. Messages without
      * a lane are one lane and one group for this order, with no cap (only
      * their $1 oldest can be taken: only those are ranked by group). The
-     * ranking reads every due message (the `due` index); the rows are locked
-     * after it, by id.
+     * ranking reads, of each lane with a due message (found one descent of
+     * the lane index each), only its oldest within the cap, however long its
+     * backlog; the rows are locked after it, by id.
      *
      * Answers one row: `messages`, the claimed ones; `full`, whether as many
      * were picked as asked (more may be due; when not, every due message it
@@ -64,17 +65,40 @@ export function outboxStatements(t: string) {
      * waiting message comes due (a retry, a lease's end; NULL: none waits).
      */
     claim: `
-      WITH lanes AS (
+      WITH RECURSIVE lanes AS (
              SELECT * FROM unnest($3::text[], $4::int[]) AS b (lane, n)),
            groups AS (
              SELECT * FROM unnest($6::text[], $7::int[]) AS g (lane_group, n)),
+           due_lanes (lane) AS (
+             -- The lanes with a due message, one index descent each (the
+             -- lane index, in its key order), however many messages they hold.
+               (SELECT m.lane FROM ${t} m
+                 WHERE m.lane IS NOT NULL AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                 ORDER BY m.lane LIMIT 1)
+             UNION ALL
+               SELECT (SELECT m.lane FROM ${t} m
+                        WHERE m.lane > d.lane AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                        ORDER BY m.lane LIMIT 1)
+                 FROM due_lanes d WHERE d.lane IS NOT NULL),
+           candidates AS (
+             -- A lane's oldest due messages, no more than its cap (the rest
+             -- could not be taken), and the oldest $1 without a lane.
+             SELECT c.* FROM due_lanes d CROSS JOIN LATERAL (
+               SELECT m.id, m.lane, m.lane_group, m.next_attempt_at, m.seq FROM ${t} m
+                WHERE m.lane = d.lane AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                  AND (m.stream IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))
+                ORDER BY m.next_attempt_at, m.seq LIMIT $5) c
+             UNION ALL
+             (SELECT m.id, m.lane, m.lane_group, m.next_attempt_at, m.seq FROM ${t} m
+               WHERE m.lane IS NULL AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                 AND (m.stream IS NULL OR NOT EXISTS (
+                       SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))
+               ORDER BY m.next_attempt_at, m.seq LIMIT $1)),
            in_lane AS (
              SELECT m.id, m.lane, m.lane_group, m.next_attempt_at, m.seq, coalesce(lanes.n, 0) AS lane_busy,
                     coalesce(lanes.n, 0) + row_number() OVER (PARTITION BY m.lane ORDER BY m.next_attempt_at, m.seq) AS lane_share
-               FROM ${t} m LEFT JOIN lanes ON lanes.lane = m.lane
-              WHERE m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-                AND (m.stream IS NULL OR NOT EXISTS (
-                      SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))),
+               FROM candidates m LEFT JOIN lanes ON lanes.lane = m.lane),
            in_group AS (
              SELECT in_lane.id, in_lane.lane, in_lane.next_attempt_at, in_lane.seq, in_lane.lane_share,
                     CASE WHEN in_lane.lane_group IS NULL THEN in_lane.lane_busy ELSE coalesce(groups.n, 0) END
@@ -88,10 +112,11 @@ export function outboxStatements(t: string) {
               ORDER BY group_share, lane_share, next_attempt_at, seq
               LIMIT $1),
            due AS (
-             SELECT m.id FROM ${t} m
-              WHERE m.id IN (SELECT id FROM picked)
-                AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-                FOR UPDATE SKIP LOCKED),
+             -- Each picked row locked through its key (never a scan of the due).
+             SELECT l.id FROM picked p CROSS JOIN LATERAL (
+               SELECT m.id FROM ${t} m
+                WHERE m.id = p.id AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                  FOR UPDATE SKIP LOCKED) l),
            claimed AS (
              UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
                FROM due
