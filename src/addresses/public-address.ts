@@ -35,8 +35,8 @@ export function isPublicAddress(address: string): boolean {
 
 /**
  * Every address `host` (a name or an IP literal, which is its own address)
- * resolves to, in the resolver's order. Resolution cannot be cancelled
- * (getaddrinfo), so a lookup that outlives `signal` is abandoned: the call
+ * resolves to, in the resolver's order. A lookup that outlives `signal` is
+ * abandoned (it ends at its own timeout, HostResolver): the call
  * rejects at once, with the signal's reason (callers that joined the same
  * lookup, HostResolver, still wait for it). A signal already ended looks
  * nothing up.

@@ -31,8 +31,10 @@ const CODES: Record<string, AttemptErrorClass> = {
 export function errorClass(error: unknown): AttemptErrorClass {
   if (error instanceof RefusedAddressError) return 'refused_address';
   if (error instanceof AttemptTimeoutError) return error.phase === 'dns' ? 'dns' : error.phase === 'connect' ? 'connect_timeout' : 'response_timeout';
-  const { code, name } = error as { code?: string; name?: string };
+  const { code, name, syscall } = error as { code?: string; name?: string; syscall?: string };
   if (name === 'AbortError' || name === 'TimeoutError') return 'aborted';
+  // A DNS query's error (HostResolver: queryA, queryAaaa), whatever its code (ETIMEOUT, ESERVFAIL, ECONNREFUSED…).
+  if (syscall?.startsWith('query')) return 'dns';
   if (code?.startsWith('ERR_TLS') || code?.includes('CERT') || code?.startsWith('ERR_SSL')) return 'tls';
   return (code && CODES[code]) || 'network';
 }

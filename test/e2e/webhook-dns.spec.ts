@@ -179,7 +179,7 @@ describe('webhook deliveries: a name lookup that never answers (e2e)', () => {
     );
     expect(latencies[19]).toBeLessThan(1_000);
     // All of it before the silent lookups' deadline: they were waiting the whole time, no more of them than
-    // the cap, all on one lookup (one of libuv's threads, not one per delivery).
+    // the cap, all on one lookup (not one per delivery).
     expect(within).toBeLessThan(LEASE_MS);
     expect((await attempts(silent.id)).filter((a) => a.ms !== null)).toEqual([]);
     expect(lookups).toBe(RELAY_LANE_CAP);
