@@ -52,9 +52,6 @@ function mappedNames(config: string): [string, string][] {
 const PENDING = [
   // The relay one pass at a time.
   'test/support/internals.ts: ../../src/outbox/outbox-relay',
-  // The key readers, given the contexts of servers and transports these tests cannot run (Apollo; Kafka, RabbitMQ).
-  'test/unit/context-keys.spec.ts: ../../src/contexts/graphql-context',
-  'test/unit/context-keys.spec.ts: ../../src/contexts/message-context',
   // No renewal between a recovery point sent with its COMMIT and the server running it: a window no request can hold open.
   'test/unit/lease-keeper.spec.ts: ../../src/core/lease-keeper',
   // The relay's backoff; the replay cache on a clock of the test's, with its size in entries and bytes (the module gives it neither).
