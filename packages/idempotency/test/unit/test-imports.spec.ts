@@ -52,8 +52,6 @@ function mappedNames(config: string): [string, string][] {
 const PENDING = [
   // The relay one pass at a time.
   'test/support/internals.ts: ../../src/outbox/outbox-relay',
-  // No renewal between a recovery point sent with its COMMIT and the server running it: a window no request can hold open.
-  'test/unit/lease-keeper.spec.ts: ../../src/core/lease-keeper',
 ];
 
 describe("the library's tests", () => {
