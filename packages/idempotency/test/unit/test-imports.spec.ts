@@ -44,18 +44,8 @@ function mappedNames(config: string): [string, string][] {
     .map(([name, target]) => [name.replace(/^\^|\$$/g, ''), relative(PACKAGE, target.replace('<rootDir>', dirname(config)))]);
 }
 
-/**
- * The files that still reach an internal, each to be rewritten through the
- * package's names or to have what it needs exported (issue 57): the list only
- * shrinks, and a file rewritten must leave it (the check fails on either).
- */
-const PENDING = [
-  // The relay one pass at a time.
-  'test/support/internals.ts: ../../src/outbox/outbox-relay',
-];
-
 describe("the library's tests", () => {
-  it('import no file of a package by its path: only the names the packages export (but the files PENDING)', () => {
+  it('import no file of a package by its path: only the names the packages export', () => {
     const offenders = testFiles()
       .filter((file) => file !== __filename)
       .flatMap((file) =>
@@ -63,7 +53,7 @@ describe("the library's tests", () => {
         .filter((specifier) => intoSources(file, specifier))
         .map((specifier) => `${relative(PACKAGE, file)}: ${specifier}`),
     );
-    expect(offenders).toEqual(PENDING);
+    expect(offenders).toEqual([]);
   });
 
   it('reach through jest exactly the entry points package.json exports, and no other file', () => {
