@@ -138,16 +138,6 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   /**
-   * One claim for the free slots, and the end of the deliveries it started;
-   * answers how many it claimed (for a test that drives the relay step by step).
-   */
-  async relayOnce(): Promise<number> {
-    const started = await this.claim();
-    await Promise.all(started);
-    return started.length;
-  }
-
-  /**
    * Claims due messages for the free slots (none free: claims nothing) and
    * starts their deliveries; answers them, and records what the claim left
    * due (`leftMore`, `nextDueMs`).

@@ -12,20 +12,24 @@ import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
 import { IdempotencyPurgeService } from 'safe-retries';
 import { Client } from 'pg';
-import { OutboxRelay, RELAY_GROUP_CAP, RELAY_LANE_CAP, RELAY_SLOTS } from '../support/internals';
 import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-proxy';
 import { createDatabase } from '../support/test-services';
+
+/** A relay's delivery slots, and its caps per lane and per group of lanes (docs/outbox.md). */
+const RELAY_SLOTS = 20;
+const RELAY_LANE_CAP = 4;
+const RELAY_GROUP_CAP = 10;
 
 /**
  * The outbox in one process against a real PostgreSQL: a message added in a
  * key's transaction commits with the key and the business write on every mode
  * (durable, one commit, the phases of a phased operation, IdempotentConsumer)
  * and rolls back with them; a list of messages is one statement, however
- * long; the relay (driven round by round here) hands each to the publisher
- * under its id, keeps a stream in order, waits as long as a publisher's
- * failure asks, parks a message past its horizon and delivers it again when
- * replayed. The app reaches PostgreSQL through a proxy that counts its
- * statements (test/support/pg-counting-proxy.ts).
+ * long; the relay, as it runs in an app, hands each to the publisher under
+ * its id, keeps a stream in order, waits as long as a publisher's failure
+ * asks, parks a message past its horizon and delivers it again when replayed.
+ * The app reaches PostgreSQL through a proxy that counts its statements
+ * (test/support/pg-counting-proxy.ts).
  */
 
 @Controller()
@@ -86,31 +90,15 @@ async function outboxApp(
   return { app, db, proxy };
 }
 
-describe('Outbox (PostgreSQL, in one process)', () => {
+describe('Outbox.add (PostgreSQL, in one process, no relay)', () => {
   let app: INestApplication;
   let db: { url: string; drop(): Promise<void> };
   let dataSource: DataSource;
   let proxy: PgCountingProxy;
-  const published: OutboxMessage[] = [];
-  /** Whether the publisher refuses a message: true, or the properties of its error (`retryAfterMs`). */
-  let fails: (m: OutboxMessage) => boolean | { retryAfterMs: unknown } = () => false;
-  /** What the publisher waits for before it answers (a slow receiver). */
-  let slow: (m: OutboxMessage) => Promise<void> | undefined = () => undefined;
 
   beforeAll(async () => {
-    ({ app, db, proxy } = await outboxApp(
-      {
-        enabled: false, // driven by relayOnce()
-        horizon: '3s',
-        publish: async (message) => {
-          published.push(message);
-          await slow(message);
-          const refusal = fails(message);
-          if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal === true ? {} : refusal);
-        },
-      },
-      [WritesController],
-    ));
+    // No relay runs (its statements would count with the adds'): the messages stay where they were added.
+    ({ app, db, proxy } = await outboxApp({ enabled: false, publish: async () => undefined }, [WritesController]));
     dataSource = app.get(DataSource);
     await dataSource.query('CREATE TABLE effects (tag text NOT NULL)');
   });
@@ -123,13 +111,6 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   const rows = async (sql: string, params: unknown[] = []) => (await dataSource.query(sql, params)) as Record<string, unknown>[];
   const messagesOf = (tag: string) => rows(`SELECT id::text, topic, payload FROM idempotency_outbox WHERE payload->>'tag' LIKE $1 ORDER BY seq`, [`${tag}%`]);
   const effectsOf = (tag: string) => rows('SELECT tag FROM effects WHERE tag LIKE $1', [`${tag}%`]);
-  /** Resolves once `done` answers true (polled every 20 ms). */
-  const waitFor = async (done: () => Promise<boolean>) => {
-    while (!(await done())) await new Promise((r) => setTimeout(r, 20));
-  };
-  const drain = async () => {
-    while ((await app.get(OutboxRelay).relayOnce()) > 0);
-  };
 
   it.each(['durable', 'one', 'phased'])('commits the message with the key and the write on the %s route, and rolls it back with them', async (route) => {
     const tag = `${route}-${randomUUID()}`;
@@ -170,6 +151,10 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   const txHost = () => app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const fanned = (tag: string, n: number) => Array.from({ length: n }, (_, i) => ({ topic: 'fanned', payload: { tag: `${tag}:${String(i).padStart(2, '0')}` } }));
 
+  it('refuses a group without a lane', async () => {
+    await expect(txHost().withTransaction(() => app.get(Outbox).add({ topic: 't', payload: {}, group: 'g' }))).rejects.toThrow('Outbox.add: group must be a non-empty string, given with a lane');
+  });
+
   it('adds a list in one statement, however long, in its order, and answers the ids in it', async () => {
     const added = async (n: number) => {
       const tag = `list-${randomUUID()}`;
@@ -185,7 +170,6 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     expect(rows.map((r) => r.id)).toEqual(sixteen.ids);
     expect(rows.map((r) => r.payload)).toEqual(fanned(sixteen.tag, 16).map((e) => e.payload));
     expect(await txHost().withTransaction(() => app.get(Outbox).add([]))).toEqual([]);
-    await drain();
   });
 
   it('commits a list with its transaction and rolls it back with it; its commit wakes the relay once', async () => {
@@ -212,57 +196,127 @@ describe('Outbox (PostgreSQL, in one process)', () => {
     } finally {
       await listener.end();
     }
-    await drain();
+  });
+});
+
+/**
+ * The relay running on its own (LISTEN/NOTIFY, its poll every 5 s), as an app
+ * runs it: it hands each committed message to the publisher under its id,
+ * marks deliveries that end together in one statement, keeps a stream in
+ * order, shares its slots among lanes and groups, waits as long as a
+ * publisher's failure asks, parks a message past its horizon and delivers it
+ * again when replayed. Its slots and caps are those docs/outbox.md gives.
+ */
+describe('Outbox relay (PostgreSQL, the relay running)', () => {
+  let app: INestApplication;
+  let db: { url: string; drop(): Promise<void> };
+  let dataSource: DataSource;
+  let proxy: PgCountingProxy;
+  /** Each delivery as the publisher got it, with the moment it did. */
+  const published: (OutboxMessage & { at: number })[] = [];
+  /** Deliveries the publisher has not answered yet. */
+  let inFlight = 0;
+  /** Whether the publisher refuses a message: true, or the properties of its error (`retryAfterMs`). */
+  let fails: (m: OutboxMessage) => boolean | { retryAfterMs: unknown } = () => false;
+  /** What the publisher waits for before it answers (a slow receiver). */
+  let slow: (m: OutboxMessage) => Promise<void> | undefined = () => undefined;
+
+  beforeAll(async () => {
+    ({ app, db, proxy } = await outboxApp(
+      {
+        horizon: '3s',
+        publish: async (message) => {
+          published.push({ ...message, at: performance.now() });
+          inFlight++;
+          try {
+            await slow(message);
+            const refusal = fails(message);
+            if (refusal) throw Object.assign(new Error(`refused ${message.id}`), refusal === true ? {} : refusal);
+          } finally {
+            inFlight--;
+          }
+        },
+      },
+      [WritesController],
+    ));
+    dataSource = app.get(DataSource);
+    await dataSource.query('CREATE TABLE effects (tag text NOT NULL)');
+  });
+  afterAll(async () => {
+    await app?.close();
+    await proxy?.close();
+    await db?.drop();
   });
 
+  const rows = async (sql: string, params: unknown[] = []) => (await dataSource.query(sql, params)) as Record<string, unknown>[];
+  const messagesOf = (tag: string) => rows(`SELECT id::text, topic, payload FROM idempotency_outbox WHERE payload->>'tag' LIKE $1 ORDER BY seq`, [`${tag}%`]);
+  const txHost = () => app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+  const undelivered = async (ids: string[]) => (await rows('SELECT id FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [ids])).length;
+  /** Resolves once `done` answers true (polled every 20 ms); rejects after `ms`. */
+  const waitFor = async (done: () => Promise<boolean> | boolean, ms = 10_000) => {
+    const deadline = performance.now() + ms;
+    while (!(await done())) {
+      if (performance.now() > deadline) throw new Error(`not done after ${ms} ms`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const deliveredAll = (ids: string[], ms?: number) => waitFor(async () => (await undelivered(ids)) === 0, ms);
+  /** Every slot free: no delivery in flight and no message due (the relay claims a due one at once). */
+  const idle = () =>
+    waitFor(async () => {
+      if (inFlight > 0) return false;
+      const [{ n }] = (await rows('SELECT count(*)::int AS n FROM idempotency_outbox WHERE delivered_at IS NULL AND dead_at IS NULL AND next_attempt_at <= now()')) as { n: number }[];
+      return n === 0 && inFlight === 0;
+    });
+  /** Makes `ids` due now, and tells the relay (as an added message's commit does). */
+  const dueNow = async (ids: string[]) => {
+    await dataSource.query('UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = ANY($1::uuid[])', [ids]);
+    await dataSource.query(`SELECT pg_notify('idempotency_outbox', '')`);
+  };
+
   it('hands each committed message to the publisher once, under its id, and marks it delivered', async () => {
-    await drain();
-    published.length = 0;
+    await idle();
     const tag = `relay-${randomUUID()}`;
     await request(app.getHttpServer()).post('/durable').set('Idempotency-Key', randomUUID()).send({ tag }).expect(201);
     const [added] = await messagesOf(tag);
-    await drain();
-    expect(published).toEqual([{ id: added.id, topic: 'effect.written', payload: { tag }, stream: null, attempt: 1 }]);
+    await deliveredAll([added.id as string]);
+    await new Promise((r) => setTimeout(r, 200)); // time for a second delivery, were there one
+    expect(published.filter((m) => m.id === added.id).map(({ at: _, ...m }) => m)).toEqual([{ id: added.id, topic: 'effect.written', payload: { tag }, stream: null, attempt: 1 }]);
     const [row] = await rows('SELECT delivered_at IS NOT NULL AS delivered, attempts FROM idempotency_outbox WHERE id = $1', [added.id]);
     expect(row).toEqual({ delivered: true, attempts: 1 });
   });
 
   it('marks deliveries that end together in one statement, each fenced on its own claim', async () => {
-    await drain();
+    await idle();
     const tag = randomUUID();
-    const ids = await txHost().withTransaction(() => app.get(Outbox).add(Array.from({ length: RELAY_SLOTS }, (_, i) => ({ topic: 'batched', payload: { tag: `${tag}-${i}` } }))));
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    slow = (m) => (ids.includes(m.id) ? released : undefined);
-    published.length = 0;
+    let ids: string[] = [];
+    slow = (m) => ((m.payload as { tag?: string }).tag?.startsWith(tag) ? released : undefined);
     try {
-      let before = proxy.counts().statements;
-      const round = app.get(OutboxRelay).relayOnce();
-      await waitFor(async () => published.length === RELAY_SLOTS);
+      ids = await txHost().withTransaction(() => app.get(Outbox).add(Array.from({ length: RELAY_SLOTS }, (_, i) => ({ topic: 'batched', payload: { tag: `${tag}-${i}` } }))));
+      await waitFor(() => published.filter((m) => ids.includes(m.id)).length === RELAY_SLOTS);
       // The first one's claim is another relay's now (its lease ended, it was claimed again): its mark must not land.
-      const fence = proxy.counts().statements;
       await dataSource.query('UPDATE idempotency_outbox SET attempts = attempts + 1 WHERE id = $1', [ids[0]]);
-      const bumped = proxy.counts().statements - fence;
       release();
-      await round;
-      before += bumped;
-      // The claim, the first delivery's mark, and one for the rest (they ended while it ran): not one a delivery.
-      expect(proxy.counts().statements - before).toBeLessThanOrEqual(3);
+      await deliveredAll(ids.slice(1));
     } finally {
       slow = () => undefined;
       release();
     }
+    // The first delivery's mark, and one for the rest (they ended while it ran): not one a delivery.
     const marked = await rows('SELECT count(*)::int AS n, count(DISTINCT delivered_at)::int AS statements FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NOT NULL', [ids]);
     expect(marked).toEqual([{ n: RELAY_SLOTS - 1, statements: expect.any(Number) }]);
     expect(marked[0].statements).toBeLessThanOrEqual(2);
     expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = $1 AND delivered_at IS NULL', [ids[0]])).toHaveLength(1);
-    await dataSource.query('UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1', [ids[0]]);
-    await drain();
+    await dueNow([ids[0]]);
+    await deliveredAll([ids[0]]);
   });
 
   type Entries = { stream?: string; tag: string }[];
   const ordered = (e: Entries[number]) => ({ topic: 'ordered', payload: { tag: e.tag }, stream: e.stream });
 
+  /** Each entry added in a transaction of its own. */
   async function addInTransactions(entries: Entries): Promise<string[]> {
     const ids: string[] = [];
     for (const e of entries) ids.push(await txHost().withTransaction(() => app.get(Outbox).add(ordered(e))));
@@ -273,22 +327,26 @@ describe('Outbox (PostgreSQL, in one process)', () => {
 
   /** Delivers five messages (added by `add`) where the second fails once; the order in which they were first delivered. */
   async function deliveryOrder(stream: string | undefined, add = addInTransactions): Promise<number[]> {
-    await drain();
+    await idle();
     const tag = randomUUID();
-    const ids = await add([0, 1, 2, 3, 4].map((i) => ({ stream, tag: `${tag}-${i}` })));
     let failedOnce = false;
+    let ids: string[] = [];
     fails = (m) => m.id === ids[1] && !failedOnce && (failedOnce = true);
-    published.length = 0;
+    // Held until all five are added: the relay sees them all, as one would that was busy meanwhile.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    slow = (m) => ((m.payload as { tag?: string }).tag?.startsWith(tag) ? released : undefined);
     try {
-      while ((await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [ids])).length > 0) {
-        await drain();
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      ids = await add([0, 1, 2, 3, 4].map((i) => ({ stream, tag: `${tag}-${i}` })));
+      release();
+      await deliveredAll(ids);
     } finally {
       fails = () => false;
+      slow = () => undefined;
+      release();
     }
     const delivered: number[] = [];
-    for (const m of published) if (!delivered.includes(ids.indexOf(m.id)) && !(m.id === ids[1] && m.attempt === 1)) delivered.push(ids.indexOf(m.id));
+    for (const m of published) if (ids.includes(m.id) && !delivered.includes(ids.indexOf(m.id)) && !(m.id === ids[1] && m.attempt === 1)) delivered.push(ids.indexOf(m.id));
     return delivered;
   }
 
@@ -306,194 +364,197 @@ describe('Outbox (PostgreSQL, in one process)', () => {
   });
 
   it("delivers a lane's messages while another lane's slow deliveries hold their cap of slots, however many it has due", async () => {
-    await drain();
+    await idle();
     const tag = randomUUID();
     const outbox = app.get(Outbox);
-    const add = (lane: string, n: number) =>
-      txHost().withTransaction(() => outbox.add(Array.from({ length: n }, (_, i) => ({ topic: 'laned', payload: { tag: `${tag}-${lane}-${i}` }, lane: `${tag}-${lane}` }))));
-    // Lane A's 100 are older than lane B's 3: a claim in age order would take A's only.
-    const a = await add('a', 100);
-    const b = await add('b', 3);
+    const laned = (lane: string, n: number) => Array.from({ length: n }, (_, i) => ({ topic: 'laned', payload: { tag: `${tag}-${lane}-${i}` }, lane: `${tag}-${lane}` }));
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    slow = (m) => (a.includes(m.id) ? released : undefined);
-    published.length = 0;
+    slow = (m) => ((m.payload as { tag?: string }).tag?.startsWith(`${tag}-a-`) ? released : undefined);
     const sent = (ids: string[]) => published.filter((m) => ids.includes(m.id)).length;
     try {
-      const first = app.get(OutboxRelay).relayOnce();
-      await waitFor(async () => sent(b) === 3);
-      const [more] = await add('b', 1);
-      await app.get(OutboxRelay).relayOnce();
-      expect(sent([more])).toBe(1);
+      // Lane A's 100 are older than lane B's 3 (one commit: the relay sees them together): a claim in age order would take A's only.
+      const [a, b] = await txHost().withTransaction(async () => [await outbox.add(laned('a', 100)), await outbox.add(laned('b', 3))]);
+      await waitFor(() => sent(b) === 3);
+      const [more] = await txHost().withTransaction(() => outbox.add(laned('b', 1).map((e) => ({ ...e, payload: { tag: `${tag}-b-more` } }))));
+      await deliveredAll([more]);
       // A's deliveries are all still in flight, and no more than the cap of them.
       expect(sent(a)).toBe(RELAY_LANE_CAP);
-      const [{ delivered }] = await rows('SELECT count(*)::int AS delivered FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NOT NULL', [a]);
-      expect(delivered).toBe(0);
+      expect(await undelivered(a)).toBe(100);
       release();
-      await first;
+      await deliveredAll([...a, ...b], 30_000);
     } finally {
       slow = () => undefined;
       release();
     }
-    await drain();
-    expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [[...a, ...b]])).toEqual([]);
   });
 
   it("shares the slots among groups before lanes: a group of 16 slow lanes holds its cap, another group's messages and an ungrouped lane's go meanwhile", async () => {
-    await drain();
+    await idle();
     const tag = randomUUID();
     const outbox = app.get(Outbox);
     const entry = (lane: string, i: number, group?: string) => ({ topic: 'grouped', payload: { tag: `${tag}-${lane}-${i}` }, lane: `${tag}-${lane}`, group });
-    // Group A's 16 lanes of 5 messages each are older than the rest: a claim by lane alone would give A 18 of its 20 slots.
-    const a = await txHost().withTransaction(() => outbox.add(Array.from({ length: 80 }, (_, i) => entry(`a${i % 16}`, i, `${tag}-group-a`))));
-    const b = await txHost().withTransaction(() => outbox.add([0, 1, 2].map((i) => entry('b', i, `${tag}-group-b`))));
-    const c = await txHost().withTransaction(() => outbox.add([0, 1].map((i) => entry('c', i))));
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    slow = (m) => (a.includes(m.id) ? released : undefined);
-    published.length = 0;
+    slow = (m) => ((m.payload as { tag?: string }).tag?.startsWith(`${tag}-a`) ? released : undefined);
     const sent = (ids: string[]) => published.filter((m) => ids.includes(m.id));
     try {
-      const first = app.get(OutboxRelay).relayOnce();
+      // Group A's 16 lanes of 5 messages each are older than the rest: a claim by lane alone would give A 18 of its 20 slots.
+      const [a, b, c] = await txHost().withTransaction(async () => [
+        await outbox.add(Array.from({ length: 80 }, (_, i) => entry(`a${i % 16}`, i, `${tag}-group-a`))),
+        await outbox.add([0, 1, 2].map((i) => entry('b', i, `${tag}-group-b`))),
+        await outbox.add([0, 1].map((i) => entry('c', i))),
+      ]);
       // The claim's deliveries start at once: B's and C's end, A's hang.
-      const until = Date.now() + 5_000;
-      await waitFor(async () => published.length >= 15 || Date.now() > until);
-      expect(sent([...b, ...c])).toHaveLength(5);
+      await waitFor(() => sent([...b, ...c]).length === 5);
+      await deliveredAll([...b, ...c]);
       // Group A: its cap of the slots, each in another of its lanes (every lane's oldest in turn).
       const lanesOfA = sent(a).map((m) => (m.payload as { tag: string }).tag.split('-').at(-2));
       expect(lanesOfA).toHaveLength(RELAY_GROUP_CAP);
       expect(new Set(lanesOfA).size).toBe(RELAY_GROUP_CAP);
-      // With A's 10 still in flight, later messages of B's go in the next claim, and A takes no more.
+      // With A's 10 still in flight, later messages of B's go, and A takes no more.
       const more = await txHost().withTransaction(() => outbox.add([3, 4].map((i) => entry('b', i, `${tag}-group-b`))));
-      await app.get(OutboxRelay).relayOnce();
+      await deliveredAll(more);
       expect(sent(more)).toHaveLength(2);
       expect(sent(a)).toHaveLength(RELAY_GROUP_CAP);
       release();
-      await first;
+      await deliveredAll([...a, ...b, ...c], 30_000);
     } finally {
       slow = () => undefined;
       release();
     }
-    await drain();
-    expect(await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [[...a, ...b, ...c]])).toEqual([]);
   });
 
   it("fills a claim with messages without a lane beside a lane's, however many are older", async () => {
-    await drain();
+    await idle();
     const tag = randomUUID();
     const outbox = app.get(Outbox);
-    const unlaned = await txHost().withTransaction(() => outbox.add(Array.from({ length: 30 }, (_, i) => ({ topic: 'unlaned', payload: { tag: `${tag}-${i}` } }))));
-    const [laned] = await txHost().withTransaction(() => outbox.add([{ topic: 'laned', payload: { tag: `${tag}-laned` }, lane: `${tag}-lane` }]));
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    slow = () => released;
-    published.length = 0;
+    slow = (m) => ((m.payload as { tag?: string }).tag?.startsWith(tag) ? released : undefined);
+    const ours = () => published.filter((m) => (m.payload as { tag?: string }).tag?.startsWith(tag));
     try {
-      const first = app.get(OutboxRelay).relayOnce();
-      const until = Date.now() + 5_000;
-      await waitFor(async () => published.length >= RELAY_SLOTS || Date.now() > until);
+      // One commit: the relay's claim sees the 30 without a lane and, newer, the lane's one.
+      const [unlaned, [laned]] = await txHost().withTransaction(async () => [
+        await outbox.add(Array.from({ length: 30 }, (_, i) => ({ topic: 'unlaned', payload: { tag: `${tag}-${i}` } }))),
+        await outbox.add([{ topic: 'laned', payload: { tag: `${tag}-laned` }, lane: `${tag}-lane` }]),
+      ]);
+      await waitFor(() => ours().length >= RELAY_SLOTS);
       // One claim: the lane's message, and the oldest of the others for the rest of the slots.
-      expect(published.map((m) => m.id).sort()).toEqual([laned, ...unlaned.slice(0, RELAY_SLOTS - 1)].sort());
+      expect(ours().map((m) => m.id).sort()).toEqual([laned, ...unlaned.slice(0, RELAY_SLOTS - 1)].sort());
       release();
-      await first;
+      await deliveredAll([...unlaned, laned]);
     } finally {
       slow = () => undefined;
       release();
     }
-    await drain();
-  });
-
-  it('refuses a group without a lane', async () => {
-    await expect(txHost().withTransaction(() => app.get(Outbox).add({ topic: 't', payload: {}, group: 'g' }))).rejects.toThrow('Outbox.add: group must be a non-empty string, given with a lane');
   });
 
   it("waits as long as a publisher's failure asks (retryAfterMs), on the database's clock, then hands the message over again", async () => {
-    await drain();
-    const [id] = await addInTransactions([{ tag: `later-${randomUUID()}` }]);
+    await idle();
+    const tag = `later-${randomUUID()}`;
+    let id = '';
     const dueInMs = async () => Number((await rows('SELECT extract(epoch FROM next_attempt_at - now()) * 1000 AS ms FROM idempotency_outbox WHERE id = $1', [id]))[0].ms);
-    fails = (m) => m.id === id && { retryAfterMs: 2_500.2 };
-    published.length = 0;
+    const attempts = () => published.filter((m) => m.id === id);
+    // By its tag: the relay may hand it over before `add` has answered its id.
+    fails = (m) => (m.payload as { tag?: string }).tag === tag && m.attempt === 1 && { retryAfterMs: 2_500.2 };
     try {
-      await drain();
+      [id] = await addInTransactions([{ tag }]);
+      await waitFor(async () => (await rows('SELECT 1 FROM idempotency_outbox WHERE id = $1 AND last_error IS NOT NULL', [id])).length === 1);
       const asked = await dueInMs();
       expect(asked).toBeGreaterThan(2_000);
       expect(asked).toBeLessThanOrEqual(2_501);
       // Past the backoff's first wait (at most 1 s): still not handed over.
       await new Promise((r) => setTimeout(r, 1_100));
-      await drain();
-      expect(published.map((m) => m.attempt)).toEqual([1]);
-      // Its time come (moved on the database's clock), it is.
-      fails = () => false;
-      await dataSource.query(`UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1`, [id]);
-      await drain();
-      expect(published.map((m) => m.attempt)).toEqual([1, 2]);
+      expect(attempts().map((m) => m.attempt)).toEqual([1]);
+      // Its time come, it is.
+      await deliveredAll([id]);
+      expect(attempts().map((m) => m.attempt)).toEqual([1, 2]);
+      expect(attempts()[1].at - attempts()[0].at).toBeGreaterThanOrEqual(2_400);
     } finally {
       fails = () => false;
     }
   });
 
   it('takes the backoff when the asked wait is not a number of ms; parks a message whose asked wait passes the horizon', async () => {
-    await drain();
-    const [ignored, late, never] = await addInTransactions([{ tag: `ignored-${randomUUID()}` }, { tag: `late-${randomUUID()}` }, { tag: `never-${randomUUID()}` }]);
-    const asked = new Map<string, number>([
-      [ignored, -1],
-      [late, 4_000],
-      [never, Number.MAX_VALUE],
-    ]);
-    fails = (m) => asked.has(m.id) && { retryAfterMs: asked.get(m.id) };
+    await idle();
+    const asked = new Map<string, number>();
+    let ignored = '';
+    // `ignored` asks -1 once, then is delivered; the others ask 4 s and more (the horizon is 3 s).
+    fails = (m) => asked.has(m.id) && (m.id !== ignored || m.attempt === 1) && { retryAfterMs: asked.get(m.id) };
+    let late = '';
+    let never = '';
     try {
-      await drain();
-      const [due] = await rows('SELECT next_attempt_at <= now() + interval \'1 second\' AS soon FROM idempotency_outbox WHERE id = $1', [ignored]);
-      expect(due).toEqual({ soon: true });
-      const dead = (await app.get(Outbox).deadLetters()).map((d) => d.id);
-      expect(dead).toEqual(expect.arrayContaining([late, never])); // 4 s ahead and further, the horizon 3 s
-      expect(dead).not.toContain(ignored);
+      await txHost().withTransaction(async () => {
+        [ignored, late, never] = await app.get(Outbox).add([{ tag: `ignored-${randomUUID()}` }, { tag: `late-${randomUUID()}` }, { tag: `never-${randomUUID()}` }].map((e) => ordered(e)));
+        asked.set(ignored, -1).set(late, 4_000).set(never, Number.MAX_VALUE);
+      });
+      await waitFor(async () => (await app.get(Outbox).deadLetters()).filter((d) => d.id === late || d.id === never).length === 2);
+      // Parked at their first failure: 4 s ahead and further, the horizon 3 s.
+      const parked = (await app.get(Outbox).deadLetters()).filter((d) => d.id === late || d.id === never);
+      expect(parked.map((d) => d.attempts)).toEqual([1, 1]);
+      await deliveredAll([ignored]);
+      const attempts = published.filter((m) => m.id === ignored);
+      expect(attempts.map((m) => m.attempt)).toEqual([1, 2]);
+      // The backoff after a first failure: at most 1 s (and the relay's claim when it is due).
+      expect(attempts[1].at - attempts[0].at).toBeLessThan(2_000);
+      expect((await app.get(Outbox).deadLetters()).map((d) => d.id)).not.toContain(ignored);
     } finally {
       fails = () => false;
     }
     await app.get(Outbox).replay([late, never]);
-    await dataSource.query(`UPDATE idempotency_outbox SET next_attempt_at = now() WHERE id = $1`, [ignored]);
-    await drain();
+    await deliveredAll([late, never]);
   });
 
   it('parks a message that fails past the horizon as a dead letter; a replay delivers it', async () => {
-    await drain();
-    const [id] = await addInTransactions([{ tag: `dead-${randomUUID()}` }]);
-    fails = (m) => m.id === id;
+    await idle();
+    let id = '';
+    const tag = `dead-${randomUUID()}`;
+    fails = (m) => (m.payload as { tag?: string }).tag === tag;
     try {
-      while ((await app.get(Outbox).deadLetters()).every((d) => d.id !== id)) {
-        await drain();
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      [id] = await addInTransactions([{ tag }]);
+      await waitFor(async () => (await app.get(Outbox).deadLetters()).some((d) => d.id === id));
     } finally {
       fails = () => false;
     }
     const [dead] = (await app.get(Outbox).deadLetters()).filter((d) => d.id === id);
     expect(dead).toMatchObject({ id, topic: 'ordered', lastError: `refused ${id}` });
     expect(dead.attempts).toBeGreaterThanOrEqual(1);
-    published.length = 0;
-    await drain();
-    expect(published).toEqual([]); // dead: not retried
+    const before = published.filter((m) => m.id === id).length;
+    await new Promise((r) => setTimeout(r, 1_500)); // past its backoff: still not retried
+    expect(published.filter((m) => m.id === id)).toHaveLength(before);
     expect(await app.get(Outbox).replay([id])).toEqual([id]);
-    await drain();
-    expect(published.map((m) => [m.id, m.attempt])).toEqual([[id, 1]]);
+    await deliveredAll([id]);
+    expect(published.filter((m) => m.id === id).slice(before).map((m) => [m.id, m.attempt])).toEqual([[id, 1]]);
     expect(await app.get(Outbox).deadLetters()).toEqual([]);
   });
 
   it('purges delivered messages past their retention, counted from delivery; waiting ones and dead letters stay', async () => {
-    await drain();
-    const [old, recent, waiting, dead] = await addInTransactions([0, 1, 2, 3].map((i) => ({ tag: `purge-${i}` })));
-    await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '8 days' WHERE id = $1`, [old]);
-    await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '6 days' WHERE id = $1`, [recent]);
-    await dataSource.query(`UPDATE idempotency_outbox SET dead_at = now() - interval '30 days', created_at = now() - interval '40 days' WHERE id = $1`, [dead]);
-    const result = await app.get(IdempotencyPurgeService).purgeOnce();
-    expect(result).toMatchObject({ outbox: 1, skipped: false });
-    const left = (await rows('SELECT id::text FROM idempotency_outbox WHERE id = ANY($1::uuid[]) ORDER BY seq', [[old, recent, waiting, dead]])).map((r) => r.id);
-    expect(left).toEqual([recent, waiting, dead]);
-    await app.get(Outbox).replay([dead]);
-    await drain();
+    await idle();
+    let held: string[] = [];
+    // The last two wait (their publisher asks a minute): one is left waiting, the other made a dead letter below.
+    fails = (m) => held.includes(m.id) && { retryAfterMs: 60_000 };
+    try {
+      const [old, recent, waiting, dead] = await txHost().withTransaction(async () => {
+        const ids = await app.get(Outbox).add([0, 1, 2, 3].map((i) => ordered({ tag: `purge-${i}` })));
+        held = ids.slice(2);
+        return ids;
+      });
+      await deliveredAll([old, recent]);
+      await waitFor(async () => (await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND last_error IS NOT NULL', [held])).length === 2);
+      await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '8 days' WHERE id = $1`, [old]);
+      await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '6 days' WHERE id = $1`, [recent]);
+      await dataSource.query(`UPDATE idempotency_outbox SET dead_at = now() - interval '30 days', created_at = now() - interval '40 days' WHERE id = $1`, [dead]);
+      const result = await app.get(IdempotencyPurgeService).purgeOnce();
+      expect(result).toMatchObject({ outbox: 1, skipped: false });
+      const left = (await rows('SELECT id::text FROM idempotency_outbox WHERE id = ANY($1::uuid[]) ORDER BY seq', [[old, recent, waiting, dead]])).map((r) => r.id);
+      expect(left).toEqual([recent, waiting, dead]);
+    } finally {
+      fails = () => false;
+    }
   });
 });
+
 
 /**
  * The relay running on its own (LISTEN/NOTIFY, its poll every 5 s): what it
@@ -529,7 +590,7 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     await db?.drop();
   });
 
-  const add = (entries: { stream?: string; lane?: string }[]) =>
+  const add = (entries: { stream?: string; lane?: string; payload?: { n: string } }[]) =>
     app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost).withTransaction(() =>
       app.get(Outbox).add(entries.map((e) => ({ topic: 'woken', payload: { n: randomUUID() }, ...e }))),
     );
@@ -564,8 +625,10 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
   });
 
   it('hands a failed message over again when its retry comes due, not at the poll', async () => {
-    const [id] = await add([{}]);
-    fails = (m) => (m.id === id && m.attempt === 1 ? { retryAfterMs: 300 } : undefined);
+    // By its payload: the relay may hand it over before `add` has answered its id.
+    const n = randomUUID();
+    fails = (m) => ((m.payload as { n?: string }).n === n && m.attempt === 1 ? { retryAfterMs: 300 } : undefined);
+    const [id] = await add([{ payload: { n } }]);
     try {
       await deliveredWithin([id], 2_500);
     } finally {

@@ -44,26 +44,8 @@ function mappedNames(config: string): [string, string][] {
     .map(([name, target]) => [name.replace(/^\^|\$$/g, ''), relative(PACKAGE, target.replace('<rootDir>', dirname(config)))]);
 }
 
-/**
- * The files that still reach an internal, each to be rewritten through the
- * package's names or to have what it needs exported (issue 57): the list only
- * shrinks, and a file rewritten must leave it (the check fails on either).
- */
-const PENDING = [
-  // The relay one pass at a time.
-  'test/support/internals.ts: ../../src/outbox/outbox-relay',
-  // The key readers, given the contexts of servers and transports these tests cannot run (Apollo; Kafka, RabbitMQ).
-  'test/unit/context-keys.spec.ts: ../../src/contexts/graphql-context',
-  'test/unit/context-keys.spec.ts: ../../src/contexts/message-context',
-  // No renewal between a recovery point sent with its COMMIT and the server running it: a window no request can hold open.
-  'test/unit/lease-keeper.spec.ts: ../../src/core/lease-keeper',
-  // The relay's backoff; the replay cache on a clock of the test's, with its size in entries and bytes (the module gives it neither).
-  'test/unit/outbox-backoff.spec.ts: ../../src/outbox/backoff',
-  'test/unit/replay-cache.spec.ts: ../../src/core/replay-cache',
-];
-
 describe("the library's tests", () => {
-  it('import no file of a package by its path: only the names the packages export (but the files PENDING)', () => {
+  it('import no file of a package by its path: only the names the packages export', () => {
     const offenders = testFiles()
       .filter((file) => file !== __filename)
       .flatMap((file) =>
@@ -71,7 +53,7 @@ describe("the library's tests", () => {
         .filter((specifier) => intoSources(file, specifier))
         .map((specifier) => `${relative(PACKAGE, file)}: ${specifier}`),
     );
-    expect(offenders).toEqual(PENDING);
+    expect(offenders).toEqual([]);
   });
 
   it('reach through jest exactly the entry points package.json exports, and no other file', () => {
