@@ -4,7 +4,7 @@ import { SpanStatusCode, trace } from '@opentelemetry/api';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
 import { primaryClientConfig } from '../stores/postgres/claim-pool';
-import { backoffMs } from './backoff';
+import { OutboxMarks } from './outbox-marks';
 import { OutboxMetrics } from './outbox-metrics';
 import { OutboxMessage, OutboxPublisher } from '../contract/outbox-message';
 import { OutboxStatements, outboxStatements } from './outbox-statements';
@@ -57,7 +57,7 @@ const tracer = trace.getTracer('safe-retries');
  *   mark is written are marked together by the next: one statement for
  *   many on a busy relay); its failure schedules the next
  *   attempt (when its error asks, after `retryAfterMs`; else backoff.ts) or,
- *   past the horizon, parks it as a dead letter. Both marks are fenced on the
+ *   past the horizon, parks it as a dead letter (outbox-marks.ts). Both marks are fenced on the
  *   claim (its attempt count), so a relay that outlived its lease cannot
  *   reschedule a message another relay holds.
  * - At least once. A relay killed after the publisher's send and before the
@@ -101,9 +101,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
    */
   private leftMore = true;
   private nextDueMs: number | null = null;
-  /** Delivered messages waiting for their mark, and the marking in progress (see marked). */
-  private unmarked: { row: OutboxMessageRow; settle: (error?: unknown) => void }[] = [];
-  private marking?: Promise<void>;
+  private readonly marks: OutboxMarks;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -112,6 +110,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   ) {
     this.sql = outboxStatements(options.outbox.table.sql);
     this.publish = options.outbox.publish;
+    this.marks = new OutboxMarks((sql, params) => this.query(sql, params), this.sql, options.outbox.horizonMs, metrics, this.logger);
   }
 
   onApplicationBootstrap(): void {
@@ -253,63 +252,20 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       try {
         await publish(message, lease.signal);
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
-        await this.marked(row);
+        await this.marks.delivered(row);
         this.metrics.deliveries.inc({ result: 'delivered' });
         return true;
       } catch (error) {
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
         span.recordException(error as Error);
         span.setStatus({ code: SpanStatusCode.ERROR });
-        await this.failed(row, error);
+        await this.marks.failed(row, error);
         return false;
       } finally {
         clearTimeout(timer);
         span.end();
       }
     });
-  }
-
-  /**
-   * Marks a delivered message; resolves once its mark is written (rejects
-   * with the statement's error). One mark statement at a time: the
-   * deliveries that end while it runs are marked together by the next, so a
-   * busy relay writes one mark for many deliveries and an idle one marks
-   * each at once.
-   */
-  private marked(row: OutboxMessageRow): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.unmarked.push({ row, settle: (error) => (error === undefined ? resolve() : reject(error)) });
-      this.marking ??= this.mark();
-    });
-  }
-
-  /** Writes the waiting marks, a statement per batch, until none waits. */
-  private async mark(): Promise<void> {
-    while (this.unmarked.length > 0) {
-      const batch = this.unmarked;
-      this.unmarked = [];
-      const error = await this.query(this.sql.delivered, [batch.map((m) => m.row.id), batch.map((m) => m.row.attempts)]).then(
-        () => undefined,
-        (failure: unknown) => failure ?? new Error('the mark failed'),
-      );
-      for (const m of batch) m.settle(error);
-    }
-    this.marking = undefined;
-  }
-
-  private async failed(row: OutboxMessageRow, error: unknown): Promise<void> {
-    const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
-    try {
-      // A wait past the horizon makes a dead letter whatever its length: capped there, any asked wait fits the statement's int8.
-      const waitMs = Math.min(askedWaitMs(error) ?? backoffMs(row.attempts), this.options.outbox.horizonMs + 1);
-      const marked = (await this.query(this.sql.failed, [row.id, row.attempts, waitMs, reason, this.options.outbox.horizonMs])) as { dead: boolean }[];
-      const dead = marked[0]?.dead === true;
-      this.metrics.deliveries.inc({ result: dead ? 'dead' : 'failed' });
-      if (dead) this.logger.warn(`outbox message ${row.id} (${row.topic}) is a dead letter after ${row.attempts} attempts: ${reason}`);
-    } catch (markError) {
-      // Unmarked, the message is due again when its lease ends.
-      this.logger.error(`outbox message ${row.id}: recording a failed delivery failed: ${(markError as Error).message}`);
-    }
   }
 }
 
@@ -319,15 +275,6 @@ function count(counts: Map<string, number>, key: string | null, by: number): voi
   const n = (counts.get(key) ?? 0) + by;
   if (n > 0) counts.set(key, n);
   else counts.delete(key);
-}
-
-/**
- * The wait a publisher's failure asks for (OutboxPublisher: `retryAfterMs`,
- * a finite number of ms, at least 0, rounded up); undefined when it asks none.
- */
-function askedWaitMs(error: unknown): number | undefined {
-  const asked = typeof error === 'object' && error !== null ? (error as { retryAfterMs?: unknown }).retryAfterMs : undefined;
-  return typeof asked === 'number' && Number.isFinite(asked) && asked >= 0 ? Math.ceil(asked) : undefined;
 }
 
 /** The claim's answer (outbox-statements.ts). */
