@@ -9,6 +9,7 @@ import { createIdempotencyMessages } from './1796142644217-CreateIdempotencyMess
 import { createIdempotencyOutbox } from './1796500000000-CreateIdempotencyOutbox';
 import { idempotencyOutboxLanes } from './1798000000000-IdempotencyOutboxLanes';
 import { idempotencyOutboxLaneGroups } from './1798000000001-IdempotencyOutboxLaneGroups';
+import { idempotencyOutboxLaneIndex } from './1798000000002-IdempotencyOutboxLaneIndex';
 import { DEFAULT_OUTBOX_TABLE_NAME } from '../config/idempotency-table';
 
 export type IdempotencyMigration = new () => MigrationInterface;
@@ -22,8 +23,9 @@ export type IdempotencyMigration = new () => MigrationInterface;
  * without TypeORM migrations, sql/idempotency-keys.sql is the keys table's
  * schema; the messages table is the one CREATE TABLE and index of
  * CreateIdempotencyMessages; the outbox's table, `idempotency_outbox`, the
- * CREATE TABLE and indexes of CreateIdempotencyOutbox and the columns of
- * IdempotencyOutboxLanes and IdempotencyOutboxLaneGroups.
+ * CREATE TABLE and indexes of CreateIdempotencyOutbox, the columns of
+ * IdempotencyOutboxLanes and IdempotencyOutboxLaneGroups and the index of
+ * IdempotencyOutboxLaneIndex.
  */
 export function idempotencyMigrations(
   tableName: string = DEFAULT_TABLE_NAME,
@@ -39,6 +41,7 @@ export function idempotencyMigrations(
     createIdempotencyOutbox(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
     idempotencyOutboxLanes(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
     idempotencyOutboxLaneGroups(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
+    idempotencyOutboxLaneIndex(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
   ];
 }
 
