@@ -168,3 +168,21 @@ export function outboxStatements(t: string) {
 }
 
 export type OutboxStatements = ReturnType<typeof outboxStatements>;
+
+/** The claim's answer. */
+export interface ClaimAnswer {
+  messages: OutboxMessageRow[];
+  full: boolean;
+  next_due_ms: number | null;
+}
+
+/** A claimed message, as the claim answers it. */
+export interface OutboxMessageRow {
+  id: string;
+  topic: string;
+  payload: unknown;
+  stream: string | null;
+  lane: string | null;
+  lane_group: string | null;
+  attempts: number;
+}
