@@ -235,7 +235,7 @@ export async function outboxBench(
         (late) => lateMessages((text, values) => dataSource.query(text, values), late),
       )
       .finally(() => counter.uninstall());
-    options.log(`§12 burst: ${burst.messages} messages queued at once, relayed ${burst.relayedPerSecond}/s, ${burst.statementsPerDelivery} statements a delivery`);
+    options.log(`§12 drain, the bench publisher: ${burst.messages} messages queued at once, relayed ${burst.relayedPerSecond}/s, ${burst.statementsPerDelivery} statements a delivery`);
 
     const duplicatesBefore = receiver.duplicates;
     const sent: { id: string; committedAt: number }[] = [];
@@ -448,7 +448,7 @@ async function signedDrain(databaseUrl: string, receiver: Receiver, options: { m
       async (late) => `${late.length} deliveries: ${late.slice(0, 5).join(', ')} …`,
     );
     const result = { ...drained, clients: SIGNED_CLIENTS, endpoints: SIGNED_CLIENTS * SIGNED_ENDPOINTS };
-    options.log(`§12 signed: ${result.messages} deliveries queued at once, relayed ${result.relayedPerSecond}/s, ${result.statementsPerDelivery} statements a delivery`);
+    options.log(`§12 drain, signed webhooks: ${result.messages} deliveries queued at once, relayed ${result.relayedPerSecond}/s, ${result.statementsPerDelivery} statements a delivery`);
     return result;
   } finally {
     await harness.context.close();
