@@ -16,19 +16,32 @@ import { MAX_ENDPOINTS_PER_CLIENT } from '../src/webhook-endpoints/webhook-endpo
 import { cannon, startServer } from './http';
 import { ClaimCost, claimCost } from './outbox-claim';
 import { Tarpit } from '../test/support/tarpit';
-import { BENCH_CLIENT } from './lib/app';
+import { BENCH_CLIENT, createStoreHarness } from './lib/app';
 import { openBenchDatabase } from './lib/database';
 import { ORDER, ORDER_HEADERS } from './lib/order-load';
+import { SqlCounter } from './lib/sql-counter';
 import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
+import { EventsService } from '../src/events/events.service';
 
 /**
  * §12 Events out: the library's outbox and its relay, on their own (no app
  * around them). A Nest application with IdempotencyModule's outbox, whose
  * publisher POSTs each message to a receiver in this process (fetch, keep-alive,
  * the message id as Idempotency-Key); one relay, woken by LISTEN/NOTIFY.
- * - Burst: `burst` messages added at once, one per transaction, 20
- *   transactions at a time; messages relayed per second from the first
- *   delivery to the last.
+ * - Drain, the bench's publisher: `burst` messages queued in one transaction
+ *   (one INSERT … SELECT), then drained by the relay, which the COMMIT wakes;
+ *   messages relayed per second from that COMMIT to the last arrival, and the
+ *   statements the bench process sends per delivery (claims and marks;
+ *   bench/lib/sql-counter.ts, the queue's three among them).
+ * - Drain, the app's signed webhooks: the app's server (bench/server.ts: its
+ *   relay and WebhookPublisher) with 4 API clients of 5 endpoints each, each
+ *   endpoint a port of the receiver's (its own origin, as clients' endpoints
+ *   are), subscribed to payment.succeeded; `burst` deliveries queued in one
+ *   transaction of a command-line context of the app (EventsService.record:
+ *   `burst` / 20 events per client, each fanned out to its 5 endpoints), each
+ *   signed per Standard Webhooks and answered 204; relayed per second as
+ *   above, and the server's statements per delivery (the relay's claims and
+ *   marks, the publisher's attempt begun and finished).
  * - Steady: `rate` messages a second for `seconds`, one per transaction;
  *   commit-to-delivery latency (the receiver's arrival less the moment the
  *   adding transaction's COMMIT returned), p50/p99.
@@ -55,7 +68,8 @@ import { Percentiles, fmt, round, sleep, summarize, table } from './lib/stats';
  *   messages due in 1 to 500 lanes.
  */
 export interface OutboxBenchResult {
-  burst: { messages: number; relayedPerSecond: number; addedPerSecond: number; duplicates: number };
+  burst: DrainResult;
+  signed: DrainResult & { clients: number; endpoints: number };
   steady: { rate: number; seconds: number; messages: number; latencyMs: Percentiles; duplicates: number };
   tarpit: { queued: number; rate: number; messages: number; latencyMs: Percentiles; tarpitConnections: number };
   claim: ClaimCost[];
@@ -63,20 +77,36 @@ export interface OutboxBenchResult {
   fanOut: { endpoints: number; latencyMs: Percentiles }[];
 }
 
-const ADDERS = 20;
+/** A drain: `messages` committed at once, relayed per second from their COMMIT to the last arrival; the relay's statements (with the publisher's) per delivery, by kind. */
+export interface DrainResult {
+  messages: number;
+  relayedPerSecond: number;
+  duplicates: number;
+  statementsPerDelivery: number;
+  kinds: Record<string, number>;
+}
+
+/** The signed drain's API clients (each a group of lanes) and the endpoints of each (each a lane). */
+const SIGNED_CLIENTS = 4;
+const SIGNED_ENDPOINTS = 5;
 const DELIVERY_TIMEOUT_MS = 120_000;
 
 /** The receiver: the arrival time (ms, performance.now()) of each message id, and how many came twice. */
 class Receiver {
   readonly arrivals = new Map<string, number>();
   duplicates = 0;
-  private server?: Server;
+  private readonly servers: Server[] = [];
   port = 0;
 
   async start(): Promise<void> {
-    this.server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      // The outbox's own publisher sends Idempotency-Key; the app's webhooks, webhook-id.
-      const id = String(req.headers['idempotency-key'] ?? req.headers['webhook-id']);
+    this.port = await this.listen();
+  }
+
+  /** Another port of this receiver (another origin: the app keeps connections per endpoint origin). */
+  async listen(): Promise<number> {
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      // The outbox's own publisher sends Idempotency-Key; the app's webhooks, webhook-id (the event's: one per endpoint, by its path).
+      const id = String(req.headers['idempotency-key'] ?? `${req.url} ${String(req.headers['webhook-id'])}`);
       req.resume();
       req.on('end', () => {
         if (this.arrivals.has(id)) this.duplicates++;
@@ -84,12 +114,39 @@ class Receiver {
         res.writeHead(204).end();
       });
     });
-    this.server.keepAliveTimeout = 60_000;
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.port = (this.server.address() as AddressInfo).port;
+    server.keepAliveTimeout = 60_000;
+    this.servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return (server.address() as AddressInfo).port;
   }
 
-  /** Waits until every message of `ids` has arrived; past the deadline, fails with each late one as `describe` tells it. */
+  /**
+   * A drain (DrainResult): `queue` commits its messages at once, answering
+   * their ids as this receiver keys them and when the COMMIT returned;
+   * `counted` counts the statements sent while its work runs.
+   */
+  async drain(
+    queue: () => Promise<{ ids: string[]; committedAt: number }>,
+    counted: (work: () => Promise<{ ids: string[]; committedAt: number }>) => Promise<{ result: { ids: string[]; committedAt: number }; statements: number; kinds: Record<string, number> }>,
+    describe: (late: string[]) => Promise<string>,
+  ): Promise<DrainResult> {
+    const duplicatesBefore = this.duplicates;
+    const { result, statements, kinds } = await counted(async () => {
+      const queued = await queue();
+      await this.waitFor(queued.ids, describe);
+      return queued;
+    });
+    const n = result.ids.length;
+    const lastMs = Math.max(...result.ids.map((id) => this.arrivals.get(id)!));
+    return {
+      messages: n,
+      relayedPerSecond: round(n / ((lastMs - result.committedAt) / 1000), 1),
+      duplicates: this.duplicates - duplicatesBefore,
+      statementsPerDelivery: round(statements / n, 2),
+      kinds: Object.fromEntries(Object.entries(kinds).map(([kind, count]) => [kind, round(count / n, 3)])),
+    };
+  }
+
   async waitFor(ids: string[], describe: (late: string[]) => Promise<string>): Promise<void> {
     const deadline = Date.now() + DELIVERY_TIMEOUT_MS;
     while (ids.some((id) => !this.arrivals.has(id))) {
@@ -101,8 +158,8 @@ class Receiver {
     }
   }
 
-  stop(): Promise<void> {
-    return new Promise((resolve) => this.server?.close(() => resolve()) ?? resolve());
+  async stop(): Promise<void> {
+    await Promise.all(this.servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
   }
 }
 
@@ -140,10 +197,12 @@ export async function outboxBench(
   // The app first: its migrations make the whole schema, the library's included.
   let payments: OutboxBenchResult['payments'];
   let fanOutLatency: OutboxBenchResult['fanOut'];
+  let signed: OutboxBenchResult['signed'];
   let claim: ClaimCost[];
   try {
     payments = await paymentsWithEvents(databaseUrl, receiver, options);
     fanOutLatency = await fanOut(databaseUrl, receiver, { orders: options.fanOutOrders, slices: options.slices, log: options.log });
+    signed = await signedDrain(databaseUrl, receiver, { messages: options.burst, log: options.log });
     claim = await claimCost(databaseUrl, options.log);
   } catch (error) {
     await receiver.stop();
@@ -169,26 +228,20 @@ export async function outboxBench(
     const warm = await Promise.all(Array.from({ length: 50 }, (_, i) => add(i)));
     await delivered(warm.map((m) => m.id));
 
-    const ids: string[] = [];
-    const duplicatesBeforeBurst = receiver.duplicates;
-    const addStart = performance.now();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: ADDERS }, async () => {
-        while (next < options.burst) ids.push((await add(next++)).id);
-      }),
-    );
-    const addMs = performance.now() - addStart;
-    await delivered(ids);
-    const times = ids.map((id) => receiver.arrivals.get(id)!);
-    const spanMs = Math.max(...times) - Math.min(...times);
-    const burst = {
-      messages: ids.length,
-      relayedPerSecond: round(ids.length / (spanMs / 1000), 1),
-      addedPerSecond: round(ids.length / (addMs / 1000), 1),
-      duplicates: receiver.duplicates - duplicatesBeforeBurst,
-    };
-    options.log(`§12 burst: ${burst.messages} messages, relayed ${burst.relayedPerSecond}/s (added ${burst.addedPerSecond}/s)`);
+    const counter = new SqlCounter();
+    counter.install();
+    const burst = await receiver
+      .drain(
+        async () => {
+          const queued = Array.from({ length: options.burst }, (_, n) => ({ topic: 'bench.event', payload: { n, nonce: randomUUID() } }));
+          const ids = await cls.run(() => txHost.withTransaction(() => outbox.add(queued)));
+          return { ids, committedAt: performance.now() };
+        },
+        (work) => counter.measure(work),
+        (late) => lateMessages((text, values) => dataSource.query(text, values), late),
+      )
+      .finally(() => counter.uninstall());
+    options.log(`§12 drain, the bench publisher: ${burst.messages} messages queued at once, relayed ${burst.relayedPerSecond}/s, ${burst.statementsPerDelivery} statements a delivery`);
 
     const duplicatesBefore = receiver.duplicates;
     const sent: { id: string; committedAt: number }[] = [];
@@ -212,7 +265,7 @@ export async function outboxBench(
     };
     options.log(`§12 steady: ${steady.messages} messages at ${steady.rate}/s, commit to delivery p50 ${fmt(steady.latencyMs.p50, 1)} ms, p99 ${fmt(steady.latencyMs.p99, 1)} ms`);
     const tarpitRun = await besideTarpit(options.rate / 5);
-    return { burst, steady, tarpit: tarpitRun, claim, payments, fanOut: fanOutLatency };
+    return { burst, signed, steady, tarpit: tarpitRun, claim, payments, fanOut: fanOutLatency };
   } finally {
     await tarpit.close();
     await app.close();
@@ -346,6 +399,69 @@ async function fanOut(databaseUrl: string, receiver: Receiver, options: { orders
   return result;
 }
 
+/**
+ * The signed drain (see OutboxBenchResult): the app's server (its relay and
+ * WebhookPublisher) with SIGNED_CLIENTS API clients of SIGNED_ENDPOINTS
+ * endpoints each (each on a port of the receiver's own: an origin of its own,
+ * as clients' endpoints are), subscribed to payment.succeeded; `messages` deliveries
+ * queued in one transaction of a command-line context of the app
+ * (EventsService.record, an event fanned out to its client's endpoints).
+ */
+async function signedDrain(databaseUrl: string, receiver: Receiver, options: { messages: number; log(m: string): void }): Promise<OutboxBenchResult['signed']> {
+  const clients = Array.from({ length: SIGNED_CLIENTS }, (_, c) => ({ name: `bench-drain-${c}`, key: `sk_bench_drain_${c}_0123456789abcdef` }));
+  const server = await startServer(databaseUrl, { API_KEYS: [BENCH_CLIENT, ...clients].map((c) => `${c.name}:${c.key}`).join(',') }, { countSql: true });
+  const harness = await createStoreHarness(databaseUrl);
+  try {
+    const ids = new Map<string, string>();
+    for (const [c, client] of clients.entries()) {
+      for (let e = 0; e < SIGNED_ENDPOINTS; e++) {
+        const port = await receiver.listen();
+        const res = await fetch(`http://127.0.0.1:${server.port}/webhook-endpoints`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${client.key}`, 'idempotency-key': randomUUID() },
+          body: JSON.stringify({ url: `http://127.0.0.1:${port}/drain/${c}/${e}`, event_types: ['payment.succeeded'] }),
+        });
+        if (res.status !== 201) throw new Error(`§12: POST /webhook-endpoints answered ${res.status}: ${await res.text()}`);
+      }
+      const [{ id }] = await harness.dataSource.query<{ id: string }[]>('SELECT id FROM clients WHERE name = $1', [client.name]);
+      ids.set(client.name, id);
+    }
+    const events = harness.context.get(EventsService);
+    const perClient = Math.ceil(options.messages / (SIGNED_CLIENTS * SIGNED_ENDPOINTS));
+    const queue = async () => {
+      await harness.cls.run(() =>
+        harness.txHost.withTransaction(async () => {
+          for (const [c, client] of clients.entries()) {
+            for (let i = 0; i < perClient; i++) {
+              await events.record(ids.get(client.name)!, 'payment.succeeded', { id: `pay_drain_${c}_${i}`, object: 'payment', amount: 1000, currency: 'usd' });
+            }
+          }
+        }),
+      );
+      const committedAt = performance.now();
+      // Each event goes to every endpoint of its client: the receiver keys a delivery by its endpoint's path and the event.
+      const recorded = await harness.dataSource.query<{ id: string; client_id: string }[]>(
+        `SELECT id, client_id FROM events WHERE client_id = ANY($1) AND type = 'payment.succeeded'`,
+        [[...ids.values()]],
+      );
+      const index = new Map([...ids.values()].map((id, c) => [id, c]));
+      const keys = recorded.flatMap((event) => Array.from({ length: SIGNED_ENDPOINTS }, (_, e) => `/drain/${index.get(event.client_id)}/${e} ${event.id}`));
+      return { ids: keys, committedAt };
+    };
+    const drained = await receiver.drain(
+      queue,
+      (work) => server.countSql(work).then(({ result, sql }) => ({ result, statements: sql.statements, kinds: sql.kinds })),
+      async (late) => `${late.length} deliveries: ${late.slice(0, 5).join(', ')} …`,
+    );
+    const result = { ...drained, clients: SIGNED_CLIENTS, endpoints: SIGNED_CLIENTS * SIGNED_ENDPOINTS };
+    options.log(`§12 drain, signed webhooks: ${result.messages} deliveries queued at once, relayed ${result.relayedPerSecond}/s, ${result.statementsPerDelivery} statements a delivery`);
+    return result;
+  } finally {
+    await harness.context.close();
+    await server.stop();
+  }
+}
+
 async function paymentsWithEvents(
   databaseUrl: string,
   receiver: Receiver,
@@ -406,7 +522,14 @@ export function outboxReport(r: OutboxBenchResult): string[] {
     table(
       ['run', 'messages', 'relayed/s', 'commit to delivery p50 / p99 ms', 'duplicates'],
       [
-        [`burst (${ADDERS} adders, one message a transaction; added at ${fmt(r.burst.addedPerSecond, 0)}/s)`, r.burst.messages, fmt(r.burst.relayedPerSecond, 0), '–', r.burst.duplicates],
+        [`drain, the bench's publisher (queued in one transaction; ${fmt(r.burst.statementsPerDelivery)} statements a delivery)`, r.burst.messages, fmt(r.burst.relayedPerSecond, 0), '–', r.burst.duplicates],
+        [
+          `drain, the app's signed webhooks (${r.signed.clients} clients, ${r.signed.endpoints} endpoints; ${fmt(r.signed.statementsPerDelivery)} statements a delivery)`,
+          r.signed.messages,
+          fmt(r.signed.relayedPerSecond, 0),
+          '–',
+          r.signed.duplicates,
+        ],
         [`steady (${r.steady.rate}/s for ${r.steady.seconds} s)`, r.steady.messages, '–', `${fmt(r.steady.latencyMs.p50, 1)} / ${fmt(r.steady.latencyMs.p99, 1)}`, r.steady.duplicates],
         [
           `beside a tarpit (${r.tarpit.queued} queued in its lane, ${r.tarpit.tarpitConnections} connections to it at most; ${r.tarpit.rate}/s in 10 other lanes for 5 s)`,

@@ -42,7 +42,7 @@ const PLAN: Record<string, Placement> = {
   // Authentication reads these before any client_id is known (by key hash).
   clients: { kind: 'reference' },
   client_keys: { kind: 'reference' },
-  // The outbox: the relay's claim reads every due message (SKIP LOCKED, each stream in order), a queue on the coordinator.
+  // The outbox: the relay's claim reads the due messages of every lane (SKIP LOCKED, each stream in order), a queue on the coordinator.
   idempotency_outbox: { kind: 'local' },
   // The refund settlement job's one cursor and lease for the fleet: a single row that walks every client's refunds.
   refund_settlement_cursor: { kind: 'local' },

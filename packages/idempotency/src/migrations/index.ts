@@ -23,7 +23,7 @@ export type IdempotencyMigration = new () => MigrationInterface;
  * without TypeORM migrations, sql/idempotency-keys.sql is the keys table's
  * schema; the messages table is the one CREATE TABLE and index of
  * CreateIdempotencyMessages; the outbox's table, `idempotency_outbox`, the
- * CREATE TABLE and indexes of CreateIdempotencyOutbox and the columns of
+ * CREATE TABLE and indexes of CreateIdempotencyOutbox, the columns of
  * IdempotencyOutboxLanes and IdempotencyOutboxLaneGroups and the index of
  * IdempotencyOutboxLaneIndex.
  */

@@ -5,10 +5,10 @@ import type { PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../config/idempotency.options';
 import { primaryClientConfig } from '../stores/postgres/claim-pool';
-import { backoffMs } from './backoff';
+import { OutboxMarks } from './outbox-marks';
 import { OutboxMetrics } from './outbox-metrics';
 import { OutboxMessage, OutboxPublisher } from '../contract/outbox-message';
-import { OutboxStatements, outboxStatements } from './outbox-statements';
+import { ClaimAnswer, OutboxMessageRow, OutboxStatements, outboxStatements } from './outbox-statements';
 import { OutboxWakeups, sleep } from './outbox-wakeups';
 import { Turns } from './turns';
 
@@ -37,8 +37,9 @@ const tracer = trace.getTracer('safe-retries');
  * The outbox's relay: delivers committed messages through the registered
  * publisher, at least once. Every instance runs one; they share the work.
  *
- * - Slots. A relay has at most RELAY_SLOTS deliveries in flight, and claims
- *   again when a slot frees, a message is added, or its poll comes: no
+ * - Slots. A relay has at most RELAY_SLOTS deliveries in flight (a slot
+ *   frees when the publisher answers; the outcome's mark follows outside
+ *   the slot), and claims again when a slot frees, a message is added, or its poll comes: no
  *   delivery waits for another to end. One claim statement at a
  *   time, and at most RELAY_LANE_CAP deliveries of a lane and
  *   RELAY_GROUP_CAP of a group of lanes: a lane whose receiver is slow holds
@@ -58,7 +59,7 @@ const tracer = trace.getTracer('safe-retries');
  *   mark is written are marked together by the next: one statement for
  *   many on a busy relay); its failure schedules the next
  *   attempt (when its error asks, after `retryAfterMs`; else backoff.ts) or,
- *   past the horizon, parks it as a dead letter. Both marks are fenced on the
+ *   past the horizon, parks it as a dead letter (outbox-marks.ts). Both marks are fenced on the
  *   claim (its attempt count), so a relay that outlived its lease cannot
  *   reschedule a message another relay holds.
  * - At least once. A relay killed after the publisher's send and before the
@@ -72,9 +73,9 @@ const tracer = trace.getTracer('safe-retries');
  *   behind a transaction pooler without `postgres.listenUrl`. A claim that
  *   picked fewer than it asked for left due only messages held back by a
  *   full cap: while the relay listens, only a NOTIFY or time makes others
- *   due, so a slot that frees then claims again only if its delivery
- *   failed, was of a stream (the next of its stream is due), or frees a
- *   lane or group at its cap; the relay claims again when the next waiting
+ *   due, so a delivery's end claims again only if it failed, was of a
+ *   stream (the next of its stream is due; both once the mark is written),
+ *   or frees a lane or group at its cap; the relay claims again when the next waiting
  *   message comes due (a retry, a lease's end: the claim answers when), or
  *   at its poll if sooner. A slot that frees during a claim claims again.
  */
@@ -90,8 +91,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /** Aborted at shutdown: the loop claims no more. */
   private readonly stopping = new AbortController();
   private readonly connections = new Turns(RELAY_CONNECTIONS);
-  /** The deliveries in flight (each frees its slot when it ends). */
-  private readonly inFlight = new Set<Promise<void>>();
+  /** The deliveries in flight: each holds its slot until the publisher answers. */
+  private inFlight = 0;
+  /** The deliveries not ended (their outcome not yet marked): what shutdown waits for. */
+  private readonly unfinished = new Set<Promise<void>>();
   /** Deliveries in flight per lane, and per group of lanes. */
   private readonly lanes = new Map<string, number>();
   private readonly groups = new Map<string, number>();
@@ -104,9 +107,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
    */
   private leftMore = true;
   private nextDueMs: number | null = null;
-  /** Delivered messages waiting for their mark, and the marking in progress (see marked). */
-  private unmarked: { row: OutboxMessageRow; settle: (error?: unknown) => void }[] = [];
-  private marking?: Promise<void>;
+  private readonly marks: OutboxMarks;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -116,6 +117,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     this.sql = outboxStatements(options.outbox.table.sql);
     this.names = new Map(Object.entries(this.sql).map(([key, text]) => [text, `safe_retries_outbox_${key}`]));
     this.publish = options.outbox.publish;
+    this.marks = new OutboxMarks((sql, params) => this.query(sql, params), this.sql, options.outbox.horizonMs, metrics, this.logger);
   }
 
   onApplicationBootstrap(): void {
@@ -131,7 +133,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     this.stopping.abort();
     this.freed.abort();
     await this.loop;
-    await Promise.all(this.inFlight);
+    await Promise.all(this.unfinished);
     await this.wakeups?.stop();
     this.loop = undefined;
     await this.publish?.close?.().catch((error: unknown) => this.logger.warn(`closing the outbox publisher failed: ${(error as Error).message}`));
@@ -145,7 +147,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private async claim(): Promise<Promise<void>[]> {
     const publish = this.publish;
     if (!publish) throw new Error('OutboxRelay: no publisher (IdempotencyModule.forRoot({ outbox: { publish } }))');
-    const free = RELAY_SLOTS - this.inFlight.size;
+    const free = RELAY_SLOTS - this.inFlight;
     if (free <= 0) return [];
     this.leftMore = true;
     const [answer] = (await this.query(this.sql.claim, [
@@ -163,31 +165,39 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     return answer.messages.map((row) => this.start(publish, row));
   }
 
-  /** A delivery in a slot (and its lane's and group's counts) until it ends, marked or not. */
+  /** A delivery in a slot (and its lane's and group's counts) until the publisher answers; it ends once its outcome is marked (or the mark failed). */
   private start(publish: OutboxPublisher, row: OutboxMessageRow): Promise<void> {
+    this.inFlight++;
     count(this.lanes, row.lane, 1);
     count(this.groups, row.lane_group, 1);
-    // deliver() settles every outcome itself (a failed mark is logged): it never rejects.
-    const delivery: Promise<void> = this.deliver(publish, row).then((delivered) => {
-      const wakes = this.endWakes(row, delivered);
-      this.inFlight.delete(delivery);
+    const answered = (sent: boolean) => {
+      const wakes = this.answerWakes(row, sent);
+      this.inFlight--;
       count(this.lanes, row.lane, -1);
       count(this.groups, row.lane_group, -1);
       if (wakes) this.freed.abort();
+    };
+    // deliver() settles every outcome itself (a failed mark is logged): it never rejects.
+    const delivery: Promise<void> = this.deliver(publish, row, answered).then((delivered) => {
+      this.unfinished.delete(delivery);
+      // A failure's retry, and the next message of a stream, come due with the mark.
+      if (!delivered || row.stream !== null) this.freed.abort();
     });
-    this.inFlight.add(delivery);
+    this.unfinished.add(delivery);
     return delivery;
   }
 
   /**
-   * Whether a delivery's end (its slot still counted) may leave a message due
-   * that the last claim did not take. When that claim took fewer than it
-   * asked for, it left only messages held back by full caps, and the relay
-   * hears of added messages: only if the delivery failed (its retry), was of
-   * a stream (the next of the stream), or frees a full lane or group.
+   * Whether the publisher's answer (its slot still counted) may leave a
+   * message due that the last claim did not take. When that claim took fewer
+   * than it asked for, it left only messages held back by full caps, and the
+   * relay hears of added messages: only if the answer frees a full lane or
+   * group. A failure, or a message of a stream, wakes the relay once marked.
    */
-  private endWakes(row: OutboxMessageRow, delivered: boolean): boolean {
-    if (this.leftMore || !this.wakeups?.listening || !delivered || row.stream !== null) return true;
+  private answerWakes(row: OutboxMessageRow, sent: boolean): boolean {
+    if (this.leftMore) return true;
+    if (!sent || row.stream !== null) return false;
+    if (!this.wakeups?.listening) return true;
     return (row.lane !== null && this.lanes.get(row.lane) === RELAY_LANE_CAP) || (row.lane_group !== null && this.groups.get(row.lane_group) === RELAY_GROUP_CAP);
   }
 
@@ -220,7 +230,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const { signal } = this.stopping;
     while (!signal.aborted) {
       this.freed = new AbortController();
-      const free = RELAY_SLOTS - this.inFlight.size;
+      const free = RELAY_SLOTS - this.inFlight;
       let more = false;
       if (free > 0) {
         try {
@@ -231,83 +241,50 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           this.logger.error(`outbox relay claim failed: ${(error as Error).message}`);
         }
       }
-      if (signal.aborted || (more && this.inFlight.size < RELAY_SLOTS)) continue;
+      if (signal.aborted || (more && this.inFlight < RELAY_SLOTS)) continue;
       // A slot that freed during the claim ends the wait at once.
       const woken = this.freed.signal;
       const waitMs = Math.min(pollMs, this.nextDueMs ?? pollMs);
-      if (this.inFlight.size >= RELAY_SLOTS) await sleep(pollMs, woken);
+      if (this.inFlight >= RELAY_SLOTS) await sleep(pollMs, woken);
       else await (this.wakeups ? this.wakeups.sleep(waitMs, woken) : sleep(waitMs, woken));
     }
   }
 
-  /** Delivers a message and marks the outcome; answers whether it was marked delivered. */
-  private deliver(publish: OutboxPublisher, row: OutboxMessageRow): Promise<boolean> {
+  /**
+   * Delivers a message and marks the outcome; tells `answered` whether the
+   * publisher succeeded as soon as it answers (before the mark), and answers
+   * whether the message was marked delivered.
+   */
+  private deliver(publish: OutboxPublisher, row: OutboxMessageRow, answered: (sent: boolean) => void): Promise<boolean> {
     const message: OutboxMessage = { id: row.id, topic: row.topic, payload: row.payload, stream: row.stream, attempt: row.attempts };
     const attributes = { 'outbox.message_id': row.id, 'outbox.topic': row.topic, 'outbox.attempt': row.attempts };
     return tracer.startActiveSpan('idempotency.outbox.publish', { attributes }, async (span) => {
       const lease = new AbortController();
       const timer = setTimeout(() => lease.abort(new Error('the relay lease on this message ended')), this.options.outbox.leaseMs);
       const started = performance.now();
+      let sent = false;
       try {
         await publish(message, lease.signal);
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
-        await this.marked(row);
+        sent = true;
+        answered(true);
+        await this.marks.delivered(row);
         this.metrics.deliveries.inc({ result: 'delivered' });
         return true;
       } catch (error) {
-        this.metrics.publishDuration.observe((performance.now() - started) / 1000);
+        if (!sent) {
+          this.metrics.publishDuration.observe((performance.now() - started) / 1000);
+          answered(false);
+        }
         span.recordException(error as Error);
         span.setStatus({ code: SpanStatusCode.ERROR });
-        await this.failed(row, error);
+        await this.marks.failed(row, error);
         return false;
       } finally {
         clearTimeout(timer);
         span.end();
       }
     });
-  }
-
-  /**
-   * Marks a delivered message; resolves once its mark is written (rejects
-   * with the statement's error). One mark statement at a time: the
-   * deliveries that end while it runs are marked together by the next, so a
-   * busy relay writes one mark for many deliveries and an idle one marks
-   * each at once.
-   */
-  private marked(row: OutboxMessageRow): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.unmarked.push({ row, settle: (error) => (error === undefined ? resolve() : reject(error)) });
-      this.marking ??= this.mark();
-    });
-  }
-
-  /** Writes the waiting marks, a statement per batch, until none waits. */
-  private async mark(): Promise<void> {
-    while (this.unmarked.length > 0) {
-      const batch = this.unmarked;
-      this.unmarked = [];
-      const error = await this.query(this.sql.delivered, [batch.map((m) => m.row.id), batch.map((m) => m.row.attempts)]).then(
-        () => undefined,
-        (failure: unknown) => failure ?? new Error('the mark failed'),
-      );
-      for (const m of batch) m.settle(error);
-    }
-    this.marking = undefined;
-  }
-
-  private async failed(row: OutboxMessageRow, error: unknown): Promise<void> {
-    const reason = (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
-    try {
-      // A wait past the horizon makes a dead letter whatever its length: capped there, any asked wait fits the statement's int8.
-      const waitMs = Math.min(askedWaitMs(error) ?? backoffMs(row.attempts), this.options.outbox.horizonMs + 1);
-      const marked = (await this.query(this.sql.failed, [row.id, row.attempts, waitMs, reason, this.options.outbox.horizonMs])) as { dead: boolean }[];
-      const dead = marked[0]?.dead === true;
-      this.metrics.deliveries.inc({ result: dead ? 'dead' : 'failed' });
-      if (dead) this.logger.warn(`outbox message ${row.id} (${row.topic}) is a dead letter after ${row.attempts} attempts: ${reason}`);
-    } catch (markError) {
-      // Unmarked, the message is due again when its lease ends.
-      this.logger.error(`outbox message ${row.id}: recording a failed delivery failed: ${(markError as Error).message}`);
-    }
   }
 }
 
@@ -317,30 +294,4 @@ function count(counts: Map<string, number>, key: string | null, by: number): voi
   const n = (counts.get(key) ?? 0) + by;
   if (n > 0) counts.set(key, n);
   else counts.delete(key);
-}
-
-/**
- * The wait a publisher's failure asks for (OutboxPublisher: `retryAfterMs`,
- * a finite number of ms, at least 0, rounded up); undefined when it asks none.
- */
-function askedWaitMs(error: unknown): number | undefined {
-  const asked = typeof error === 'object' && error !== null ? (error as { retryAfterMs?: unknown }).retryAfterMs : undefined;
-  return typeof asked === 'number' && Number.isFinite(asked) && asked >= 0 ? Math.ceil(asked) : undefined;
-}
-
-/** The claim's answer (outbox-statements.ts). */
-interface ClaimAnswer {
-  messages: OutboxMessageRow[];
-  full: boolean;
-  next_due_ms: number | null;
-}
-
-interface OutboxMessageRow {
-  id: string;
-  topic: string;
-  payload: unknown;
-  stream: string | null;
-  lane: string | null;
-  lane_group: string | null;
-  attempts: number;
 }

@@ -7,6 +7,13 @@ export const STREAM_LOCK_CLASS = 0x5afe_0003;
  * (now()) with bound parameters; durations travel as milliseconds.
  * `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($6) and `replay` ($2). */
 export function outboxStatements(t: string) {
+  /**
+   * Whether message `m` is due: waiting, its time come, and (of a stream) no
+   * older message of its stream undelivered (in flight, waiting for a retry, or dead).
+   */
+  const due = (m: string) => `${m}.delivered_at IS NULL AND ${m}.dead_at IS NULL AND ${m}.next_attempt_at <= now()
+                  AND (${m}.stream IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM ${t} o WHERE o.stream = ${m}.stream AND o.seq < ${m}.seq AND o.delivered_at IS NULL))`;
   return {
     /**
      * Adds messages in the caller's transaction, one row per element of the
@@ -53,10 +60,11 @@ export function outboxStatements(t: string) {
      * lanes takes no more of a claim than a group with one, and a lane with
      * a thousand due messages no more than a lane with one. Messages without
      * a lane are one lane and one group for this order, with no cap (only
-     * their $1 oldest can be taken: only those are ranked by group). The
-     * ranking reads, of each lane with a due message (found one descent of
-     * the lane index each), only its oldest within the cap, however long its
-     * backlog; the rows are locked after it, by id.
+     * their $1 oldest can be taken: only those are ranked by group). Only
+     * what can be taken is read (`lane_due_idx`): the lanes with a message
+     * due, one index probe each (`due_lanes`), and each lane's $5 oldest due
+     * messages, with the $1 oldest without a lane (`candidate`); the rows are
+     * locked after the ranking, by id.
      *
      * Answers one row: `messages`, the claimed ones; `full`, whether as many
      * were picked as asked (more may be due; when not, every due message it
@@ -69,36 +77,28 @@ export function outboxStatements(t: string) {
              SELECT * FROM unnest($3::text[], $4::int[]) AS b (lane, n)),
            groups AS (
              SELECT * FROM unnest($6::text[], $7::int[]) AS g (lane_group, n)),
-           due_lanes (lane) AS (
-             -- The lanes with a due message, one index descent each (the
-             -- lane index, in its key order), however many messages they hold.
-               (SELECT m.lane FROM ${t} m
-                 WHERE m.lane IS NOT NULL AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-                 ORDER BY m.lane LIMIT 1)
+           due_lanes AS (
+             (SELECT m.lane FROM ${t} m
+               WHERE m.lane IS NOT NULL AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+               ORDER BY m.lane LIMIT 1)
              UNION ALL
-               SELECT (SELECT m.lane FROM ${t} m
-                        WHERE m.lane > d.lane AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-                        ORDER BY m.lane LIMIT 1)
-                 FROM due_lanes d WHERE d.lane IS NOT NULL),
-           candidates AS (
-             -- A lane's oldest due messages, no more than its cap (the rest
-             -- could not be taken), and the oldest $1 without a lane.
+             SELECT (SELECT m.lane FROM ${t} m
+                      WHERE m.lane > d.lane AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                      ORDER BY m.lane LIMIT 1)
+               FROM due_lanes d WHERE d.lane IS NOT NULL),
+           candidate AS (
              SELECT c.* FROM due_lanes d CROSS JOIN LATERAL (
                SELECT m.id, m.lane, m.lane_group, m.next_attempt_at, m.seq FROM ${t} m
-                WHERE m.lane = d.lane AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-                  AND (m.stream IS NULL OR NOT EXISTS (
-                        SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))
-                ORDER BY m.next_attempt_at, m.seq LIMIT $5) c
+                WHERE m.lane = d.lane AND ${due('m')}
+                ORDER BY m.lane, m.next_attempt_at, m.seq LIMIT $5) c
              UNION ALL
              (SELECT m.id, m.lane, m.lane_group, m.next_attempt_at, m.seq FROM ${t} m
-               WHERE m.lane IS NULL AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
-                 AND (m.stream IS NULL OR NOT EXISTS (
-                       SELECT 1 FROM ${t} o WHERE o.stream = m.stream AND o.seq < m.seq AND o.delivered_at IS NULL))
-               ORDER BY m.next_attempt_at, m.seq LIMIT $1)),
+               WHERE m.lane IS NULL AND ${due('m')}
+               ORDER BY m.lane, m.next_attempt_at, m.seq LIMIT $1)),
            in_lane AS (
-             SELECT m.id, m.lane, m.lane_group, m.next_attempt_at, m.seq, coalesce(lanes.n, 0) AS lane_busy,
-                    coalesce(lanes.n, 0) + row_number() OVER (PARTITION BY m.lane ORDER BY m.next_attempt_at, m.seq) AS lane_share
-               FROM candidates m LEFT JOIN lanes ON lanes.lane = m.lane),
+             SELECT c.id, c.lane, c.lane_group, c.next_attempt_at, c.seq, coalesce(lanes.n, 0) AS lane_busy,
+                    coalesce(lanes.n, 0) + row_number() OVER (PARTITION BY c.lane ORDER BY c.next_attempt_at, c.seq) AS lane_share
+               FROM candidate c LEFT JOIN lanes ON lanes.lane = c.lane),
            in_group AS (
              SELECT in_lane.id, in_lane.lane, in_lane.next_attempt_at, in_lane.seq, in_lane.lane_share,
                     CASE WHEN in_lane.lane_group IS NULL THEN in_lane.lane_busy ELSE coalesce(groups.n, 0) END
@@ -169,3 +169,21 @@ export function outboxStatements(t: string) {
 }
 
 export type OutboxStatements = ReturnType<typeof outboxStatements>;
+
+/** The claim's answer. */
+export interface ClaimAnswer {
+  messages: OutboxMessageRow[];
+  full: boolean;
+  next_due_ms: number | null;
+}
+
+/** A claimed message, as the claim answers it. */
+export interface OutboxMessageRow {
+  id: string;
+  topic: string;
+  payload: unknown;
+  stream: string | null;
+  lane: string | null;
+  lane_group: string | null;
+  attempts: number;
+}

@@ -659,6 +659,35 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     }
   });
 
+  it('frees a slot when the publisher answers: a delivery goes while the marks before it wait', async () => {
+    const held = await add(Array.from({ length: RELAY_SLOTS }, () => ({})));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    slow = (m) => (held.includes(m.id) ? released : undefined);
+    // Another session locks the held messages' rows: their marks wait for it.
+    const locker = new Client({ connectionString: db.url });
+    await locker.connect();
+    let next: string[] = [];
+    try {
+      const until = performance.now() + 4_000;
+      while (published.filter((m) => held.includes(m.id)).length < RELAY_SLOTS && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) FOR UPDATE', [held]);
+      release();
+      next = await add([{}]);
+      const sent = performance.now() + 2_000;
+      while (!published.some((m) => m.id === next[0]) && performance.now() < sent) await new Promise((r) => setTimeout(r, 10));
+      expect(published.some((m) => m.id === next[0])).toBe(true);
+      expect(await undelivered(held)).toBe(RELAY_SLOTS);
+    } finally {
+      slow = () => undefined;
+      release();
+      await locker.query('ROLLBACK');
+      await locker.end();
+    }
+    await deliveredWithin([...held, ...next], 4_000);
+  });
+
   it("claims a stream's next message when the one before it is delivered", async () => {
     const stream = `stream-${randomUUID()}`;
     const ids = await add(Array.from({ length: 5 }, () => ({ stream })));
