@@ -67,13 +67,14 @@ class WritesController {
 }
 
 /**
- * The module alone on a new database, reached through a counting proxy, with
- * the outbox options given (no purge, recovery or replay cache).
+ * The module alone on a new database (with WritesController's `effects`
+ * table), reached through a counting proxy, with the outbox options given (no
+ * purge, recovery or replay cache). `close` ends the app, the proxy and the database.
  */
 async function outboxApp(
   outbox: NonNullable<IdempotencyModuleOptions['outbox']>,
   controllers: Type[] = [],
-): Promise<{ app: INestApplication; db: { url: string; drop(): Promise<void> }; proxy: PgCountingProxy }> {
+): Promise<{ app: INestApplication; db: { url: string; drop(): Promise<void> }; proxy: PgCountingProxy; close(): Promise<void> }> {
   const db = await createDatabase();
   const admin = new URL(db.url);
   const proxy = await startPgCountingProxy({ host: admin.hostname, port: Number(admin.port) });
@@ -87,7 +88,20 @@ async function outboxApp(
   }).compile();
   const app = moduleRef.createNestApplication({ logger: false });
   await app.init();
-  return { app, db, proxy };
+  await app.get(DataSource).query('CREATE TABLE effects (tag text NOT NULL)');
+  const close = async () => {
+    await app.close();
+    await proxy.close();
+    await db.drop();
+  };
+  return { app, db, proxy, close };
+}
+
+/** Reads of the app's database: a query's rows, and the messages whose payload's tag starts with `tag`. */
+function reads(dataSource: () => DataSource) {
+  const rows = async (sql: string, params: unknown[] = []) => (await dataSource().query(sql, params)) as Record<string, unknown>[];
+  const messagesOf = (tag: string) => rows(`SELECT id::text, topic, payload FROM idempotency_outbox WHERE payload->>'tag' LIKE $1 ORDER BY seq`, [`${tag}%`]);
+  return { rows, messagesOf };
 }
 
 describe('Outbox.add (PostgreSQL, in one process, no relay)', () => {
@@ -95,21 +109,16 @@ describe('Outbox.add (PostgreSQL, in one process, no relay)', () => {
   let db: { url: string; drop(): Promise<void> };
   let dataSource: DataSource;
   let proxy: PgCountingProxy;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
     // No relay runs (its statements would count with the adds'): the messages stay where they were added.
-    ({ app, db, proxy } = await outboxApp({ enabled: false, publish: async () => undefined }, [WritesController]));
+    ({ app, db, proxy, close } = await outboxApp({ enabled: false, publish: async () => undefined }, [WritesController]));
     dataSource = app.get(DataSource);
-    await dataSource.query('CREATE TABLE effects (tag text NOT NULL)');
   });
-  afterAll(async () => {
-    await app?.close();
-    await proxy?.close();
-    await db?.drop();
-  });
+  afterAll(() => close?.());
 
-  const rows = async (sql: string, params: unknown[] = []) => (await dataSource.query(sql, params)) as Record<string, unknown>[];
-  const messagesOf = (tag: string) => rows(`SELECT id::text, topic, payload FROM idempotency_outbox WHERE payload->>'tag' LIKE $1 ORDER BY seq`, [`${tag}%`]);
+  const { rows, messagesOf } = reads(() => dataSource);
   const effectsOf = (tag: string) => rows('SELECT tag FROM effects WHERE tag LIKE $1', [`${tag}%`]);
 
   it.each(['durable', 'one', 'phased'])('commits the message with the key and the write on the %s route, and rolls it back with them', async (route) => {
@@ -209,9 +218,8 @@ describe('Outbox.add (PostgreSQL, in one process, no relay)', () => {
  */
 describe('Outbox relay (PostgreSQL, the relay running)', () => {
   let app: INestApplication;
-  let db: { url: string; drop(): Promise<void> };
   let dataSource: DataSource;
-  let proxy: PgCountingProxy;
+  let close: () => Promise<void>;
   /** Each delivery as the publisher got it, with the moment it did. */
   const published: (OutboxMessage & { at: number })[] = [];
   /** Deliveries the publisher has not answered yet. */
@@ -222,7 +230,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
   let slow: (m: OutboxMessage) => Promise<void> | undefined = () => undefined;
 
   beforeAll(async () => {
-    ({ app, db, proxy } = await outboxApp(
+    ({ app, close } = await outboxApp(
       {
         horizon: '3s',
         publish: async (message) => {
@@ -240,16 +248,10 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
       [WritesController],
     ));
     dataSource = app.get(DataSource);
-    await dataSource.query('CREATE TABLE effects (tag text NOT NULL)');
   });
-  afterAll(async () => {
-    await app?.close();
-    await proxy?.close();
-    await db?.drop();
-  });
+  afterAll(() => close?.());
 
-  const rows = async (sql: string, params: unknown[] = []) => (await dataSource.query(sql, params)) as Record<string, unknown>[];
-  const messagesOf = (tag: string) => rows(`SELECT id::text, topic, payload FROM idempotency_outbox WHERE payload->>'tag' LIKE $1 ORDER BY seq`, [`${tag}%`]);
+  const { rows, messagesOf } = reads(() => dataSource);
   const txHost = () => app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const undelivered = async (ids: string[]) => (await rows('SELECT id FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [ids])).length;
   /** Resolves once `done` answers true (polled every 20 ms); rejects after `ms`. */
@@ -565,6 +567,7 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
   let app: INestApplication;
   let db: { url: string; drop(): Promise<void> };
   let proxy: PgCountingProxy;
+  let close: () => Promise<void>;
   let direct: Client;
   /** Each delivery's message id and attempt, with the moment it reached the publisher. */
   const published: { id: string; attempt: number; at: number }[] = [];
@@ -572,7 +575,7 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
   let slow: (m: OutboxMessage) => Promise<void> | undefined = () => undefined;
 
   beforeAll(async () => {
-    ({ app, db, proxy } = await outboxApp({
+    ({ app, db, proxy, close } = await outboxApp({
       publish: async (message) => {
         published.push({ id: message.id, attempt: message.attempt, at: performance.now() });
         await slow(message);
@@ -584,10 +587,8 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     await direct.connect();
   });
   afterAll(async () => {
-    await app?.close();
     await direct?.end();
-    await proxy?.close();
-    await db?.drop();
+    await close?.();
   });
 
   const add = (entries: { stream?: string; lane?: string; payload?: { n: string } }[]) =>
