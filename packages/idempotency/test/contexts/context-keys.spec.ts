@@ -2,13 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { INestApplication, Injectable } from '@nestjs/common';
 import { ExternalContextCreator } from '@nestjs/core';
 import { KafkaContext, NatsContext, RmqContext, TcpContext } from '@nestjs/microservices';
-import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { headers as natsHeaders } from 'nats';
 import { Observable, lastValueFrom } from 'rxjs';
-import { IdempotencyModule, Idempotent, transactionalClsModule } from 'safe-retries';
-import { idempotencyMigrations } from 'safe-retries/migrations';
-import { createDatabase } from '../support/test-services';
+import { Idempotent } from 'safe-retries';
+import { moduleApp } from '../support/module-app';
 
 /**
  * Where a GraphQL field and a message find what they are keyed by, in the
@@ -43,34 +40,20 @@ class Handlers {
 
 describe('where a GraphQL field and a message find their key (the contexts of servers these tests do not run)', () => {
   let app: INestApplication;
-  let drop: () => Promise<void>;
+  let close: () => Promise<void>;
   let handlers: Handlers;
   let graphql: (...args: unknown[]) => Promise<{ run: number }>;
   let message: (...args: unknown[]) => Promise<{ run: number }>;
 
   beforeAll(async () => {
-    const db = await createDatabase();
-    drop = db.drop;
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(), migrationsRun: true }),
-        transactionalClsModule({ middleware: false }),
-        IdempotencyModule.forRoot({ purge: { enabled: false }, recovery: { enabled: false }, scope: (req) => req.headers['x-tenant'] as string | undefined }),
-      ],
-      providers: [Handlers],
-    }).compile();
-    app = moduleRef.createNestApplication({ logger: false });
-    await app.init();
+    ({ app, close } = await moduleApp({ scope: (req) => req.headers['x-tenant'] as string | undefined }, [Handlers]));
     handlers = app.get(Handlers);
     const contexts = app.get(ExternalContextCreator);
     const options = { guards: true, interceptors: true, filters: true };
     graphql = contexts.create(handlers, handlers.credit, 'credit', undefined, undefined, undefined, undefined, options, 'graphql') as typeof graphql;
     message = contexts.create(handlers, handlers.ledger, 'ledger', undefined, undefined, undefined, undefined, options, 'rpc') as typeof message;
   });
-  afterAll(async () => {
-    await app?.close();
-    await drop?.();
-  });
+  afterAll(() => close?.());
 
   const request = (key?: string) => ({ method: 'POST', url: '/graphql', headers: { 'x-tenant': 'tenant-a', ...(key ? { 'idempotency-key': key } : {}) } });
   /** The runs of two calls made with `call` (each given a new key): 1 when the key was found, 2 when it was not. */

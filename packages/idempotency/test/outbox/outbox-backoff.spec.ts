@@ -1,15 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { INestApplication } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { DataSource } from 'typeorm';
-import { IdempotencyModule, transactionalClsModule } from 'safe-retries';
-import { idempotencyMigrations } from 'safe-retries/migrations';
 import { Outbox } from 'safe-retries/outbox';
-import { createDatabase } from '../support/test-services';
+import { moduleApp } from '../support/module-app';
 
 /**
  * The outbox's retry schedule, as the relay writes it: full jitter under a
@@ -23,32 +19,20 @@ import { createDatabase } from '../support/test-services';
  */
 describe('the outbox retry schedule (PostgreSQL, the relay running)', () => {
   let app: INestApplication;
-  let drop: () => Promise<void>;
+  let close: () => Promise<void>;
   let dataSource: DataSource;
   /** The messages the publisher refuses the next time it is handed them. */
   const refuse = new Set<string>();
 
   beforeAll(async () => {
-    const db = await createDatabase();
-    drop = db.drop;
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, migrations: idempotencyMigrations(), migrationsRun: true }),
-        transactionalClsModule(),
-        IdempotencyModule.forRoot({
-          scope: () => 'tenant',
-          purge: { enabled: false },
-          recovery: { enabled: false },
-          outbox: {
-            publish: async (message) => {
-              if (refuse.delete(message.id)) throw new Error(`refused ${message.id}`);
-            },
-          },
-        }),
-      ],
-    }).compile();
-    app = moduleRef.createNestApplication({ logger: false });
-    await app.init();
+    ({ app, close } = await moduleApp({
+      scope: () => 'tenant',
+      outbox: {
+        publish: async (message) => {
+          if (refuse.delete(message.id)) throw new Error(`refused ${message.id}`);
+        },
+      },
+    }));
     dataSource = app.get(DataSource);
     await dataSource.query(`
       CREATE TABLE failures (id uuid NOT NULL, attempts int NOT NULL, wait_ms numeric NOT NULL);
@@ -62,8 +46,7 @@ describe('the outbox retry schedule (PostgreSQL, the relay running)', () => {
   });
   afterAll(async () => {
     jest.restoreAllMocks();
-    await app?.close();
-    await drop?.();
+    await close?.();
   });
 
   /**
