@@ -73,8 +73,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (type === 'rpc') return this.messages.intercept(context, next);
     const res = HttpResponse.of(context.switchToHttp().getResponse());
     try {
-      const answer = await this.handle(context, next, res);
-      return answer.pipe(catchError((error: unknown) => this.answerProblem(res, error)));
+      return await this.handle(context, next, res);
     } catch (error) {
       return this.answerProblem(res, error);
     }
@@ -93,7 +92,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const route = this.routes.of(context);
     const header = req.headers['idempotency-key'];
     const key = this.operations.keyOf(route, Array.isArray(header) ? header.join(', ') : header);
-    if (key === undefined) return next.handle();
+    if (key === undefined) return next.handle().pipe(catchError((error: unknown) => this.answerProblem(res, error)));
 
     const scope = requestScope(this.options.scope(req), this.options.policyUrl, (fault) =>
       this.warnings.once('scope', `${req.method} ${context.getClass().name}.${context.getHandler().name}`, scopeFix(fault)),

@@ -1,6 +1,6 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { channel } from 'node:diagnostics_channel';
 import { Attributes, Span, SpanStatusCode, context, trace } from '@opentelemetry/api';
+import { ClsServiceManager } from 'nestjs-cls';
 import type { ScopedKey } from '../contract/idempotency.store';
 
 /**
@@ -18,7 +18,9 @@ import type { ScopedKey } from '../contract/idempotency.store';
  *   IDEMPOTENCY_EVENTS_CHANNEL, for apps without OpenTelemetry.
  * Every span and event carries the scope, the key's id (`keyId`, a hash: the
  * key itself never leaves the module) and the operation (a phased route's
- * name, or the route's path).
+ * name, or the route's path). That subject is kept in nestjs-cls's context
+ * (the one the module's requests run in), not in an AsyncLocalStorage of its
+ * own: each storage a process enables costs every promise it creates.
  */
 export const IDEMPOTENCY_EVENTS_CHANNEL = 'safe-retries:idempotency';
 
@@ -49,7 +51,13 @@ type Subject = Omit<IdempotencyEvent, 'name' | 'error'>;
 
 const events = channel(IDEMPOTENCY_EVENTS_CHANNEL);
 const tracer = trace.getTracer('safe-retries');
-const subjects = new AsyncLocalStorage<Subject>();
+const SUBJECT = Symbol('idempotency.subject');
+
+/** The subject of the current operation (see aboutOperation), if any. */
+function subjectNow(): Subject | undefined {
+  const cls = ClsServiceManager.getClsService();
+  return cls.isActive() ? cls.get<Subject | undefined>(SUBJECT) : undefined;
+}
 
 function attributes(subject: Subject): Attributes {
   return { 'idempotency.scope': subject.scope, 'idempotency.key_id': subject.keyId, 'idempotency.operation': subject.operation };
@@ -57,12 +65,17 @@ function attributes(subject: Subject): Attributes {
 
 /** The subject of the spans and events of `work`: the operation at the key. */
 export function aboutOperation<T>(at: ScopedKey, operation: string, work: () => T): T {
-  return subjects.run({ scope: at.scope, keyId: at.id, operation }, work);
+  const cls = ClsServiceManager.getClsService();
+  // A context of its own that inherits the caller's values: the subject ends with `work`.
+  return cls.run({ ifNested: 'inherit' }, () => {
+    cls.set(SUBJECT, { scope: at.scope, keyId: at.id, operation } satisfies Subject);
+    return work();
+  });
 }
 
 /** An outcome of the current operation (with the error that ended it): an event of the active span and of the diagnostics channel. */
 export function emit(name: IdempotencyEventName, error?: unknown): void {
-  const subject = subjects.getStore();
+  const subject = subjectNow();
   if (!subject) return;
   trace.getActiveSpan()?.addEvent(`idempotency.${name}`);
   if (events.hasSubscribers) events.publish({ name, ...subject, ...(error === undefined ? {} : { error }) } satisfies IdempotencyEvent);
@@ -70,7 +83,7 @@ export function emit(name: IdempotencyEventName, error?: unknown): void {
 
 /** `work` in a span of its own, a child of the active one, with the operation's attributes. */
 export function inSpan<T>(name: string, work: () => Promise<T>): Promise<T> {
-  const subject = subjects.getStore();
+  const subject = subjectNow();
   return tracer.startActiveSpan(name, { attributes: subject ? attributes(subject) : {} }, async (span) => {
     try {
       return await work();
@@ -88,7 +101,7 @@ export function inSpan<T>(name: string, work: () => Promise<T>): Promise<T> {
  * Observable): `run` starts its work inside it; `end` closes it.
  */
 export function openSpan(name: string): { run<T>(work: () => T): T; end(error?: unknown): void } {
-  const subject = subjects.getStore();
+  const subject = subjectNow();
   const span = tracer.startSpan(name, { attributes: subject ? attributes(subject) : {} });
   const active = trace.setSpan(context.active(), span);
   return {

@@ -1,6 +1,6 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { ClsServiceManager } from 'nestjs-cls';
 import { Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
 import { LeaseLostError } from '../../contract/idempotency.errors';
 
@@ -11,13 +11,15 @@ export interface Statement {
   values: unknown[];
 }
 
-/** What the statements of one unit (KeyQueries.unit) leave for it. */
+/** What the statements of one unit (KeyQueries.unit) leave for it, kept in the unit's nestjs-cls context. */
 interface UnitWrites {
   /** The answer to the unit's last write, sent without waiting: the error it met, or undefined. */
   last?: Promise<Error | undefined>;
   /** The id of the key a one-commit claim of this unit found with no row. */
   unseenKey?: string;
 }
+
+const UNIT_WRITES = Symbol('idempotency.unit-writes');
 
 /**
  * How the PostgreSQL store sends its statements: autocommit on the claim pool,
@@ -33,13 +35,16 @@ interface UnitWrites {
  * its own answer. A client that does not pipeline gets them one after another.
  */
 export class KeyQueries {
-  private readonly units = new AsyncLocalStorage<UnitWrites>();
-
   constructor(
     private readonly claimPool: Pool,
     private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
     private readonly prepared: boolean,
   ) {}
+
+  /** nestjs-cls's service (one per process, the one TransactionHost keeps its transaction in). */
+  private get cls() {
+    return ClsServiceManager.getClsService();
+  }
 
   /** One autocommit statement on the claim pool. */
   async autocommit<R extends QueryResultRow>(name: string, text: string, values: unknown[]): Promise<R[]> {
@@ -94,7 +99,7 @@ export class KeyQueries {
       () => undefined,
       (error: Error & { code?: string }) => (error.code === refusal ? new LeaseLostError() : error),
     );
-    const unit = this.units.getStore();
+    const unit = this.writesOfUnit();
     if (client.pipeline && unit) {
       unit.last = answer;
       return;
@@ -114,7 +119,11 @@ export class KeyQueries {
     const writes: UnitWrites = {};
     let value: T;
     try {
-      value = await this.units.run(writes, transaction);
+      // A context of its own that inherits the caller's values: the writes are this unit's alone.
+      value = await this.cls.run({ ifNested: 'inherit' }, () => {
+        this.cls.set(UNIT_WRITES, writes);
+        return transaction();
+      });
     } catch (error) {
       throw (await writes.last) ?? error;
     }
@@ -125,7 +134,11 @@ export class KeyQueries {
 
   /** What this unit's statements noted for it (undefined outside a unit). */
   currentUnit(): Pick<UnitWrites, 'unseenKey'> | undefined {
-    return this.units.getStore();
+    return this.writesOfUnit();
+  }
+
+  private writesOfUnit(): UnitWrites | undefined {
+    return this.cls.isActive() ? this.cls.get<UnitWrites | undefined>(UNIT_WRITES) : undefined;
   }
 
   private async transaction(name: string): Promise<PoolClient> {
