@@ -43,6 +43,8 @@ const LOOPBACK: ResolvedAddress[] = [
 export class HostResolver {
   /** The lookups running, by host. */
   private readonly running = new Map<string, Promise<ResolvedAddress[]>>();
+  /** The DNS resolver every lookup asks, made at the first (its servers read once, as node's own `dns.resolve*` does). */
+  private dns?: Resolver;
 
   lookup(host: string): Promise<ResolvedAddress[]> {
     let answer = this.running.get(host);
@@ -61,7 +63,7 @@ export class HostResolver {
    */
   protected async systemLookup(host: string): Promise<ResolvedAddress[]> {
     if (LOCALHOST.test(host)) return LOOPBACK;
-    const resolver = this.dnsResolver();
+    const resolver = (this.dns ??= this.dnsResolver());
     const [v6, v4] = await Promise.allSettled([resolver.resolve6(host), resolver.resolve4(host)]);
     const addresses = [
       ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
@@ -71,7 +73,7 @@ export class HostResolver {
     return addresses;
   }
 
-  /** The resolver of one lookup: the system's DNS servers, QUERY_TIMEOUT_MS a query, two tries. */
+  /** The resolver the lookups ask: the system's DNS servers, QUERY_TIMEOUT_MS a query, two tries. */
   protected dnsResolver(): Resolver {
     return new Resolver({ timeout: QUERY_TIMEOUT_MS, tries: 2 });
   }

@@ -7,11 +7,13 @@ export const STREAM_LOCK_CLASS = 0x5afe_0003;
  * (now()) with bound parameters; durations travel as milliseconds.
  * `t`: the escaped table. The channel of NOTIFY is a bound parameter of `add` ($6) and `replay` ($2). */
 export function outboxStatements(t: string) {
+  /** Whether message `m` is waiting (neither delivered nor dead) and its time has come. */
+  const timeCome = (m: string) => `${m}.delivered_at IS NULL AND ${m}.dead_at IS NULL AND ${m}.next_attempt_at <= now()`;
   /**
-   * Whether message `m` is due: waiting, its time come, and (of a stream) no
-   * older message of its stream undelivered (in flight, waiting for a retry, or dead).
+   * Whether message `m` is due: its time come, and (of a stream) no older
+   * message of its stream undelivered (in flight, waiting for a retry, or dead).
    */
-  const due = (m: string) => `${m}.delivered_at IS NULL AND ${m}.dead_at IS NULL AND ${m}.next_attempt_at <= now()
+  const due = (m: string) => `${timeCome(m)}
                   AND (${m}.stream IS NULL OR NOT EXISTS (
                         SELECT 1 FROM ${t} o WHERE o.stream = ${m}.stream AND o.seq < ${m}.seq AND o.delivered_at IS NULL))`;
   return {
@@ -79,11 +81,11 @@ export function outboxStatements(t: string) {
              SELECT * FROM unnest($6::text[], $7::int[]) AS g (lane_group, n)),
            due_lanes AS (
              (SELECT m.lane FROM ${t} m
-               WHERE m.lane IS NOT NULL AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+               WHERE m.lane IS NOT NULL AND ${timeCome('m')}
                ORDER BY m.lane LIMIT 1)
              UNION ALL
              SELECT (SELECT m.lane FROM ${t} m
-                      WHERE m.lane > d.lane AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                      WHERE m.lane > d.lane AND ${timeCome('m')}
                       ORDER BY m.lane LIMIT 1)
                FROM due_lanes d WHERE d.lane IS NOT NULL),
            candidate AS (
@@ -115,7 +117,7 @@ export function outboxStatements(t: string) {
              -- Each picked row locked through its key (never a scan of the due).
              SELECT l.id FROM picked p CROSS JOIN LATERAL (
                SELECT m.id FROM ${t} m
-                WHERE m.id = p.id AND m.delivered_at IS NULL AND m.dead_at IS NULL AND m.next_attempt_at <= now()
+                WHERE m.id = p.id AND ${timeCome('m')}
                   FOR UPDATE SKIP LOCKED) l),
            claimed AS (
              UPDATE ${t} m SET attempts = m.attempts + 1, next_attempt_at = now() + $2::int8 * interval '1 millisecond'
