@@ -1,4 +1,4 @@
-import { Injectable, Module } from '@nestjs/common';
+import { Injectable, Module, OnModuleDestroy } from '@nestjs/common';
 import { Resolver } from 'node:dns/promises';
 
 export interface ResolvedAddress {
@@ -38,9 +38,11 @@ const LOOPBACK: ResolvedAddress[] = [
  * after the attempt asked. A provider, so that a test can answer for it
  * (Nest's `overrideProvider`): `systemLookup` is the lookup itself, and
  * `dnsResolver` the resolver it asks (e.g. of a server that never answers).
+ * An app that closes abandons the lookups still waiting (they fail with
+ * ECANCELLED): no query outlives the app.
  */
 @Injectable()
-export class HostResolver {
+export class HostResolver implements OnModuleDestroy {
   /** The lookups running, by host. */
   private readonly running = new Map<string, Promise<ResolvedAddress[]>>();
   /** The DNS resolver every lookup asks, made at the first (its servers read once, as node's own `dns.resolve*` does). */
@@ -54,6 +56,10 @@ export class HostResolver {
       this.running.set(host, answer);
     }
     return answer;
+  }
+
+  onModuleDestroy(): void {
+    this.dns?.cancel();
   }
 
   /**

@@ -165,4 +165,13 @@ describe('HostResolver: DNS queries, on the event loop', () => {
       expect(errorClass(error)).toBe('dns');
     }
   });
+
+  it('an app that closes abandons the lookups still waiting', async () => {
+    const hung = resolver.lookup('closing.never-answers.test').catch((e: unknown) => e);
+    await poolWork(1);
+    expect(await settled(hung)).toBe(false);
+    resolver.onModuleDestroy();
+    expect(await settled(hung)).toBe(true);
+    expect(await hung).toMatchObject({ code: 'ECANCELLED' });
+  });
 });
