@@ -33,4 +33,38 @@ export class BackgroundConnections {
       else this.free++;
     }
   }
+
+  /**
+   * `statement` made one call per item: the items that arrive while a batch
+   * waits for its turn or runs go together in the next batch (one turn, one
+   * statement for many), so busy background work writes one statement for
+   * many items and idle work writes each at once (at the event loop's next
+   * turn, so that items of the same moment go together). A caller gets its
+   * item's result (`statement` answers one per item, in order), or the
+   * batch's error.
+   */
+  batched<I, O>(statement: (items: I[]) => Promise<O[]>): (item: I) => Promise<O> {
+    let gathering: { item: I; resolve: (result: O) => void; reject: (error: unknown) => void }[] = [];
+    let running = false;
+    const send = (): void => {
+      if (running || gathering.length === 0) return;
+      const batch = gathering;
+      gathering = [];
+      running = true;
+      this.run(() => statement(batch.map((b) => b.item)))
+        .then(
+          (results) => batch.forEach((b, i) => b.resolve(results[i])),
+          (error: unknown) => batch.forEach((b) => b.reject(error)),
+        )
+        .finally(() => {
+          running = false;
+          send();
+        });
+    };
+    return (item) =>
+      new Promise<O>((resolve, reject) => {
+        gathering.push({ item, resolve, reject });
+        if (gathering.length === 1) setImmediate(send);
+      });
+  }
 }

@@ -13,7 +13,7 @@ import { DeliveryTarget, WebhookEndpointsService } from '../webhook-endpoints/we
 import { EventsService, toEventResponse } from './events.service';
 import { EventsRepository } from './events.repository';
 import type { EventResponse } from './dto/event.response';
-import { AttemptOutcome, Begun, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
+import { AttemptOutcome, Begun, Delivery, FinishedAttempt, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { DeliveryHeldError, DeliveryRetryError, errorClass } from './webhook-errors';
 import { WebhookDeliveryPayload, WebhookDeliveryPort } from './webhook-delivery.port';
 import { postWebhook } from './webhook-request';
@@ -53,12 +53,17 @@ interface Ready {
  * deleted endpoint gets nothing: the message resolves unsent. The secret
  * appears in no error and no log line. Its statements run in turns of
  * BackgroundConnections: a batch of deliveries never holds the pool that
- * requests need.
+ * requests need. The attempts' starts, and their ends, are each written in
+ * batches (BackgroundConnections.batched): the deliveries the relay hands
+ * over together start in one statement, and those that end while one is
+ * written end together in the next.
  */
 @Injectable()
 export class WebhookPublisher implements OnModuleInit {
   private readonly logger = new Logger('WebhookPublisher');
   private readonly production: boolean;
+  private readonly begin: (delivery: Delivery) => Promise<Begun>;
+  private readonly finish: (attempt: FinishedAttempt) => Promise<number | undefined>;
 
   constructor(
     private readonly port: WebhookDeliveryPort,
@@ -72,6 +77,8 @@ export class WebhookPublisher implements OnModuleInit {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.production = config.production;
+    this.begin = connections.batched((ds) => deliveries.begin(ds, PROBE_LEASE_S, ROTATION_OVERLAP));
+    this.finish = connections.batched((attempts) => deliveries.finish(attempts, RETRY_OFFSETS_S));
   }
 
   onModuleInit(): void {
@@ -83,7 +90,7 @@ export class WebhookPublisher implements OnModuleInit {
     const { clientId, eventId, endpointId } = payload;
     const event = payload.event ?? (await this.storedEvent(clientId, eventId));
     if (!event) return;
-    const begun = await this.connections.run(() => this.deliveries.begin({ clientId, eventId, endpointId, messageId: message.id }, PROBE_LEASE_S, ROTATION_OVERLAP));
+    const begun = await this.begin({ clientId, eventId, endpointId, messageId: message.id });
     const ready = this.ready(message.id, endpointId, begun);
     if (!ready) return;
     const { target, attemptId } = ready;
@@ -109,9 +116,7 @@ export class WebhookPublisher implements OnModuleInit {
       const waitMs = await this.failed(payload, attemptId, outcome, answer);
       throw new DeliveryRetryError(`webhook to endpoint ${endpointId} answered ${answer.status}`, waitMs);
     }
-    await this.connections
-      .run(() => this.deliveries.finish(clientId, endpointId, attemptId, outcome))
-      .catch((error: unknown) =>
+    await this.finish({ clientId, endpointId, id: attemptId, outcome }).catch((error: unknown) =>
         this.logger.warn(`delivered event ${eventId} to endpoint ${endpointId}, but its attempt ${attemptId} was not finished: ${(error as Error).message}`),
       );
   }
@@ -146,7 +151,7 @@ export class WebhookPublisher implements OnModuleInit {
    * against the endpoint; an endpoint this disables gets its event in the
    * same transaction. Answers the ms until that next time (none left: undefined).
    */
-  private failed(
+  private async failed(
     { clientId, endpointId }: WebhookDeliveryPayload,
     attemptId: string,
     outcome: AttemptOutcome,
@@ -155,16 +160,16 @@ export class WebhookPublisher implements OnModuleInit {
     const after = answer && retryAfter(answer.status, answer.retryAfter);
     const afterSeconds = after && 'seconds' in after ? after.seconds : null;
     const afterAt = after && 'at' in after ? after.at : null;
-    return this.connections.run(async () => {
-      const waitMs = await this.deliveries.finish(clientId, endpointId, attemptId, outcome, { offsetsS: RETRY_OFFSETS_S, afterSeconds, afterAt });
-      const goneReason = answer?.status === 410 ? GONE_REASON : null;
-      const disabled = await this.txHost.withTransaction(async () => {
+    const waitMs = await this.finish({ clientId, endpointId, id: attemptId, outcome, retry: { afterSeconds, afterAt } });
+    const goneReason = answer?.status === 410 ? GONE_REASON : null;
+    const disabled = await this.connections.run(() =>
+      this.txHost.withTransaction(async () => {
         const endpoint = await this.endpoints.failed(clientId, endpointId, { goneReason, retryAfterSeconds: afterSeconds, retryAfterAt: afterAt });
         if (endpoint) await this.eventsService.record(clientId, 'webhook_endpoint.disabled', endpoint);
         return endpoint;
-      });
-      if (disabled) this.logger.warn(`webhook endpoint ${endpointId} is disabled: ${disabled.disabled_reason}`);
-      return waitMs;
-    });
+      }),
+    );
+    if (disabled) this.logger.warn(`webhook endpoint ${endpointId} is disabled: ${disabled.disabled_reason}`);
+    return waitMs;
   }
 }

@@ -54,45 +54,52 @@ export interface EndpointPacing {
 }
 
 /**
- * Two CTEs of the statement that starts a delivery's attempt
- * (WebhookDeliveriesRepository.begin): `admission`, the endpoint `id` of
- * client `client` and whether a delivery may go to it now (one row, an
- * Admission; none when it is deleted), and `probe`, which it reads. When the
- * endpoint is paused (next_probe_at set), only the one delivery that moves
+ * Three CTEs of the statement that starts deliveries' attempts
+ * (WebhookDeliveriesRepository.begin), for the rows of CTE `deliveries`
+ * (columns `n`, `client_id`, `endpoint_id`, and `wants`: the delivery is due):
+ * `admission`, per delivery `n` whose endpoint exists, whether it may go now
+ * (an AdmissionRow), and `asking` and `probe`, which it reads. When an endpoint
+ * is paused (next_probe_at set), only the one delivery that moves
  * next_probe_at past now() by the probe's lease (`lease` s; a compare-and-set:
- * one winner among relays) is admitted, as its probe, and only where `gate`
- * (an SQL condition: the delivery is due) holds. A delivery held by the pause
- * learns when the next probe may go: the pause's end, or, the probe taken by
- * another delivery (next_probe_at as this statement read it has passed), that
+ * one winner among relays, and among a statement's deliveries the first that
+ * wants it) is admitted, as its probe. A delivery held by the pause learns
+ * when the next probe may go: the pause's end, or, the probe taken by another
+ * delivery (next_probe_at as this statement read it has passed), that
  * probe's lease's end. The arguments are SQL (parameters); `overlap` is the
  * rotation's overlap, an interval.
  */
-export function admissionCtes(p: { client: string; id: string; lease: string; overlap: string; gate: string }): string {
-  return `probe AS (
-         UPDATE webhook_endpoints SET next_probe_at = now() + ${p.lease}::int * interval '1 second'
-          WHERE client_id = ${p.client} AND id = ${p.id} AND disabled_at IS NULL AND next_probe_at <= now() AND ${p.gate}
-         RETURNING id),
+export function admissionCtes(p: { deliveries: string; lease: string; overlap: string }): string {
+  return `asking AS (
+         SELECT DISTINCT ON (client_id, endpoint_id) n, client_id, endpoint_id FROM ${p.deliveries} WHERE wants ORDER BY client_id, endpoint_id, n),
+       probe AS (
+         UPDATE webhook_endpoints e SET next_probe_at = now() + ${p.lease}::int * interval '1 second'
+           FROM asking a
+          WHERE e.client_id = a.client_id AND e.id = a.endpoint_id AND e.disabled_at IS NULL AND e.next_probe_at <= now()
+         RETURNING a.n),
        admission AS (
-         SELECT url, secret, CASE WHEN rotated_at > now() - ${p.overlap}::interval THEN previous_secret END AS previous_secret,
-                disabled_at IS NOT NULL AS disabled,
-                disabled_at IS NULL AND (next_probe_at IS NULL OR EXISTS (SELECT 1 FROM probe)) AS admitted,
-                CASE WHEN disabled_at IS NULL AND next_probe_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM probe) THEN
-                  ceil(extract(epoch FROM CASE WHEN next_probe_at > now() THEN next_probe_at - now() ELSE ${p.lease}::int * interval '1 second' END) * 1000)::float8
+         SELECT d.n, e.url, e.secret, CASE WHEN e.rotated_at > now() - ${p.overlap}::interval THEN e.previous_secret END AS previous_secret,
+                e.disabled_at IS NOT NULL AS disabled,
+                e.disabled_at IS NULL AND (e.next_probe_at IS NULL OR probe.n IS NOT NULL) AS admitted,
+                CASE WHEN e.disabled_at IS NULL AND e.next_probe_at IS NOT NULL AND probe.n IS NULL THEN
+                  ceil(extract(epoch FROM CASE WHEN e.next_probe_at > now() THEN e.next_probe_at - now() ELSE ${p.lease}::int * interval '1 second' END) * 1000)::float8
                 END AS probe_in_ms
-           FROM webhook_endpoints WHERE client_id = ${p.client} AND id = ${p.id})`;
+           FROM ${p.deliveries} d
+           JOIN webhook_endpoints e ON e.client_id = d.client_id AND e.id = d.endpoint_id
+           LEFT JOIN probe ON probe.n = d.n)`;
 }
 
 /**
- * A CTE `healthy` of the statement that finishes a delivery's attempt
- * (WebhookDeliveriesRepository.finish): a 2xx from endpoint `id` of client
- * `client` ends its failures in a row and its pause (written only when there
- * is something to clear), where `gate` (an SQL condition: the attempt
- * succeeded) holds. The arguments are SQL (parameters).
+ * A CTE `healthy` of the statement that finishes deliveries' attempts
+ * (WebhookDeliveriesRepository.finish): a 2xx from an endpoint ends its
+ * failures in a row and its pause (written only when there is something to
+ * clear). `succeeded` is SQL: a query of the (client_id, endpoint_id) that
+ * answered 2xx.
  */
-export function succeededCte(p: { client: string; id: string; gate: string }): string {
+export function succeededCte(p: { succeeded: string }): string {
   return `healthy AS (
-         UPDATE webhook_endpoints SET failures = 0, failing_since = NULL, next_probe_at = NULL
-          WHERE client_id = ${p.client} AND id = ${p.id} AND (failures > 0 OR next_probe_at IS NOT NULL) AND ${p.gate})`;
+         UPDATE webhook_endpoints e SET failures = 0, failing_since = NULL, next_probe_at = NULL
+           FROM (SELECT DISTINCT client_id, endpoint_id FROM (${p.succeeded}) s) ok
+          WHERE e.client_id = ok.client_id AND e.id = ok.endpoint_id AND (e.failures > 0 OR e.next_probe_at IS NOT NULL))`;
 }
 
 /** All SQL of webhook endpoints; every statement filters by client_id. */
