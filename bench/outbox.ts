@@ -545,7 +545,8 @@ export function outboxReport(r: OutboxBenchResult): string[] {
     `POST /orders one at a time, each order's deliveries drained before the next: ` +
       r.fanOut.map((f) => `${f.endpoints} endpoint(s) p50 ${fmt(f.latencyMs.p50)} ms, p90 ${fmt(f.latencyMs.p90)} ms`).join('; ') +
       ` (${r.fanOut[0]?.latencyMs.n ?? 0} orders each)`,
-    `the claim on its own (prepared, median of 60, ms): ` + r.claim.map((c) => `${c.due} due in ${c.lanes} lane(s) ${fmt(c.ms)}`).join('; '),
+    `the claim on its own (prepared, median of 60, ms; with the statistics of before the due were added): ` +
+      r.claim.map((c) => `${c.due} due in ${c.lanes} lane(s) ${fmt(c.ms)} (${fmt(c.staleMs)})`).join('; '),
   ];
 }
 
