@@ -15,7 +15,7 @@ import { WebhookSecretOverlap1797700000000 } from './1797700000000-WebhookSecret
 import { EventsRetention1797800000000 } from './1797800000000-EventsRetention';
 import { WebhookSecretVersion1797960000000 } from './1797960000000-WebhookSecretVersion';
 
-const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox, idempotencyOutboxLanes, idempotencyOutboxLaneGroups, idempotencyOutboxLaneIndex] =
+const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox, idempotencyOutboxLanes, idempotencyOutboxLaneGroups, idempotencyOutboxLaneIndex, idempotencyOutboxDueIndexDropped] =
   idempotencyMigrations();
 
 /**
@@ -50,4 +50,5 @@ export const migrations = [
   idempotencyOutboxLanes,
   idempotencyOutboxLaneGroups,
   idempotencyOutboxLaneIndex,
+  idempotencyOutboxDueIndexDropped,
 ];

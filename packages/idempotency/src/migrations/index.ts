@@ -10,6 +10,7 @@ import { createIdempotencyOutbox } from './1796500000000-CreateIdempotencyOutbox
 import { idempotencyOutboxLanes } from './1798000000000-IdempotencyOutboxLanes';
 import { idempotencyOutboxLaneGroups } from './1798000000001-IdempotencyOutboxLaneGroups';
 import { idempotencyOutboxLaneIndex } from './1798000000002-IdempotencyOutboxLaneIndex';
+import { idempotencyOutboxDueIndexDropped } from './1798000000003-IdempotencyOutboxDueIndexDropped';
 import { DEFAULT_OUTBOX_TABLE_NAME } from '../config/idempotency-table';
 
 export type IdempotencyMigration = new () => MigrationInterface;
@@ -23,9 +24,9 @@ export type IdempotencyMigration = new () => MigrationInterface;
  * without TypeORM migrations, sql/idempotency-keys.sql is the keys table's
  * schema; the messages table is the one CREATE TABLE and index of
  * CreateIdempotencyMessages; the outbox's table, `idempotency_outbox`, the
- * CREATE TABLE and indexes of CreateIdempotencyOutbox, the columns of
- * IdempotencyOutboxLanes and IdempotencyOutboxLaneGroups and the index of
- * IdempotencyOutboxLaneIndex.
+ * CREATE TABLE and indexes of CreateIdempotencyOutbox but `due_idx`
+ * (IdempotencyOutboxDueIndexDropped), the columns of IdempotencyOutboxLanes and
+ * IdempotencyOutboxLaneGroups and the index of IdempotencyOutboxLaneIndex.
  */
 export function idempotencyMigrations(
   tableName: string = DEFAULT_TABLE_NAME,
@@ -42,6 +43,7 @@ export function idempotencyMigrations(
     idempotencyOutboxLanes(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
     idempotencyOutboxLaneGroups(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
     idempotencyOutboxLaneIndex(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
+    idempotencyOutboxDueIndexDropped(idempotencyTable(DEFAULT_OUTBOX_TABLE_NAME)),
   ];
 }
 

@@ -69,12 +69,11 @@ export function outboxStatements(t: string) {
      * waiting, one index probe each (`waiting_lanes`: a lane whose messages
      * all wait for a retry or a lease is one probe, however many they are),
      * and each lane's $5 oldest due messages, with the $1 oldest without a
-     * lane (`candidate`); the rows are locked after the ranking, by id. Each
-     * step reads through its key or `lane_due_idx` whatever the planner
-     * believes of the table: a burst's statistics lag (never analyzed, or
-     * analyzed with little waiting), and a plan that scans the due by time to
-     * find a lane or a row makes a claim of a 5,000-message backlog ten
-     * times slower.
+     * lane (`candidate`); the rows are locked after the ranking, by id; the
+     * next due time is one more probe a lane. Each step reads through its key
+     * or `lane_due_idx`, the outbox's only index of the waiting messages, so
+     * the plan holds whatever the planner believes of the table: a burst's
+     * statistics lag (a healthy outbox's count almost nothing waiting).
      *
      * Answers one row: `messages`, the claimed ones; `full`, whether as many
      * were picked as asked (more may be due; when not, every due message it
@@ -137,8 +136,15 @@ export function outboxStatements(t: string) {
              RETURNING m.id, m.topic, m.payload, m.stream, m.lane, m.lane_group, m.attempts)
       SELECT coalesce((SELECT json_agg(claimed) FROM claimed), '[]') AS messages,
              (SELECT count(*) FROM picked) >= $1 AS full,
-             (SELECT ceil(extract(epoch FROM min(w.next_attempt_at) - now()) * 1000)::float8 FROM ${t} w
-               WHERE w.delivered_at IS NULL AND w.dead_at IS NULL AND w.next_attempt_at > now()) AS next_due_ms`,
+             (SELECT ceil(extract(epoch FROM min(n.at) - now()) * 1000)::float8 FROM (
+                SELECT (SELECT m.next_attempt_at FROM ${t} m
+                         WHERE m.lane = w.lane AND ${waiting('m')} AND m.next_attempt_at > now()
+                         ORDER BY m.lane, m.next_attempt_at LIMIT 1) AS at
+                  FROM waiting_lanes w WHERE w.lane IS NOT NULL
+                UNION ALL
+                SELECT (SELECT m.next_attempt_at FROM ${t} m
+                         WHERE m.lane IS NULL AND ${waiting('m')} AND m.next_attempt_at > now()
+                         ORDER BY m.lane, m.next_attempt_at LIMIT 1)) n) AS next_due_ms`,
     /** Marks deliveries ($1 ids), each fenced on its claim ($2: their attempts, in the same order). */
     delivered: `
       UPDATE ${t} m SET delivered_at = now(), last_error = NULL

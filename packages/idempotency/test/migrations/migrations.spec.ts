@@ -67,15 +67,17 @@ describe('idempotency migrations (e2e)', () => {
           { indexdef: 'CREATE UNIQUE INDEX idempotency_messages_pkey ON public.idempotency_messages USING btree (source, message_id)' },
         ]);
         expect(await ds.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'idempotency_outbox' ORDER BY indexname`)).toEqual(
-          ['delivered_at_idx', 'due_idx', 'lane_due_idx', 'pkey', 'stream_idx'].map((i) => ({ indexname: `idempotency_outbox_${i}` })),
+          ['delivered_at_idx', 'lane_due_idx', 'pkey', 'stream_idx'].map((i) => ({ indexname: `idempotency_outbox_${i}` })),
         );
         const lane = `SELECT data_type FROM information_schema.columns WHERE table_name = 'idempotency_outbox' AND column_name = 'lane'`;
         const group = `SELECT data_type FROM information_schema.columns WHERE table_name = 'idempotency_outbox' AND column_name = 'lane_group'`;
         expect(await ds.query(lane)).toEqual([{ data_type: 'text' }]);
         expect(await ds.query(group)).toEqual([{ data_type: 'text' }]);
-        const laneIndex = `SELECT indexname FROM pg_indexes WHERE tablename = 'idempotency_outbox' AND indexname = 'idempotency_outbox_lane_due_idx'`;
+        const index = (name: string) => `SELECT indexname FROM pg_indexes WHERE tablename = 'idempotency_outbox' AND indexname = 'idempotency_outbox_${name}'`;
         await ds.undoLastMigration();
-        expect(await ds.query(laneIndex)).toEqual([]);
+        expect(await ds.query(index('due_idx'))).toEqual([{ indexname: 'idempotency_outbox_due_idx' }]);
+        await ds.undoLastMigration();
+        expect(await ds.query(index('lane_due_idx'))).toEqual([]);
         expect(await ds.query(group)).toEqual([{ data_type: 'text' }]);
         await ds.undoLastMigration();
         expect(await ds.query(group)).toEqual([]);
