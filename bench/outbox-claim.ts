@@ -40,7 +40,8 @@ export async function claimCost(databaseUrl: string, log: (m: string) => void): 
   const results: ClaimCost[] = [];
   try {
     for (const [due, lanes] of SHAPES) {
-      await db.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (LIKE idempotency_outbox INCLUDING ALL)`);
+      // Statistics only from the ANALYZEs below: autovacuum would refresh them in the middle of a timing.
+      await db.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (LIKE idempotency_outbox INCLUDING ALL) WITH (autovacuum_enabled = false)`);
       await db.query(
         `INSERT INTO ${table} (topic, payload, lane, lane_group, delivered_at)
          SELECT 'bench', '{"n":1}', 'lane_' || (i % 50), 'group_' || (i % 5), now() FROM generate_series(1, $1) i`,

@@ -14,6 +14,7 @@ import { WebhookRetries1797600000000 } from './1797600000000-WebhookRetries';
 import { WebhookSecretOverlap1797700000000 } from './1797700000000-WebhookSecretOverlap';
 import { EventsRetention1797800000000 } from './1797800000000-EventsRetention';
 import { WebhookSecretVersion1797960000000 } from './1797960000000-WebhookSecretVersion';
+import { OutboxEventIndexOwnPredicate1798100000000 } from './1798100000000-OutboxEventIndexOwnPredicate';
 
 const [createIdempotencyKeys, idempotencyKeysRecovery, idempotencyKeysAnyScope, idempotencyKeysHashed, createIdempotencyMessages, createIdempotencyOutbox, idempotencyOutboxLanes, idempotencyOutboxLaneGroups, idempotencyOutboxLaneIndex, idempotencyOutboxDueIndexDropped] =
   idempotencyMigrations();
@@ -51,4 +52,5 @@ export const migrations = [
   idempotencyOutboxLaneGroups,
   idempotencyOutboxLaneIndex,
   idempotencyOutboxDueIndexDropped,
+  OutboxEventIndexOwnPredicate1798100000000,
 ];
