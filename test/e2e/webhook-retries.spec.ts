@@ -100,7 +100,9 @@ describe('webhook retries and failing endpoints (e2e)', () => {
 
   const attempts = (endpointId: string) =>
     sql<{ attempt: number; status: number | null; offset_s: number | null; over: boolean }>(
-      `SELECT attempt, status, extract(epoch FROM retry_at - min(created_at) OVER ())::float8 AS offset_s, retry_at = 'infinity' AS over
+      // PostgreSQL before 17 cannot subtract from 'infinity': the last attempt's offset is then null, as none is left.
+      `SELECT attempt, status, CASE WHEN retry_at <> 'infinity' THEN extract(epoch FROM retry_at - min(created_at) OVER ())::float8 END AS offset_s,
+              retry_at = 'infinity' AS over
          FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY attempt`,
       [endpointId],
     );
