@@ -117,8 +117,8 @@ export class WebhookPublisher implements OnModuleInit {
       throw new DeliveryRetryError(`webhook to endpoint ${endpointId} answered ${answer.status}`, waitMs);
     }
     await this.finish({ clientId, endpointId, id: attemptId, outcome }).catch((error: unknown) =>
-        this.logger.warn(`delivered event ${eventId} to endpoint ${endpointId}, but its attempt ${attemptId} was not finished: ${(error as Error).message}`),
-      );
+      this.logger.warn(`delivered event ${eventId} to endpoint ${endpointId}, but its attempt ${attemptId} was not finished: ${(error as Error).message}`),
+    );
   }
 
   /** The event of a message queued without it, as stored; undefined when it is gone (nothing to send). */
