@@ -644,8 +644,9 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     const lane = `capped-${randomUUID()}`;
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    const held = await add(Array.from({ length: RELAY_LANE_CAP + 2 }, () => ({ lane })));
-    slow = (m) => (held.includes(m.id) ? released : undefined);
+    // Held by payload, set before they are added: the relay may hand them over before `add` has answered their ids.
+    slow = (m) => ((m.payload as { n?: string }).n === lane ? released : undefined);
+    const held = await add(Array.from({ length: RELAY_LANE_CAP + 2 }, () => ({ lane, payload: { n: lane } })));
     try {
       const until = performance.now() + 4_000;
       while (published.filter((m) => held.includes(m.id)).length < RELAY_LANE_CAP && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
@@ -661,10 +662,12 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
   });
 
   it('frees a slot when the publisher answers: a delivery goes while the marks before it wait', async () => {
-    const held = await add(Array.from({ length: RELAY_SLOTS }, () => ({})));
+    const tag = `held-${randomUUID()}`;
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    slow = (m) => (held.includes(m.id) ? released : undefined);
+    // Held by payload, set before they are added (as above).
+    slow = (m) => ((m.payload as { n?: string }).n === tag ? released : undefined);
+    const held = await add(Array.from({ length: RELAY_SLOTS }, () => ({ payload: { n: tag } })));
     // Another session locks the held messages' rows: their marks wait for it.
     const locker = new Client({ connectionString: db.url });
     await locker.connect();
