@@ -61,8 +61,10 @@ function forCommandLine(config: AppConfig): AppConfig {
 }
 
 /** The outbox's one publisher: webhook deliveries to theirs, everything else to the confirmations'. */
-function outboxPublisher(confirmations: OutboxPublisher, webhooks: OutboxPublisher): OutboxPublisher {
-  return (message, signal) => (message.topic === WEBHOOK_DELIVERY_TOPIC ? webhooks(message, signal) : confirmations(message, signal));
+function outboxPublisher(confirmations: OutboxPublisher, webhooks: WebhookDeliveryPort): OutboxPublisher {
+  const publish: OutboxPublisher = (message, signal) => (message.topic === WEBHOOK_DELIVERY_TOPIC ? webhooks.publish(message, signal) : confirmations(message, signal));
+  publish.close = () => webhooks.close();
+  return publish;
 }
 
 @Module({})
@@ -116,7 +118,7 @@ export class AppModule {
             outbox: {
               // The module's defaults (lease, horizon, retention), unless a test's configuration shortens them.
               ...(config.idempotency as IdempotencyModuleOptions).outbox,
-              publish: outboxPublisher(confirmationPublisher(notifier), webhooks.publish),
+              publish: outboxPublisher(confirmationPublisher(notifier), webhooks),
             },
           }),
         }),

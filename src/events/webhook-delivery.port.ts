@@ -1,5 +1,5 @@
 import { Injectable, Module } from '@nestjs/common';
-import type { OutboxPublisher } from 'safe-retries/outbox';
+import type { OutboxMessage, OutboxPublisher } from 'safe-retries/outbox';
 import type { EventResponse } from './dto/event.response';
 
 /** The outbox topic of one event's delivery to one endpoint; its payload is a WebhookDeliveryPayload. */
@@ -13,6 +13,12 @@ export interface WebhookDeliveryPayload {
   event?: EventResponse;
 }
 
+/** What EventsModule binds: the delivery of one message, and what shutdown waits for once the last ended. */
+export interface WebhookDeliverer {
+  deliver(message: OutboxMessage, signal: AbortSignal): Promise<void>;
+  close(): Promise<void>;
+}
+
 /**
  * Where the outbox's publisher (configured with the idempotency module, before
  * the events' providers exist) finds the webhook publisher: EventsModule binds
@@ -21,16 +27,21 @@ export interface WebhookDeliveryPayload {
  */
 @Injectable()
 export class WebhookDeliveryPort {
-  private publisher?: OutboxPublisher;
+  private deliverer?: WebhookDeliverer;
 
-  bind(publisher: OutboxPublisher): void {
-    this.publisher = publisher;
+  bind(deliverer: WebhookDeliverer): void {
+    this.deliverer = deliverer;
   }
 
   readonly publish: OutboxPublisher = (message, signal) => {
-    if (!this.publisher) return Promise.reject(new Error('no webhook publisher is bound (EventsModule is not loaded)'));
-    return this.publisher(message, signal);
+    if (!this.deliverer) return Promise.reject(new Error('no webhook publisher is bound (EventsModule is not loaded)'));
+    return this.deliverer.deliver(message, signal);
   };
+
+  /** Called by the relay at shutdown, after its last delivery (OutboxPublisher.close). */
+  async close(): Promise<void> {
+    await this.deliverer?.close();
+  }
 }
 
 @Module({ providers: [WebhookDeliveryPort], exports: [WebhookDeliveryPort] })

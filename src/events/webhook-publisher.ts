@@ -46,8 +46,10 @@ interface Ready {
  * schedule over, the endpoint disabled) the relay's backoff decides. Every
  * attempt is recorded (webhook_deliveries): started before the request is
  * sent, finished with its outcome and, failed, the time of the next. A 2xx is
- * delivered even when its record cannot be finished (the receiver has it:
- * sending again would only repeat it). A refusal, an error or an answer other
+ * delivered as soon as it arrives: its record is finished after (the relay's
+ * slot is free meanwhile; shutdown waits for it: `recorded`), and a record
+ * that cannot be finished leaves it delivered (the receiver has it: sending
+ * again would only repeat it). A refusal, an error or an answer other
  * than 2xx throws, after counting against the endpoint (a 410 disables it at
  * once, with a `webhook_endpoint.disabled` event in the same transaction). A
  * deleted endpoint gets nothing: the message resolves unsent. The secret
@@ -64,6 +66,8 @@ export class WebhookPublisher implements OnModuleInit {
   private readonly production: boolean;
   private readonly begin: (delivery: Delivery) => Promise<Begun>;
   private readonly finish: (attempt: FinishedAttempt) => Promise<number | undefined>;
+  /** Successful attempts whose record is being written. */
+  private readonly recording = new Set<Promise<void>>();
 
   constructor(
     private readonly port: WebhookDeliveryPort,
@@ -82,7 +86,12 @@ export class WebhookPublisher implements OnModuleInit {
   }
 
   onModuleInit(): void {
-    this.port.bind((message, signal) => this.deliver(message, signal));
+    this.port.bind({ deliver: (message, signal) => this.deliver(message, signal), close: () => this.recorded() });
+  }
+
+  /** Once every successful attempt's record is written (the relay calls it at shutdown, after its last delivery). */
+  async recorded(): Promise<void> {
+    await Promise.all(this.recording);
   }
 
   async deliver(message: OutboxMessage, signal: AbortSignal): Promise<void> {
@@ -116,9 +125,14 @@ export class WebhookPublisher implements OnModuleInit {
       const waitMs = await this.failed(payload, attemptId, outcome, answer);
       throw new DeliveryRetryError(`webhook to endpoint ${endpointId} answered ${answer.status}`, waitMs);
     }
-    await this.finish({ clientId, endpointId, id: attemptId, outcome }).catch((error: unknown) =>
-      this.logger.warn(`delivered event ${eventId} to endpoint ${endpointId}, but its attempt ${attemptId} was not finished: ${(error as Error).message}`),
+    // The relay's slot frees now: the record is written after, in the next batch of ends.
+    const recording = this.finish({ clientId, endpointId, id: attemptId, outcome }).then(
+      () => undefined,
+      (error: unknown) =>
+        this.logger.warn(`delivered event ${eventId} to endpoint ${endpointId}, but its attempt ${attemptId} was not finished: ${(error as Error).message}`),
     );
+    this.recording.add(recording);
+    void recording.then(() => this.recording.delete(recording));
   }
 
   /** The event of a message queued without it, as stored; undefined when it is gone (nothing to send). */

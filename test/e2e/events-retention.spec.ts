@@ -40,7 +40,8 @@ describe('retention of events, delivery attempts and webhook dead letters (e2e)'
     const order = await createOrder(t);
     const [{ id }] = await q<{ id: string }>(`SELECT id FROM events WHERE data->>'id' = $1`, [order.id]);
     await waitFor(`event ${id} delivered`, async () => (await outboxRows(id, 'delivered_at IS NOT NULL')) === 1);
-    expect(await countRows(t.dataSource, 'webhook_deliveries', 'event_id = $1 AND finished_at IS NOT NULL', [id])).toBe(1);
+    // The attempt's record is finished just after its delivery is marked.
+    await waitFor(`event ${id}'s attempt finished`, async () => (await countRows(t.dataSource, 'webhook_deliveries', 'event_id = $1 AND finished_at IS NOT NULL', [id])) === 1);
     return id;
   };
   const ageEvent = (id: string, days: number) => q(`UPDATE events SET created_at = now() - $2::int * interval '1 day' WHERE id = $1`, [id, days]);

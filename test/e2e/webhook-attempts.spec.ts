@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { AddressInfo } from 'node:net';
+import { Client } from 'pg';
 import request from 'supertest';
 import { CLIENT_B, TestApp, countRows, createTestApp } from '../support/app';
+import { createTestDatabase } from '../support/database';
 import { createOrder } from '../support/fixtures';
 import { waitFor } from '../support/http-client';
 
@@ -10,8 +12,9 @@ import { waitFor } from '../support/http-client';
  * Every delivery attempt is recorded, whatever the receiver answers, and the
  * client reads them: a 2xx whose body holds bytes a text column refuses is
  * delivered once; an attempt is written before its request is sent, so one
- * cut short keeps its row; GET /events/{id}/attempts lists them, never with a
- * secret, only to the event's client.
+ * cut short keeps its row; a 2xx's record is written after the relay's slot
+ * frees, and shutdown waits for it; GET /events/{id}/attempts lists them,
+ * never with a secret, only to the event's client.
  */
 jest.setTimeout(60_000);
 
@@ -89,6 +92,11 @@ describe('webhook delivery attempts (e2e)', () => {
   };
   const delivered = (eventId: string) =>
     countRows(t.dataSource, 'idempotency_outbox', `delivered_at IS NOT NULL AND payload->>'eventId' = $1`, [eventId]);
+  /** The delivery marked and its attempt's record finished (written just after the mark's slot frees). */
+  const recorded = (eventId: string) =>
+    waitFor('the delivery to be marked and its attempt finished', async () =>
+      (await delivered(eventId)) === 1 && (await countRows(t.dataSource, 'webhook_deliveries', 'event_id = $1 AND finished_at IS NOT NULL', [eventId])) === 1,
+    );
 
   beforeAll(async () => {
     receiver = await new Receiver().start();
@@ -104,7 +112,7 @@ describe('webhook delivery attempts (e2e)', () => {
     receiver.answer = { status: 200, body: Buffer.from('ok\u0000thanks\u00ff\u0000', 'latin1') };
     const before = receiver.requests;
     const eventId = await orderEvent();
-    await waitFor('the delivery to be marked', async () => (await delivered(eventId)) === 1);
+    await recorded(eventId);
     expect(receiver.requests - before).toBe(1);
     const { data } = await attempts(eventId);
     expect(data).toEqual([
@@ -144,7 +152,7 @@ describe('webhook delivery attempts (e2e)', () => {
     // What a process killed now leaves behind: the attempt, started and not finished.
     expect((await attempts(eventId)).data).toEqual([expect.objectContaining({ attempt: 1, status: null, error_class: null, finished_at: null, duration_ms: null })]);
     receiver.release();
-    await waitFor('the delivery to be marked', async () => (await delivered(eventId)) === 1);
+    await recorded(eventId);
     expect((await attempts(eventId)).data).toEqual([expect.objectContaining({ attempt: 1, status: 204, finished_at: expect.any(String) })]);
   });
 
@@ -162,5 +170,51 @@ describe('webhook delivery attempts (e2e)', () => {
     expect(JSON.stringify(data)).not.toContain(endpoint.secret.slice('whsec_'.length));
     await http().get(`/events/${eventId}/attempts`).set(t.auth(CLIENT_B)).expect(404);
     await http().get('/events/evt_00000000000000000000000000000000/attempts').set(t.auth()).expect(404);
+  });
+
+  it("a 2xx frees the relay's slot before its record is written, and shutdown waits for the records", async () => {
+    receiver.answer = { status: 204, body: Buffer.alloc(0) };
+    const db = await createTestDatabase();
+    const own = await createTestApp({ database: db });
+    const lock = new Client({ connectionString: db.url });
+    await lock.connect();
+    const marked = (eventId: string) => countRows(own.dataSource, 'idempotency_outbox', `delivered_at IS NOT NULL AND payload->>'eventId' = $1`, [eventId]);
+    const orderEventOf = async () => {
+      const order = await createOrder(own);
+      return (await own.dataSource.query<{ id: string }[]>(`SELECT id FROM events WHERE data->>'id' = $1`, [order.id]))[0].id;
+    };
+    try {
+      await request(own.app.getHttpServer())
+        .post('/webhook-endpoints')
+        .set(own.auth())
+        .set('Idempotency-Key', randomUUID())
+        .send({ url: receiver.url(), event_types: ['order.created'] })
+        .expect(201)
+        .then(() => undefined);
+      receiver.hold = true;
+      const first = await orderEventOf();
+      await waitFor('the receiver to hold the request', () => receiver.waiting === 1);
+      // The first attempt's row locked: its record waits for the lock, and the next record waits for it.
+      await lock.query('BEGIN');
+      await lock.query('SELECT 1 FROM webhook_deliveries WHERE event_id = $1 FOR UPDATE', [first]);
+      receiver.release();
+      await waitFor('the first delivery to be marked', async () => (await marked(first)) === 1);
+      const second = await orderEventOf();
+      await waitFor('the second delivery to be marked', async () => (await marked(second)) === 1);
+      const closed = own.close();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await lock.query('COMMIT');
+      await closed;
+      const { rows } = await lock.query<{ finished: number }>(
+        'SELECT count(*)::int AS finished FROM webhook_deliveries WHERE event_id = ANY($1) AND status = 204 AND finished_at IS NOT NULL',
+        [[first, second]],
+      );
+      expect(rows[0].finished).toBe(2);
+    } finally {
+      receiver.release();
+      await lock.end();
+      await own.close().catch(() => undefined);
+      await db.drop();
+    }
   });
 });
