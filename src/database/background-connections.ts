@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 
 /**
  * Connections of the main pool that the app's background database work (the
- * webhook deliveries the outbox relay hands over, up to 20 in flight at once)
+ * webhook deliveries the outbox relay hands over, up to 40 in flight at once)
  * holds at once. The rest of the pool stays for requests: the relay's
  * deliveries never take the connections a burst of requests waits for.
  */

@@ -12,8 +12,8 @@ import { ClaimAnswer, OutboxMessageRow, OutboxStatements, outboxStatements } fro
 import { OutboxWakeups, sleep } from './outbox-wakeups';
 import { Turns } from './turns';
 
-/** Deliveries a relay has in flight at once: its slots. */
-export const RELAY_SLOTS = 20;
+/** Deliveries a relay has in flight at once: its slots (a claim takes those freed while the last one ran). */
+export const RELAY_SLOTS = 40;
 /** Deliveries of one lane (OutboxEntry.lane) a relay has in flight at once. */
 export const RELAY_LANE_CAP = 4;
 /**

@@ -24,7 +24,7 @@ export interface OutboxEntry {
   /**
    * The party its lane belongs to (one tenant, whose destinations are its
    * lanes); only with a lane, and the same for every message of the lane. A
-   * relay has at most 10 messages of a group in flight (RELAY_GROUP_CAP,
+   * relay has at most 20 messages of a group in flight (RELAY_GROUP_CAP,
    * half its slots), and gives a free slot to the group with the fewest in
    * flight before the lane with the fewest: a party with many lanes takes no
    * more than a party with one. Without it, a lane is a group of its own.

@@ -16,9 +16,9 @@ import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-pr
 import { createDatabase } from '../support/test-services';
 
 /** A relay's delivery slots, and its caps per lane and per group of lanes (docs/outbox.md). */
-const RELAY_SLOTS = 20;
+const RELAY_SLOTS = 40;
 const RELAY_LANE_CAP = 4;
-const RELAY_GROUP_CAP = 10;
+const RELAY_GROUP_CAP = 20;
 
 /**
  * The outbox in one process against a real PostgreSQL: a message added in a
@@ -391,7 +391,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
     }
   });
 
-  it("shares the slots among groups before lanes: a group of 16 slow lanes holds its cap, another group's messages and an ungrouped lane's go meanwhile", async () => {
+  it("shares the slots among groups before lanes: a group of 24 slow lanes holds its cap, another group's messages and an ungrouped lane's go meanwhile", async () => {
     await idle();
     const tag = randomUUID();
     const outbox = app.get(Outbox);
@@ -401,9 +401,9 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
     slow = (m) => ((m.payload as { tag?: string }).tag?.startsWith(`${tag}-a`) ? released : undefined);
     const sent = (ids: string[]) => published.filter((m) => ids.includes(m.id));
     try {
-      // Group A's 16 lanes of 5 messages each are older than the rest: a claim by lane alone would give A 18 of its 20 slots.
+      // Group A's 24 lanes of 5 messages each are older than the rest: a claim by lane alone would give A 38 of the 40 slots.
       const [a, b, c] = await txHost().withTransaction(async () => [
-        await outbox.add(Array.from({ length: 80 }, (_, i) => entry(`a${i % 16}`, i, `${tag}-group-a`))),
+        await outbox.add(Array.from({ length: 120 }, (_, i) => entry(`a${i % 24}`, i, `${tag}-group-a`))),
         await outbox.add([0, 1, 2].map((i) => entry('b', i, `${tag}-group-b`))),
         await outbox.add([0, 1].map((i) => entry('c', i))),
       ]);
@@ -414,7 +414,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
       const lanesOfA = sent(a).map((m) => (m.payload as { tag: string }).tag.split('-').at(-2));
       expect(lanesOfA).toHaveLength(RELAY_GROUP_CAP);
       expect(new Set(lanesOfA).size).toBe(RELAY_GROUP_CAP);
-      // With A's 10 still in flight, later messages of B's go, and A takes no more.
+      // With A's 20 still in flight, later messages of B's go, and A takes no more.
       const more = await txHost().withTransaction(() => outbox.add([3, 4].map((i) => entry('b', i, `${tag}-group-b`))));
       await deliveredAll(more);
       expect(sent(more)).toHaveLength(2);
@@ -436,9 +436,9 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
     slow = (m) => ((m.payload as { tag?: string }).tag?.startsWith(tag) ? released : undefined);
     const ours = () => published.filter((m) => (m.payload as { tag?: string }).tag?.startsWith(tag));
     try {
-      // One commit: the relay's claim sees the 30 without a lane and, newer, the lane's one.
+      // One commit: the relay's claim sees the 50 without a lane and, newer, the lane's one.
       const [unlaned, [laned]] = await txHost().withTransaction(async () => [
-        await outbox.add(Array.from({ length: 30 }, (_, i) => ({ topic: 'unlaned', payload: { tag: `${tag}-${i}` } }))),
+        await outbox.add(Array.from({ length: RELAY_SLOTS + 10 }, (_, i) => ({ topic: 'unlaned', payload: { tag: `${tag}-${i}` } }))),
         await outbox.add([{ topic: 'laned', payload: { tag: `${tag}-laned` }, lane: `${tag}-lane` }]),
       ]);
       await waitFor(() => ours().length >= RELAY_SLOTS);
