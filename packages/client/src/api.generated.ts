@@ -666,7 +666,7 @@ export interface components {
             started_at: string;
             /**
              * Format: date-time
-             * @description Null: the attempt did not finish (the sending process stopped); it was retried
+             * @description Null until its end is written, just after the answer; for good when the sending process stopped (it was retried)
              */
             finished_at: string | null;
             duration_ms: number | null;

@@ -99,7 +99,7 @@ export class DeliveryAttemptResponse {
   @ApiProperty({ format: 'date-time' })
   started_at!: string;
 
-  @ApiProperty({ type: String, format: 'date-time', nullable: true, description: 'Null: the attempt did not finish (the sending process stopped); it was retried' })
+  @ApiProperty({ type: String, format: 'date-time', nullable: true, description: 'Null until its end is written, just after the answer; for good when the sending process stopped (it was retried)' })
   finished_at!: string | null;
 
   @ApiProperty({ type: Number, nullable: true })
