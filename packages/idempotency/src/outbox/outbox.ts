@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
+import type { PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_TX_HOST, ResolvedIdempotencyOptions } from '../config/idempotency.options';
 import { DeadLetter } from '../contract/outbox-message';
@@ -71,6 +72,8 @@ export class OutboxOutsideTransactionError extends Error {
 export class Outbox {
   private readonly sql: OutboxStatements;
   private readonly channel: string;
+  /** The add's name when statements are prepared (planned once per connection, not on every add). */
+  private readonly addName?: string;
 
   constructor(
     @Inject(IDEMPOTENCY_TX_HOST) private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
@@ -79,6 +82,7 @@ export class Outbox {
   ) {
     this.sql = outboxStatements(options.outbox.table.sql);
     this.channel = options.outbox.channel;
+    if (options.postgres.preparedStatements) this.addName = 'safe_retries_outbox_add';
   }
 
   /**
@@ -97,7 +101,12 @@ export class Outbox {
     const payloads = entries.map(checked);
     if (!this.txHost.isTransactionActive()) throw new OutboxOutsideTransactionError();
     if (entries.length === 0) return [];
-    const rows = (await this.txHost.tx.query(this.sql.add, [entries.map((e) => e.topic), payloads, entries.map((e) => e.stream ?? null), entries.map((e) => e.lane ?? null), entries.map((e) => e.group ?? null), this.channel])) as { id: string }[];
+    // On the transaction's own pg client (TypeORM's `QueryRunner.connect()`), so the statement can be prepared.
+    const runner = this.txHost.tx.queryRunner;
+    if (!runner) throw new Error('the ambient transaction has no query runner');
+    const client = (await runner.connect()) as PoolClient;
+    const values = [entries.map((e) => e.topic), payloads, entries.map((e) => e.stream ?? null), entries.map((e) => e.lane ?? null), entries.map((e) => e.group ?? null), this.channel];
+    const { rows } = await client.query<{ id: string }>(this.addName ? { name: this.addName, text: this.sql.add, values } : { text: this.sql.add, values });
     const ids = rows.map((r) => r.id);
     return list ? ids : ids[0];
   }

@@ -181,6 +181,14 @@ describe('Outbox.add (PostgreSQL, in one process, no relay)', () => {
     expect(await txHost().withTransaction(() => app.get(Outbox).add([]))).toEqual([]);
   });
 
+  it('prepares its statement on the connection of the transaction it adds in: planned once per connection', async () => {
+    const prepared = await txHost().withTransaction(async () => {
+      await app.get(Outbox).add({ topic: 'prepared', payload: { tag: randomUUID() } });
+      return txHost().tx.query<{ n: number }[]>(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = 'safe_retries_outbox_add'`);
+    });
+    expect(prepared).toEqual([{ n: 1 }]);
+  });
+
   it('commits a list with its transaction and rolls it back with it; its commit wakes the relay once', async () => {
     const listener = new Client({ connectionString: db.url });
     await listener.connect();
