@@ -74,6 +74,7 @@ class WritesController {
 async function outboxApp(
   outbox: NonNullable<IdempotencyModuleOptions['outbox']>,
   controllers: Type[] = [],
+  postgres: IdempotencyModuleOptions['postgres'] = {},
 ): Promise<{ app: INestApplication; db: { url: string; drop(): Promise<void> }; proxy: PgCountingProxy; close(): Promise<void> }> {
   const db = await createDatabase();
   const admin = new URL(db.url);
@@ -82,7 +83,7 @@ async function outboxApp(
     imports: [
       TypeOrmModule.forRoot({ type: 'postgres', url: proxy.url(db.url), migrations: idempotencyMigrations(), migrationsRun: true }),
       transactionalClsModule(),
-      IdempotencyModule.forRoot({ scope: () => 'tenant', purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false }, outbox }),
+      IdempotencyModule.forRoot({ scope: () => 'tenant', purge: { enabled: false }, recovery: { enabled: false }, replayCache: { enabled: false }, outbox, postgres }),
     ],
     controllers,
   }).compile();
@@ -187,6 +188,22 @@ describe('Outbox.add (PostgreSQL, in one process, no relay)', () => {
       return txHost().tx.query<{ n: number }[]>(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = 'safe_retries_outbox_add'`);
     });
     expect(prepared).toEqual([{ n: 1 }]);
+  });
+
+  it('sends it unnamed when statements are not prepared (a transaction pooler that keeps none)', async () => {
+    const unprepared = await outboxApp({ enabled: false, publish: async () => undefined }, [], { preparedStatements: false });
+    try {
+      const host = unprepared.app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+      const tag = randomUUID();
+      const prepared = await host.withTransaction(async () => {
+        await unprepared.app.get(Outbox).add({ topic: 'unprepared', payload: { tag } });
+        return host.tx.query<{ n: number }[]>(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = 'safe_retries_outbox_add'`);
+      });
+      expect(prepared).toEqual([{ n: 0 }]);
+      expect((await reads(() => unprepared.app.get(DataSource)).messagesOf(tag)).map((m) => m.payload)).toEqual([{ tag }]);
+    } finally {
+      await unprepared.close();
+    }
   });
 
   it('commits a list with its transaction and rolls it back with it; its commit wakes the relay once', async () => {
