@@ -90,7 +90,7 @@ export class WebhookPublisher implements OnModuleInit {
   }
 
   /** Once every successful attempt's record is written (the relay calls it at shutdown, after its last delivery). */
-  async recorded(): Promise<void> {
+  private async recorded(): Promise<void> {
     await Promise.all(this.recording);
   }
 
