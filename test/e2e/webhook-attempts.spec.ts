@@ -85,13 +85,14 @@ describe('webhook delivery attempts (e2e)', () => {
   const http = () => request(t.app.getHttpServer());
   const attempts = async (eventId: string, client?: { key: string }) =>
     (await http().get(`/events/${eventId}/attempts`).set(t.auth(client)).expect(200)).body as { object: 'list'; data: Attempt[] };
-  const orderEvent = async () => {
-    const order = await createOrder(t);
-    const events = (await http().get('/events').set(t.auth()).expect(200)).body as { data: { id: string; data: { id: string } }[] };
+  /** A new order's event, in `app` (the suite's unless given). */
+  const orderEvent = async (app = t) => {
+    const order = await createOrder(app);
+    const events = (await request(app.app.getHttpServer()).get('/events').set(app.auth()).expect(200)).body as { data: { id: string; data: { id: string } }[] };
     return events.data.find((e) => e.data.id === order.id)!.id;
   };
-  const delivered = (eventId: string) =>
-    countRows(t.dataSource, 'idempotency_outbox', `delivered_at IS NOT NULL AND payload->>'eventId' = $1`, [eventId]);
+  const delivered = (eventId: string, app = t) =>
+    countRows(app.dataSource, 'idempotency_outbox', `delivered_at IS NOT NULL AND payload->>'eventId' = $1`, [eventId]);
   /** The delivery marked and its attempt's record finished (written just after the mark's slot frees). */
   const recorded = (eventId: string) =>
     waitFor('the delivery to be marked and its attempt finished', async () =>
@@ -178,29 +179,23 @@ describe('webhook delivery attempts (e2e)', () => {
     const own = await createTestApp({ database: db });
     const lock = new Client({ connectionString: db.url });
     await lock.connect();
-    const marked = (eventId: string) => countRows(own.dataSource, 'idempotency_outbox', `delivered_at IS NOT NULL AND payload->>'eventId' = $1`, [eventId]);
-    const orderEventOf = async () => {
-      const order = await createOrder(own);
-      return (await own.dataSource.query<{ id: string }[]>(`SELECT id FROM events WHERE data->>'id' = $1`, [order.id]))[0].id;
-    };
     try {
       await request(own.app.getHttpServer())
         .post('/webhook-endpoints')
         .set(own.auth())
         .set('Idempotency-Key', randomUUID())
         .send({ url: receiver.url(), event_types: ['order.created'] })
-        .expect(201)
-        .then(() => undefined);
+        .expect(201);
       receiver.hold = true;
-      const first = await orderEventOf();
+      const first = await orderEvent(own);
       await waitFor('the receiver to hold the request', () => receiver.waiting === 1);
       // The first attempt's row locked: its record waits for the lock, and the next record waits for it.
       await lock.query('BEGIN');
       await lock.query('SELECT 1 FROM webhook_deliveries WHERE event_id = $1 FOR UPDATE', [first]);
       receiver.release();
-      await waitFor('the first delivery to be marked', async () => (await marked(first)) === 1);
-      const second = await orderEventOf();
-      await waitFor('the second delivery to be marked', async () => (await marked(second)) === 1);
+      await waitFor('the first delivery to be marked', async () => (await delivered(first, own)) === 1);
+      const second = await orderEvent(own);
+      await waitFor('the second delivery to be marked', async () => (await delivered(second, own)) === 1);
       const closed = own.close();
       await new Promise((resolve) => setTimeout(resolve, 200));
       await lock.query('COMMIT');

@@ -182,24 +182,24 @@ describe('Outbox.add (PostgreSQL, in one process, no relay)', () => {
     expect(await txHost().withTransaction(() => app.get(Outbox).add([]))).toEqual([]);
   });
 
-  it('prepares its statement on the connection of the transaction it adds in: planned once per connection', async () => {
-    const prepared = await txHost().withTransaction(async () => {
-      await app.get(Outbox).add({ topic: 'prepared', payload: { tag: randomUUID() } });
-      return txHost().tx.query<{ n: number }[]>(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = 'safe_retries_outbox_add'`);
+  /** Adds a message in a transaction of `on`, and answers how many prepared adds its connection then holds. */
+  const preparedAdds = (on: INestApplication, tag: string) => {
+    const host = on.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+    return host.withTransaction(async () => {
+      await on.get(Outbox).add({ topic: 'prepared', payload: { tag } });
+      return host.tx.query<{ n: number }[]>(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = 'safe_retries_outbox_add'`);
     });
-    expect(prepared).toEqual([{ n: 1 }]);
+  };
+
+  it('prepares its statement on the connection of the transaction it adds in: planned once per connection', async () => {
+    expect(await preparedAdds(app, randomUUID())).toEqual([{ n: 1 }]);
   });
 
   it('sends it unnamed when statements are not prepared (a transaction pooler that keeps none)', async () => {
     const unprepared = await outboxApp({ enabled: false, publish: async () => undefined }, [], { preparedStatements: false });
     try {
-      const host = unprepared.app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
       const tag = randomUUID();
-      const prepared = await host.withTransaction(async () => {
-        await unprepared.app.get(Outbox).add({ topic: 'unprepared', payload: { tag } });
-        return host.tx.query<{ n: number }[]>(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = 'safe_retries_outbox_add'`);
-      });
-      expect(prepared).toEqual([{ n: 0 }]);
+      expect(await preparedAdds(unprepared.app, tag)).toEqual([{ n: 0 }]);
       expect((await reads(() => unprepared.app.get(DataSource)).messagesOf(tag)).map((m) => m.payload)).toEqual([{ tag }]);
     } finally {
       await unprepared.close();
