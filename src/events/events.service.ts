@@ -100,8 +100,8 @@ export class EventsService {
    * A delivery of the event to each endpoint, in one statement (none for no
    * endpoint); each message carries the event, so its delivery reads nothing
    * of it again. Each endpoint is a lane of the outbox's, and the client its
-   * group: a relay holds at most 4 deliveries to one endpoint and 10 to one
-   * client at once (of its 20), and gives a free slot to the client with the
+   * group: a relay holds at most 4 deliveries to one endpoint and 20 to one
+   * client at once (of its 40), and gives a free slot to the client with the
    * fewest in flight, then to its endpoint with the fewest. So a slow
    * endpoint delays its own deliveries, and a client's many endpoints take
    * no more of the relay than another client's one.
