@@ -16,13 +16,17 @@ export class OutboxWakeups {
   private wake?: () => void;
   /** A notification came while the relay was not waiting: its next wait ends at once. */
   private notified = false;
-  /** Whether a listener is connected and LISTENing: every added message wakes the relay. */
-  listening = false;
+  private connected = false;
 
   constructor(
     private readonly channel: string,
     private readonly at: ClientConfig,
   ) {}
+
+  /** Whether a listener is connected and LISTENing: every added message wakes the relay. */
+  get listening(): boolean {
+    return this.connected;
+  }
 
   /** Resolves after `ms`, earlier on a notification, at once when `signal` aborts. */
   async sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -40,7 +44,7 @@ export class OutboxWakeups {
   async stop(): Promise<void> {
     const listener = this.listener;
     this.listener = undefined;
-    this.listening = false;
+    this.connected = false;
     await listener?.then((c) => c?.end()).catch(() => undefined);
   }
 
@@ -53,13 +57,13 @@ export class OutboxWakeups {
       });
       client.on('error', (error) => {
         this.logger.warn(`the outbox listener failed: ${error.message}`);
-        this.listening = false;
+        this.connected = false;
         this.listener = undefined;
         void client.end().catch(() => undefined);
       });
       await client.connect();
       await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
-      this.listening = true;
+      this.connected = true;
       this.notified = true;
       return client;
     })().catch((error: unknown) => {
