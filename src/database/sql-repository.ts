@@ -36,7 +36,9 @@ function statementName(sql: string): string {
  *
  * Every statement is prepared (named) on the connection that runs it, the first
  * time it runs there: PostgreSQL then parses it once per connection, and after
- * five runs plans it once too, instead of on every request. Behind a transaction
+ * five runs plans it once too when that plan costs no more than those made for
+ * the values (a statement over a batch's arrays through `unnest` keeps being
+ * planned for its values: the row count only they tell). Behind a transaction
  * pooler that does not keep prepared statements across transactions (PgBouncer
  * in transaction mode before 1.21, or without max_prepared_statements), a
  * statement prepared in one transaction is missing (or already there) in the
