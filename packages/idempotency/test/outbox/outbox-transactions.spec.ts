@@ -5,7 +5,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { DataSource, QueryRunner } from 'typeorm';
 import { IdempotencyModule, IdempotencyModuleOptions, Idempotent, Operation, PhasedOperation, transactionalClsModule } from 'safe-retries';
 import { idempotencyMigrations } from 'safe-retries/migrations';
 import { IdempotentConsumer } from 'safe-retries/messages';
@@ -715,6 +715,58 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
       await locker.end();
     }
     await deliveredWithin([...held, ...next], 4_000);
+  });
+
+  it("claims again when a delivery of a lane ends during a claim that fills it: the lane's next goes before the poll", async () => {
+    // A claim starts with 3 of the lane's deliveries in flight, takes 1 of its 2 due (the cap),
+    // and one of the 3 ends while it runs: the second due is then free to go, and nothing else will wake the relay.
+    const lane = `during-${randomUUID()}`;
+    const retryMs = 4_000;
+    const releases = new Map<string, () => void>();
+    const holds = new Map(['held-1', 'held-2', 'held-3'].map((n) => [n, new Promise<void>((resolve) => releases.set(n, resolve))]));
+    // Each message of the lane by its payload, `${lane}:${tag}`: the relay may hand it over before `add` has answered its id.
+    const tagOf = (m: OutboxMessage) => (m.payload as { n?: string }).n?.split(`${lane}:`)[1];
+    slow = (m) => holds.get(tagOf(m) ?? '');
+    fails = (m) => (tagOf(m)?.startsWith('later') && m.attempt === 1 ? { retryAfterMs: retryMs } : undefined);
+    const entry = (tag: string) => ({ lane, payload: { n: `${lane}:${tag}` } });
+    const held: QueryRunner[] = [];
+    try {
+      // Two of the lane's messages fail once and come due again in retryMs; three more hold the lane's slots but one.
+      const later = await add([entry('later-a'), entry('later-b')]);
+      const failedOnce = async () =>
+        (await direct.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND attempts = 1 AND next_attempt_at > now()', [later])).rows[0].n;
+      // Set up well before they come due again.
+      const until = performance.now() + 3_000;
+      while ((await failedOnce()) < 2 && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+      const inFlight = await add(['held-1', 'held-2', 'held-3'].map(entry));
+      while (published.filter((m) => inFlight.includes(m.id)).length < 3 && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+      expect(published.filter((m) => inFlight.includes(m.id))).toHaveLength(3);
+      // Every connection of the app's pool (node-postgres's default, 10) held: the claim that comes at the retry waits for one.
+      const dataSource = app.get(DataSource);
+      for (let i = 0; i < 10; i++) {
+        const runner = dataSource.createQueryRunner();
+        await runner.connect();
+        held.push(runner);
+      }
+      const [{ ms }] = (await direct.query<{ ms: number }>('SELECT ceil(extract(epoch FROM max(next_attempt_at) - now()) * 1000)::int AS ms FROM idempotency_outbox WHERE id = ANY($1::uuid[])', [later])).rows;
+      await new Promise((r) => setTimeout(r, Math.max(0, ms) + 500));
+      expect(published.filter((m) => later.includes(m.id) && m.attempt === 2)).toHaveLength(0); // the claim waits
+      releases.get('held-1')!();
+      await new Promise((r) => setTimeout(r, 100));
+      const freedAt = performance.now();
+      await Promise.all(held.splice(0).map((runner) => runner.release()));
+      const both = performance.now() + 2_500;
+      while (published.filter((m) => later.includes(m.id) && m.attempt === 2).length < 2 && performance.now() < both) await new Promise((r) => setTimeout(r, 10));
+      // Under the relay's poll (5 s): the second came with a claim of its own, not with the poll.
+      expect(published.filter((m) => later.includes(m.id) && m.attempt === 2 && m.at - freedAt < 2_500)).toHaveLength(2);
+      for (const release of releases.values()) release();
+      await deliveredWithin([...later, ...inFlight], 4_000);
+    } finally {
+      await Promise.all(held.map((runner) => runner.release()));
+      for (const release of releases.values()) release();
+      slow = () => undefined;
+      fails = () => undefined;
+    }
   });
 
   it("claims a stream's next message when the one before it is delivered", async () => {
