@@ -14,6 +14,7 @@ import { IdempotencyPurgeService } from 'safe-retries';
 import { Client } from 'pg';
 import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-proxy';
 import { createDatabase } from '../support/test-services';
+import { waitFor } from '../support/wait-for';
 
 /** A relay's delivery slots, and its caps per lane and per group of lanes (docs/outbox.md). */
 const RELAY_SLOTS = 40;
@@ -279,18 +280,10 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
   const { rows, messagesOf } = reads(() => dataSource);
   const txHost = () => app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const undelivered = async (ids: string[]) => (await rows('SELECT id FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND delivered_at IS NULL', [ids])).length;
-  /** Resolves once `done` answers true (polled every 20 ms); rejects after `ms`. */
-  const waitFor = async (done: () => Promise<boolean> | boolean, ms = 10_000) => {
-    const deadline = performance.now() + ms;
-    while (!(await done())) {
-      if (performance.now() > deadline) throw new Error(`not done after ${ms} ms`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
-  const deliveredAll = (ids: string[], ms?: number) => waitFor(async () => (await undelivered(ids)) === 0, ms);
+  const deliveredAll = (ids: string[]) => waitFor(`${ids.length} message(s) to be delivered`, async () => (await undelivered(ids)) === 0);
   /** Every slot free: no delivery in flight and no message due (the relay claims a due one at once). */
   const idle = () =>
-    waitFor(async () => {
+    waitFor('the relay to be idle', async () => {
       if (inFlight > 0) return false;
       const [{ n }] = (await rows('SELECT count(*)::int AS n FROM idempotency_outbox WHERE delivered_at IS NULL AND dead_at IS NULL AND next_attempt_at <= now()')) as { n: number }[];
       return n === 0 && inFlight === 0;
@@ -322,7 +315,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
     slow = (m) => ((m.payload as { tag?: string }).tag?.startsWith(tag) ? released : undefined);
     try {
       ids = await txHost().withTransaction(() => app.get(Outbox).add(Array.from({ length: RELAY_SLOTS }, (_, i) => ({ topic: 'batched', payload: { tag: `${tag}-${i}` } }))));
-      await waitFor(() => published.filter((m) => ids.includes(m.id)).length === RELAY_SLOTS);
+      await waitFor('every slot to hold one', () => published.filter((m) => ids.includes(m.id)).length === RELAY_SLOTS);
       // The first one's claim is another relay's now (its lease ended, it was claimed again): its mark must not land.
       await dataSource.query('UPDATE idempotency_outbox SET attempts = attempts + 1 WHERE id = $1', [ids[0]]);
       release();
@@ -402,14 +395,14 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
     try {
       // Lane A's 100 are older than lane B's 3 (one commit: the relay sees them together): a claim in age order would take A's only.
       const [a, b] = await txHost().withTransaction(async () => [await outbox.add(laned('a', 100)), await outbox.add(laned('b', 3))]);
-      await waitFor(() => sent(b) === 3);
+      await waitFor("b's three to be sent", () => sent(b) === 3);
       const [more] = await txHost().withTransaction(() => outbox.add(laned('b', 1).map((e) => ({ ...e, payload: { tag: `${tag}-b-more` } }))));
       await deliveredAll([more]);
       // A's deliveries are all still in flight, and no more than the cap of them.
       expect(sent(a)).toBe(RELAY_LANE_CAP);
       expect(await undelivered(a)).toBe(100);
       release();
-      await deliveredAll([...a, ...b], 30_000);
+      await deliveredAll([...a, ...b]);
     } finally {
       slow = () => undefined;
       release();
@@ -433,7 +426,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
         await outbox.add([0, 1].map((i) => entry('c', i))),
       ]);
       // The claim's deliveries start at once: B's and C's end, A's hang.
-      await waitFor(() => sent([...b, ...c]).length === 5);
+      await waitFor("b's and c's five to be sent", () => sent([...b, ...c]).length === 5);
       await deliveredAll([...b, ...c]);
       // Group A: its cap of the slots, each in another of its lanes (every lane's oldest in turn).
       const lanesOfA = sent(a).map((m) => (m.payload as { tag: string }).tag.split('-').at(-2));
@@ -445,7 +438,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
       expect(sent(more)).toHaveLength(2);
       expect(sent(a)).toHaveLength(RELAY_GROUP_CAP);
       release();
-      await deliveredAll([...a, ...b, ...c], 30_000);
+      await deliveredAll([...a, ...b, ...c]);
     } finally {
       slow = () => undefined;
       release();
@@ -466,7 +459,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
         await outbox.add(Array.from({ length: RELAY_SLOTS + 10 }, (_, i) => ({ topic: 'unlaned', payload: { tag: `${tag}-${i}` } }))),
         await outbox.add([{ topic: 'laned', payload: { tag: `${tag}-laned` }, lane: `${tag}-lane` }]),
       ]);
-      await waitFor(() => ours().length >= RELAY_SLOTS);
+      await waitFor('every slot to hold one', () => ours().length >= RELAY_SLOTS);
       // One claim: the lane's message, and the oldest of the others for the rest of the slots.
       expect(ours().map((m) => m.id).sort()).toEqual([laned, ...unlaned.slice(0, RELAY_SLOTS - 1)].sort());
       release();
@@ -487,7 +480,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
     fails = (m) => (m.payload as { tag?: string }).tag === tag && m.attempt === 1 && { retryAfterMs: 2_500.2 };
     try {
       [id] = await addInTransactions([{ tag }]);
-      await waitFor(async () => (await rows('SELECT 1 FROM idempotency_outbox WHERE id = $1 AND last_error IS NOT NULL', [id])).length === 1);
+      await waitFor('its failure to be marked', async () => (await rows('SELECT 1 FROM idempotency_outbox WHERE id = $1 AND last_error IS NOT NULL', [id])).length === 1);
       const asked = await dueInMs();
       expect(asked).toBeGreaterThan(2_000);
       expect(asked).toBeLessThanOrEqual(2_501);
@@ -516,7 +509,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
         [ignored, late, never] = await app.get(Outbox).add([{ tag: `ignored-${randomUUID()}` }, { tag: `late-${randomUUID()}` }, { tag: `never-${randomUUID()}` }].map((e) => ordered(e)));
         asked.set(ignored, -1).set(late, 4_000).set(never, Number.MAX_VALUE);
       });
-      await waitFor(async () => (await app.get(Outbox).deadLetters()).filter((d) => d.id === late || d.id === never).length === 2);
+      await waitFor('both to be dead letters', async () => (await app.get(Outbox).deadLetters()).filter((d) => d.id === late || d.id === never).length === 2);
       // Parked at their first failure: 4 s ahead and further, the horizon 3 s.
       const parked = (await app.get(Outbox).deadLetters()).filter((d) => d.id === late || d.id === never);
       expect(parked.map((d) => d.attempts)).toEqual([1, 1]);
@@ -540,7 +533,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
     fails = (m) => (m.payload as { tag?: string }).tag === tag;
     try {
       [id] = await addInTransactions([{ tag }]);
-      await waitFor(async () => (await app.get(Outbox).deadLetters()).some((d) => d.id === id));
+      await waitFor('it to be a dead letter', async () => (await app.get(Outbox).deadLetters()).some((d) => d.id === id));
     } finally {
       fails = () => false;
     }
@@ -568,7 +561,7 @@ describe('Outbox relay (PostgreSQL, the relay running)', () => {
         return ids;
       });
       await deliveredAll([old, recent]);
-      await waitFor(async () => (await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND last_error IS NOT NULL', [held])).length === 2);
+      await waitFor('both failures to be marked', async () => (await rows('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND last_error IS NOT NULL', [held])).length === 2);
       await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '8 days' WHERE id = $1`, [old]);
       await dataSource.query(`UPDATE idempotency_outbox SET delivered_at = now() - interval '6 days' WHERE id = $1`, [recent]);
       await dataSource.query(`UPDATE idempotency_outbox SET dead_at = now() - interval '30 days', created_at = now() - interval '40 days' WHERE id = $1`, [dead]);
@@ -735,12 +728,9 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
       const later = await add([entry('later-a'), entry('later-b')]);
       const failedOnce = async () =>
         (await direct.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_outbox WHERE id = ANY($1::uuid[]) AND attempts = 1 AND next_attempt_at > now()', [later])).rows[0].n;
-      // Set up well before they come due again.
-      const until = performance.now() + 3_000;
-      while ((await failedOnce()) < 2 && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+      await waitFor('both to fail once', async () => (await failedOnce()) === 2);
       const inFlight = await add(['held-1', 'held-2', 'held-3'].map(entry));
-      while (published.filter((m) => inFlight.includes(m.id)).length < 3 && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
-      expect(published.filter((m) => inFlight.includes(m.id))).toHaveLength(3);
+      await waitFor('the three to reach the publisher', () => published.filter((m) => inFlight.includes(m.id)).length === 3);
       // Every connection of the app's pool (node-postgres's default, 10) held: the claim that comes at the retry waits for one.
       const dataSource = app.get(DataSource);
       for (let i = 0; i < 10; i++) {
@@ -755,8 +745,7 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
       await new Promise((r) => setTimeout(r, 100));
       const freedAt = performance.now();
       await Promise.all(held.splice(0).map((runner) => runner.release()));
-      const both = performance.now() + 2_500;
-      while (published.filter((m) => later.includes(m.id) && m.attempt === 2).length < 2 && performance.now() < both) await new Promise((r) => setTimeout(r, 10));
+      await waitFor('both to be handed over again', () => published.filter((m) => later.includes(m.id) && m.attempt === 2).length === 2);
       // Under the relay's poll (5 s): the second came with a claim of its own, not with the poll.
       expect(published.filter((m) => later.includes(m.id) && m.attempt === 2 && m.at - freedAt < 2_500)).toHaveLength(2);
       for (const release of releases.values()) release();
