@@ -69,8 +69,9 @@ const tracer = trace.getTracer('safe-retries');
  *   its stream is delivered: one in flight per stream, in order, and a dead
  *   letter holds its stream until it is replayed.
  * - Wake-ups. NOTIFY at the commit of an added message wakes the relay
- *   (OutboxWakeups); it also looks every few seconds, which is all it does
- *   behind a transaction pooler without `postgres.listenUrl`. A claim that
+ *   (OutboxWakeups); it also looks every few seconds (RELAY_POLL_MS), every
+ *   second while no listener is connected: all it does behind a transaction
+ *   pooler without `postgres.listenUrl`, and until a lost listener is back. A claim that
  *   picked fewer than it asked for left due only messages held back by a
  *   full cap: while the relay listens, only a NOTIFY or time makes others
  *   due, so a delivery's end claims again only if it failed, was of a
@@ -123,7 +124,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   onApplicationBootstrap(): void {
     if (!this.publish || !this.options.outbox.enabled) return;
     const { listen } = this.options.postgres;
-    if (listen) this.wakeups = new OutboxWakeups(this.options.outbox.channel, listen.url ? { connectionString: listen.url } : primaryClientConfig(this.dataSource));
+    if (listen) this.wakeups = new OutboxWakeups(this.options.outbox.channel, listen.url ? { connectionString: listen.url } : primaryClientConfig(this.dataSource), RELAY_POLL_MS.polling);
     this.loop = this.run();
     this.logger.log(`outbox relay started (${listen ? 'woken by LISTEN/NOTIFY' : 'polling'})`);
   }

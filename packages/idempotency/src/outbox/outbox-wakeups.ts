@@ -1,77 +1,66 @@
 import { Logger } from '@nestjs/common';
-import { Client, ClientConfig } from 'pg';
+import { ClientConfig } from 'pg';
+import { ChannelListener } from '../stores/postgres/channel-listener';
 
 /**
  * Wakes the relay when a message is added or replayed: one connection per
- * process LISTENs on the outbox's channel (a session of its own, on
- * `postgres.listenUrl` when given, never through a transaction pooler). The relay
- * polls anyway; a notification only makes it early (one that arrives while
- * the relay is busy ends its next wait at once). A failed listener is
- * dropped and connected again at the next wait; a listener that connects
+ * process LISTENs on the outbox's channel (ChannelListener: a session of its
+ * own, on `postgres.listenUrl` when given). The relay polls anyway; a
+ * notification only makes it early (one that arrives while the relay is busy
+ * ends its next wait at once). A listener that fails ends the wait in
+ * progress and is connected again at the next wait; while none is connected
+ * a wait lasts at most `unheardMs` (what is added then wakes no one), and an
+ * attempt to connect is made at most that often; a listener that connects
  * ends the next wait at once too (what was added while none listened).
  */
 export class OutboxWakeups {
-  private readonly logger = new Logger('IdempotencyOutbox');
-  private listener?: Promise<Client | undefined>;
+  private readonly listener: ChannelListener;
   private wake?: () => void;
   /** A notification came while the relay was not waiting: its next wait ends at once. */
   private notified = false;
-  private connected = false;
 
   constructor(
-    private readonly channel: string,
-    private readonly at: ClientConfig,
-  ) {}
+    channel: string,
+    at: ClientConfig,
+    private readonly unheardMs: number,
+  ) {
+    const heard = () => {
+      if (this.wake) this.wake();
+      else this.notified = true;
+    };
+    this.listener = new ChannelListener(
+      'outbox messages',
+      channel,
+      { ...at, application_name: 'safe-retries-outbox' },
+      unheardMs,
+      { notification: heard, listening: heard, lost: () => this.wake?.() },
+      new Logger('IdempotencyOutbox'),
+    );
+  }
 
   /** Whether a listener is connected and LISTENing: every added message wakes the relay. */
   get listening(): boolean {
-    return this.connected;
+    return this.listener.listening;
   }
 
-  /** Resolves after `ms`, earlier on a notification, at once when `signal` aborts. */
+  /**
+   * Resolves after `ms` (`unheardMs` at most while no listener is connected),
+   * earlier on a notification or when the listener fails, at once when `signal` aborts.
+   */
   async sleep(ms: number, signal: AbortSignal): Promise<void> {
-    await this.listen();
+    await this.listener.listen();
     if (this.notified) {
       this.notified = false;
       return;
     }
     const woken = new AbortController();
     this.wake = () => woken.abort();
-    await sleep(ms, AbortSignal.any([signal, woken.signal]));
+    await sleep(this.listening ? ms : Math.min(ms, this.unheardMs), AbortSignal.any([signal, woken.signal]));
     this.wake = undefined;
   }
 
-  async stop(): Promise<void> {
-    const listener = this.listener;
-    this.listener = undefined;
-    this.connected = false;
-    await listener?.then((c) => c?.end()).catch(() => undefined);
-  }
-
-  private listen(): Promise<Client | undefined> {
-    this.listener ??= (async () => {
-      const client = new Client({ ...this.at, application_name: 'safe-retries-outbox' });
-      client.on('notification', () => {
-        if (this.wake) this.wake();
-        else this.notified = true;
-      });
-      client.on('error', (error) => {
-        this.logger.warn(`the outbox listener failed: ${error.message}`);
-        this.connected = false;
-        this.listener = undefined;
-        void client.end().catch(() => undefined);
-      });
-      await client.connect();
-      await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
-      this.connected = true;
-      this.notified = true;
-      return client;
-    })().catch((error: unknown) => {
-      this.logger.warn(`cannot listen for outbox messages (polling): ${(error as Error).message}`);
-      this.listener = undefined;
-      return undefined;
-    });
-    return this.listener;
+  stop(): Promise<void> {
+    return this.listener.stop();
   }
 }
 

@@ -12,6 +12,7 @@ import { IdempotentConsumer } from 'safe-retries/messages';
 import { Outbox, OutboxMessage, OutboxOutsideTransactionError } from 'safe-retries/outbox';
 import { IdempotencyPurgeService } from 'safe-retries';
 import { Client } from 'pg';
+import { startPostgres } from '@safe-retries/dev-postgres';
 import { PgCountingProxy, startPgCountingProxy } from '../support/pg-counting-proxy';
 import { createDatabase } from '../support/test-services';
 import { waitFor } from '../support/wait-for';
@@ -755,6 +756,61 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
       for (const release of releases.values()) release();
       slow = () => undefined;
       fails = () => undefined;
+    }
+  });
+
+  it('ends its wait when its listener is lost: what is added before it listens again goes at once, not at the poll', async () => {
+    await deliveredWithin(await add([{}]), 2_000);
+    await settle(); // the relay waits now, for its poll of 5 s
+    const listeners = async () =>
+      (await direct.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'safe-retries-outbox' AND datname = current_database()")).rows[0].n;
+    const lost = await direct.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'safe-retries-outbox' AND datname = current_database()");
+    expect(lost.rowCount).toBe(1);
+    const addedAt = performance.now();
+    const [id] = await add([{}]);
+    const handedOver = await waitFor('the message added while no listener listened', () => published.find((m) => m.id === id));
+    // Under the relay's poll (5 s): the lost listener ended the wait.
+    expect(handedOver.at - addedAt).toBeLessThan(2_500);
+    await waitFor('a listener again', async () => (await listeners()) === 1);
+  });
+
+  it('waits at most a second while it cannot listen (a standby refuses LISTEN), and keeps no session it could not use', async () => {
+    const cluster = await startPostgres({ replica: {} });
+    const handed: { id: string; at: number }[] = [];
+    const deaf = await outboxApp(
+      {
+        publish: async (message) => {
+          handed.push({ id: message.id, at: performance.now() });
+        },
+      },
+      [],
+      { listenUrl: cluster.replica!.url('postgres') },
+    );
+    const standby = new Client({ connectionString: cluster.replica!.url('postgres') });
+    await standby.connect();
+    try {
+      const addTo = () =>
+        deaf.app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost).withTransaction(() => deaf.app.get(Outbox).add({ topic: 'unheard', payload: {} }));
+      const first = await addTo();
+      await waitFor('the first message', () => handed.some((m) => m.id === first));
+      await settle(); // the relay waits now
+      const addedAt = performance.now();
+      const second = await addTo();
+      const handedOver = await waitFor('the second message', () => handed.find((m) => m.id === second));
+      // Under the poll of a relay that listens (5 s): it polls as one that cannot.
+      expect(handedOver.at - addedAt).toBeLessThan(2_500);
+      // One attempt to listen a second, each refused: none of their sessions stays (a sample may meet one being closed).
+      await new Promise((r) => setTimeout(r, 2_000));
+      const sessions: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        sessions.push((await standby.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'safe-retries-outbox'")).rows[0].n);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(Math.min(...sessions)).toBe(0);
+    } finally {
+      await standby.end();
+      await deaf.close();
+      await cluster.destroy();
     }
   });
 
