@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import { Registry } from 'prom-client';
+import { startPostgres } from '@safe-retries/dev-postgres';
 import request from 'supertest';
 import { DemoModule } from '../support/demo/widgets.module';
 import { keyId } from '../support/keys-table';
@@ -111,5 +113,58 @@ describe('@Idempotent({ wait }) (e2e)', () => {
     expect(histogram(answered)).toEqual({ '201': 1, '201 replay': 99 });
     expect(new Set(answered.map((a) => a.json<{ id: string }>().id)).size).toBe(1);
     expect(await countRows(t.dataSource, 'demo_widgets', 'name = $1', ['wait-pileup'])).toBe(1);
+  });
+  it('with a listener that cannot LISTEN (a standby): waiters ask again each second, one attempt to listen a second, no session kept', async () => {
+    const cluster = await startPostgres({ replica: {} });
+    // Watched from another database: its own session is not one of the counted.
+    const standby = new Client({ connectionString: cluster.replica!.url('template1') });
+    const deafRegistry = new Registry();
+    const deaf = await createLibraryApp('fastify', { imports: [DemoModule], idempotency: { registry: deafRegistry, postgres: { listenUrl: cluster.replica!.url('postgres') } }, listen: true });
+    try {
+      await standby.connect();
+      const sessions = async () => (await standby.query<{ n: number }>("SELECT sessions::int AS n FROM pg_stat_database WHERE datname = 'postgres'")).rows[0].n;
+      const open = async () => (await standby.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'safe-retries-waits'")).rows[0].n;
+      const deafClaims = async () => {
+        const { values } = await deafRegistry.getSingleMetric('idempotency_claim_duration_seconds')!.get();
+        return values.find((v) => (v as { metricName?: string }).metricName === 'idempotency_claim_duration_seconds_count')?.value ?? 0;
+      };
+      const key = randomUUID();
+      const send = () => request(deaf.url!).post('/demo/waiting').set(PRINCIPAL_HEADER, PRINCIPAL).set('Idempotency-Key', key).send({ name: 'wait-deaf' });
+      const sessionsBefore = await sessions();
+      const started = performance.now();
+      const lock = await lockTableWrites(deaf.db.url, 'demo_widgets');
+      let answers: ReturnType<typeof timed>[];
+      try {
+        const before = await deafClaims();
+        // Spread over a second, so that their asks again do not fall together.
+        answers = [];
+        for (let i = 0; i < 21; i++) {
+          answers.push(timed(send()));
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        await waitFor('the 20 duplicates to wait for the owner', async () => (await deafClaims()) >= before + 1 + 2 * 20);
+        await new Promise((r) => setTimeout(r, 2_000)); // each waiter asks again every second meanwhile
+      } finally {
+        await lock.release();
+      }
+      const answered = await Promise.all(answers);
+      expect(histogram(answered)).toEqual({ '201': 1, '201 replay': 20 });
+      // Each attempt to listen is a session of the standby's, refused at LISTEN and closed (a sample may meet one being closed).
+      const left: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        left.push(await open());
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(Math.min(...left)).toBe(0);
+      const seconds = (performance.now() - started) / 1_000;
+      const attempts = (await sessions()) - sessionsBefore;
+      console.log(`a deaf listener: ${attempts} attempts to listen in ${seconds.toFixed(1)} s, 20 waiters`);
+      expect(attempts).toBeGreaterThanOrEqual(1);
+      expect(attempts).toBeLessThanOrEqual(Math.ceil(seconds) + 1);
+    } finally {
+      await standby.end().catch(() => undefined);
+      await deaf.close();
+      await cluster.destroy();
+    }
   });
 });

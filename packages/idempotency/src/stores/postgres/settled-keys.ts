@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
-import { Client, ClientConfig } from 'pg';
+import { ClientConfig } from 'pg';
+import { ChannelListener } from './channel-listener';
 
 /** A waiter asks the claim again at least this often (a lost notification costs no more). */
 const MAX_WAIT_SLICE_MS = 1_000;
@@ -15,24 +16,28 @@ const POLL_WAIT_SLICE_MS = 250;
  * (keyId, a hash) as payload: the key itself never travels. Every waiter also
  * wakes at least once a second and asks the claim again, so a notification lost
  * while the listener reconnects costs at most that second: no polling storm,
- * and no reliance on delivery. Without a listener (a transaction pooler and no
+ * and no reliance on delivery. A listener that cannot connect or LISTEN (the
+ * database restarting, a standby) is tried again at most once a second
+ * (ChannelListener), whatever the number of waiters. Without a listener (a transaction pooler and no
  * postgres.listenUrl) waiters only poll, every POLL_WAIT_SLICE_MS, each one primary-key
  * lookup.
  */
 export class SettledKeysListener {
-  private readonly logger = new Logger('Idempotency');
-  private listener?: Promise<Client>;
+  private readonly listener?: ChannelListener;
   private readonly waiters = new Map<string, Set<() => void>>();
   /** The channel of this table's settled keys (an identifier: at most 63 bytes). */
   readonly channel: string;
 
   /** `listenAt`: where the listener connects, or false: waiters poll. */
-  constructor(
-    tableName: string,
-    private readonly listenAt: ClientConfig | false,
-  ) {
+  constructor(tableName: string, listenAt: ClientConfig | false) {
     const name = `${tableName}_settled`;
     this.channel = Buffer.byteLength(name) <= 63 ? name : `idempotency_settled_${createHash('sha256').update(name).digest('hex').slice(0, 16)}`;
+    if (listenAt) {
+      const notification = (id: string) => {
+        for (const wake of [...(this.waiters.get(id) ?? [])]) wake();
+      };
+      this.listener = new ChannelListener('settled keys', this.channel, { ...listenAt, application_name: 'safe-retries-waits' }, MAX_WAIT_SLICE_MS, { notification }, new Logger('Idempotency'));
+    }
   }
 
   /**
@@ -43,7 +48,7 @@ export class SettledKeysListener {
   awaitSettled(id: string, timeoutMs: number): { settled: Promise<void>; cancel(): void } {
     let wake!: () => void;
     const settled = new Promise<void>((resolve) => (wake = resolve));
-    const slice = this.listenAt ? MAX_WAIT_SLICE_MS : POLL_WAIT_SLICE_MS;
+    const slice = this.listener ? MAX_WAIT_SLICE_MS : POLL_WAIT_SLICE_MS;
     const timer = setTimeout(() => done(), Math.max(0, Math.min(timeoutMs, slice)));
     const done = () => {
       clearTimeout(timer);
@@ -55,35 +60,12 @@ export class SettledKeysListener {
     const set = this.waiters.get(id) ?? new Set();
     set.add(done);
     this.waiters.set(id, set);
-    if (this.listenAt) void this.listen(this.listenAt);
+    void this.listener?.listen();
     return { settled, cancel: done };
   }
 
   /** Closes the listener's connection. */
   stop(): void {
-    const listener = this.listener;
-    this.listener = undefined;
-    void listener?.then((c) => c.end()).catch(() => undefined);
-  }
-
-  private listen(at: ClientConfig): Promise<Client | undefined> {
-    this.listener ??= (async () => {
-      const client = new Client({ ...at, application_name: 'safe-retries-waits' });
-      client.on('notification', (message) => {
-        for (const wake of [...(this.waiters.get(message.payload ?? '') ?? [])]) wake();
-      });
-      client.on('error', (error) => {
-        this.logger.warn(`the listener of settled keys failed: ${error.message}`);
-        this.stop();
-      });
-      await client.connect();
-      await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
-      return client;
-    })();
-    return this.listener.catch((error: unknown) => {
-      this.logger.warn(`cannot listen for settled keys: ${(error as Error).message}`);
-      this.listener = undefined;
-      return undefined;
-    });
+    void this.listener?.stop();
   }
 }
