@@ -223,8 +223,7 @@ describe('Outbox.add (PostgreSQL, in one process, no relay)', () => {
         }),
       ).rejects.toThrow('the effect failed');
       await txHost().withTransaction(() => app.get(Outbox).add(fanned(tag, 3)));
-      const deadline = Date.now() + 5_000;
-      while (notices.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await waitFor('the notification', () => notices.length > 0);
       await listener.query('SELECT 1'); // a notification queued with it would have come before this answer
       expect(notices).toEqual(['idempotency_outbox']);
       expect((await messagesOf(tag)).length).toBe(3);
@@ -667,8 +666,7 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     slow = (m) => ((m.payload as { n?: string }).n === lane ? released : undefined);
     const held = await add(Array.from({ length: RELAY_LANE_CAP + 2 }, () => ({ lane, payload: { n: lane } })));
     try {
-      const until = performance.now() + 4_000;
-      while (published.filter((m) => held.includes(m.id)).length < RELAY_LANE_CAP && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+      await waitFor("the lane's cap of deliveries to reach the publisher", () => published.filter((m) => held.includes(m.id)).length >= RELAY_LANE_CAP);
       // Another lane's message goes meanwhile; its end finds only the capped lane's, held back.
       await deliveredWithin(await add([{ lane: `other-${randomUUID()}` }]), 4_000);
       expect(published.filter((m) => held.includes(m.id))).toHaveLength(RELAY_LANE_CAP);
@@ -692,15 +690,13 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     await locker.connect();
     let next: string[] = [];
     try {
-      const until = performance.now() + 4_000;
-      while (published.filter((m) => held.includes(m.id)).length < RELAY_SLOTS && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+      await waitFor('every slot to hold a delivery', () => published.filter((m) => held.includes(m.id)).length >= RELAY_SLOTS);
       await locker.query('BEGIN');
       await locker.query('SELECT 1 FROM idempotency_outbox WHERE id = ANY($1::uuid[]) FOR UPDATE', [held]);
       release();
       next = await add([{}]);
-      const sent = performance.now() + 2_000;
-      while (!published.some((m) => m.id === next[0]) && performance.now() < sent) await new Promise((r) => setTimeout(r, 10));
-      expect(published.some((m) => m.id === next[0])).toBe(true);
+      // The marks stay blocked until the locker lets go (below): the delivery cannot be waiting for them.
+      await waitFor('the next delivery to reach the publisher', () => published.some((m) => m.id === next[0]));
       expect(await undelivered(held)).toBe(RELAY_SLOTS);
     } finally {
       slow = () => undefined;
