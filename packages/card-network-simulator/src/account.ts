@@ -6,8 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import type { LostAnswerFault, Refusal, SimulatorFault } from './faults';
 import type { ParsedParams } from './params';
-import type { IntentRecord, Refund } from './resources';
-import type { TokenRecord } from './tokens';
+import type { IntentRecord, Refund, TokenRecord } from './resources';
 import { SimulatorEvent, WebhookChannel } from './webhooks';
 
 export type KeyEntry =

@@ -2,7 +2,20 @@
  * A request as the routes see it, and the shape of a route: a path pattern
  * and a handler per method it allows (any other method is a 405 naming them).
  */
-import type { PostRequest } from './idempotency';
+import type { IncomingMessage } from 'node:http';
+import type { Account, PendingPost } from './account';
+import type { Network } from './network';
+
+/** What acceptPost needs of the request that carries a POST. */
+export interface PostRequest {
+  net: Network;
+  account: Account;
+  req: IncomingMessage;
+  res: PendingPost['res'];
+  path: string;
+  arrivedAt: number;
+  requestId: string;
+}
 
 /** One request to the API, its body read in full, with the account its key opened. */
 export interface Call extends PostRequest {

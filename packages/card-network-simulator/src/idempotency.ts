@@ -10,26 +10,15 @@
  * that leave no trace (validation errors) free the key again.
  */
 import { createHmac } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import type { Account, Cause, Outcome, PendingPost } from './account';
 import { ApiError, invalid } from './api';
+import type { PostRequest } from './call';
 import { isLostAnswer, takeFault } from './faults';
 import type { Network } from './network';
 import { fingerprint, ParsedParams } from './params';
 import { INTERNAL_ERROR, loseAnswer, retryAdvice, send, sendError, sendJson } from './reply';
 
 const MAX_KEY_LENGTH = 255;
-
-/** What acceptPost needs of the request that carries a POST. */
-export interface PostRequest {
-  net: Network;
-  account: Account;
-  req: IncomingMessage;
-  res: PendingPost['res'];
-  path: string;
-  arrivedAt: number;
-  requestId: string;
-}
 
 /** Validates a POST to /v1/* on arrival, then executes it now or holds it. */
 export function acceptPost(post: PostRequest, params: ParsedParams, prepare: (cause: Cause) => () => Outcome): void {
@@ -63,10 +52,10 @@ export function executePost(net: Network, account: Account, pending: PendingPost
     throw e;
   }
   // A saved 500 stands in for the effect: nothing happens, and that answer is the one kept.
-  const savedError = key !== undefined && takeFault(account, (f) => f === 'saved_error') !== undefined;
+  const savedError = key !== undefined && takeFault(account.faults, (f) => f === 'saved_error') !== undefined;
   const outcome: Outcome = savedError ? { status: 500, body: INTERNAL_ERROR, save: true } : effect();
   let fault = outcome.fault;
-  if (outcome.save && fault === undefined && !savedError) fault = takeFault(account, isLostAnswer);
+  if (outcome.save && fault === undefined && !savedError) fault = takeFault(account.faults, isLostAnswer);
   if (key !== undefined) account.keys.set(key, { state: 'in_flight', fingerprint: print });
   // Serialized now: the answer tells the state at effect time, even if the intent moves on during the delay.
   const body = JSON.stringify(outcome.body);
@@ -102,7 +91,7 @@ function answeredUnderKey(account: Account, pending: PendingPost, key: string, p
     sendJson(res, 400, { error: { type: 'idempotency_error', message: otherParameters(key) } }, keyHeaders);
     return true;
   }
-  const lost = takeFault(account, isLostAnswer);
+  const lost = takeFault(account.faults, isLostAnswer);
   if (lost) loseAnswer(res, lost, keyHeaders);
   else send(res, entry.status, entry.body, { ...keyHeaders, 'Idempotent-Replayed': 'true', 'Original-Request': entry.requestId });
   return true;

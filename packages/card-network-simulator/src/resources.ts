@@ -1,6 +1,6 @@
 /**
  * The objects the network keeps and answers with, shaped as Stripe's:
- * PaymentIntents and Refunds, and what each account knows beside them.
+ * PaymentIntents, Refunds and card tokens, and what each account knows beside them.
  */
 
 export type Metadata = Record<string, string>;
@@ -63,4 +63,35 @@ export interface Refund {
 export interface IntentRecord {
   intent: PaymentIntent;
   refunded: number;
+}
+
+/** A card token (POST /v1/tokens) as Stripe answers it. */
+export interface CardToken {
+  id: string;
+  object: 'token';
+  card: {
+    id: string;
+    object: 'card';
+    brand: string;
+    country: 'US';
+    cvc_check: 'unchecked' | null;
+    exp_month: number;
+    exp_year: number;
+    funding: 'credit';
+    last4: string;
+    metadata: Record<string, string>;
+    name: null;
+  };
+  client_ip: null;
+  created: number;
+  livemode: false;
+  type: 'card';
+  used: boolean;
+}
+
+/** A card token as an account keeps it (tokens.ts makes them). */
+export interface TokenRecord {
+  token: CardToken;
+  /** The test payment method whose behaviour the card has. */
+  method: string;
 }

@@ -61,7 +61,7 @@ export function route(net: Network, req: IncomingMessage, res: ServerResponse, r
     if (control(call)) return;
     throw notFound(req, path);
   }
-  const refusal = dueRefusal(account, path);
+  const refusal = dueRefusal(account.refusals, path);
   // An answer a retry cannot change: the SDK does not resend it.
   if (refusal) return sendJson(res, refusal.status, { error: refusal.error }, { 'Stripe-Should-Retry': 'false' });
   for (const { pattern, handlers } of ROUTES) {

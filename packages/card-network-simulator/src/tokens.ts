@@ -16,41 +16,13 @@ import { ErrorBody, invalid, noSuch, stripeId, unixSeconds } from './api';
 import { Call, form, Route } from './call';
 import { acceptPost } from './idempotency';
 import { ParsedParams, parseParams } from './params';
+import type { CardToken, TokenRecord } from './resources';
 import { sendJson } from './reply';
 
 export const TOKEN_PARAMS = ['card[number]', 'card[exp_month]', 'card[exp_year]', 'card[cvc]'] as const;
 
 /** Where PaymentIntent create takes a token: Stripe's `payment_method_data[card][token]`. */
 export const TOKEN_PARAM = 'payment_method_data[card][token]';
-
-export interface CardToken {
-  id: string;
-  object: 'token';
-  card: {
-    id: string;
-    object: 'card';
-    brand: string;
-    country: 'US';
-    cvc_check: 'unchecked' | null;
-    exp_month: number;
-    exp_year: number;
-    funding: 'credit';
-    last4: string;
-    metadata: Record<string, string>;
-    name: null;
-  };
-  client_ip: null;
-  created: number;
-  livemode: false;
-  type: 'card';
-  used: boolean;
-}
-
-export interface TokenRecord {
-  token: CardToken;
-  /** The test payment method whose behaviour the card has. */
-  method: string;
-}
 
 /** Stripe's test card numbers, by the test payment method each one behaves like. */
 const TEST_NUMBERS: Readonly<Record<string, string>> = {
