@@ -9,7 +9,7 @@ import { OutboxMarks } from './outbox-marks';
 import { OutboxMetrics } from './outbox-metrics';
 import { OutboxMessage, OutboxPublisher } from '../contract/outbox-message';
 import { ClaimAnswer, OutboxMessageRow, OutboxStatements, outboxStatements } from './outbox-statements';
-import { OutboxWakeups, sleep } from './outbox-wakeups';
+import { OutboxWakeups, aborted, sleep } from './outbox-wakeups';
 import { Turns } from './turns';
 
 /** Deliveries a relay has in flight at once: its slots (a claim takes those freed while the last one ran). */
@@ -38,7 +38,7 @@ const tracer = trace.getTracer('safe-retries');
  * publisher, at least once. Every instance runs one; they share the work.
  *
  * - Slots. A relay has at most RELAY_SLOTS deliveries in flight (a slot
- *   frees when the publisher answers; the outcome's mark follows outside
+ *   frees when the publisher answers or the lease ends; the outcome's mark follows outside
  *   the slot), and claims again when a slot frees, a message is added, or its poll comes: no
  *   delivery waits for another to end. One claim statement at a
  *   time, and at most RELAY_LANE_CAP deliveries of a lane and
@@ -54,8 +54,8 @@ const tracer = trace.getTracer('safe-retries');
  *   No transaction stays open while the publisher works, and nothing relies
  *   on a session, so it runs through a transaction pooler.
  * - Deliver. The publisher gets the message (its id is the downstream
- *   idempotency key) and an AbortSignal that fires at the lease's end. Its
- *   success marks the message delivered (the deliveries that end while a
+ *   idempotency key) and an AbortSignal that fires at the lease's end, when
+ *   the delivery fails if it has not answered. Its success marks the message delivered (the deliveries that end while a
  *   mark is written are marked together by the next: one statement for
  *   many on a busy relay); its failure schedules the next
  *   attempt (when its error asks, after `retryAfterMs`; else backoff.ts) or,
@@ -265,7 +265,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       const started = performance.now();
       let sent = false;
       try {
-        await publish(message, lease.signal);
+        // Past the lease the delivery fails and frees its slot, whatever a publisher that ignores the signal still does.
+        await Promise.race([publish(message, lease.signal), aborted(lease.signal)]);
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
         sent = true;
         answered(true);

@@ -755,6 +755,41 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     }
   });
 
+  it('frees the slots of a publisher that never answers at the lease\'s end: the others go, and shutdown does not wait for ever', async () => {
+    const handed: { id: string; attempt: number }[] = [];
+    const hanging = await outboxApp({
+      lease: '500ms',
+      // Ignores the lease's signal, and never settles for a message tagged to hang.
+      publish: (message) => {
+        handed.push({ id: message.id, attempt: message.attempt });
+        return (message.payload as { hang?: boolean }).hang ? new Promise<never>(() => undefined) : Promise.resolve();
+      },
+    });
+    let closed = false;
+    try {
+      const addTo = (payloads: { hang?: boolean }[]) =>
+        hanging.app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost).withTransaction(() =>
+          hanging.app.get(Outbox).add(payloads.map((payload) => ({ topic: 'hanging', payload }))),
+        );
+      const hung = await addTo(Array.from({ length: RELAY_SLOTS }, () => ({ hang: true })));
+      await waitFor('every slot to hold a hung delivery', () => new Set(handed.filter((m) => hung.includes(m.id)).map((m) => m.id)).size === RELAY_SLOTS);
+      const [next] = await addTo([{}]);
+      await waitFor('a message added after them to be handed over', () => handed.some((m) => m.id === next));
+      const [row] = (await hanging.app.get(DataSource).query('SELECT last_error FROM idempotency_outbox WHERE id = $1', [hung[0]])) as { last_error: string | null }[];
+      expect(row.last_error).toBe('the relay lease on this message ended');
+      await Promise.race([
+        hanging.close().then(() => (closed = true)),
+        new Promise((_, reject) => setTimeout(() => reject(new Error('shutdown still waits for the hung deliveries after 10 s')), 10_000)),
+      ]);
+    } finally {
+      // A shutdown that waits for ever: its connections cut, so that the run can end (the database is left).
+      if (!closed) {
+        void hanging.close().catch(() => undefined);
+        await hanging.proxy.close();
+      }
+    }
+  });
+
   it('ends its wait when its listener is lost: what is added before it listens again goes at once, not at the poll', async () => {
     await deliveredWithin(await add([{}]), 2_000);
     await settle(); // the relay waits now, for its poll of 5 s
