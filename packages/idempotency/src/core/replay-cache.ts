@@ -59,11 +59,6 @@ export class ReplayCache {
   }
 
   /**
-   * Remembers a committed response. `retainedForMs`: how long the database
-   * keeps the key, as it said at a moment no earlier than `measuredAt`
-   * (a performance.now() taken before the statement was sent).
-   */
-  /**
    * Keeps a stored response for replays from memory, once it is committed: not
    * while an outer unit of the app is still open around the request (it could
    * yet roll the response back), nor when the store cannot say how long the key
@@ -80,6 +75,11 @@ export class ReplayCache {
     this.remember(request.scope, request.key, request.fingerprint, response, retainedForMs, sentAt);
   }
 
+  /**
+   * Remembers a committed response. `retainedForMs`: how long the database
+   * keeps the key, as it said at a moment no earlier than `measuredAt`
+   * (a performance.now() taken before the statement was sent).
+   */
   remember(scope: string, key: string, fingerprint: Buffer, response: StoredResponse, retainedForMs: number, measuredAt: number): void {
     if (!this.entries) return;
     // lru-cache serves an entry while its age is at most `ttl` whole milliseconds:
