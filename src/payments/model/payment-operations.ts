@@ -54,16 +54,16 @@ export const networkKeys = {
  */
 export const UNKNOWN_OBJECT_HOLD_MS = 60 * 60_000;
 
-/**
- * A record this operation started is no longer processing: only a later owner
- * of the key (a retry, the recovery job, a webhook) settles it, so this
- * attempt's lease was lost (409 idempotency_lease_lost, nothing committed).
- */
 /** How the network's calls name a payment's intent in a log line. */
 export function intentObject(paymentId: string, intentId: string): { kind: 'intent'; ids: Record<string, string> } {
   return { kind: 'intent', ids: { payment_id: paymentId, intent_id: intentId } };
 }
 
+/**
+ * A record this operation started is no longer processing: only a later owner
+ * of the key (a retry, the recovery job, a webhook) settles it, so this
+ * attempt's lease was lost (409 idempotency_lease_lost, nothing committed).
+ */
 export function settledByAnother(): LeaseLostError {
   return new LeaseLostError();
 }

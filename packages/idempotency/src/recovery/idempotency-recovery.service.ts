@@ -26,6 +26,15 @@ export interface RecoveryRunResult {
 /** What IdempotencyRecovery.takeOver() did: `taken: false`, the operation is finished, gone, or its owner still at work. */
 export type TakeOverResult<T> = { taken: false } | { taken: true; result: T };
 
+/** An operation taken over from a store with recovery points. */
+interface Taken {
+  store: IdempotencyStore;
+  owner: Ownership;
+  recovery: RecoveryPoint;
+  /** When the takeover was sent: the lease is counted from here. */
+  takenAt: number;
+}
+
 /**
  * Recovery without the client. A phased request that crashed (or gave up on an
  * unknown outcome) after a recovery point leaves its key in progress with that
@@ -43,15 +52,6 @@ export type TakeOverResult<T> = { taken: false } | { taken: true; result: T };
  * The job is an interval of the module's own, as the purge's cron job is:
  * started once the app has bootstrapped, cleared before it shuts down.
  */
-/** An operation taken over from a store with recovery points. */
-interface Taken {
-  store: IdempotencyStore;
-  owner: Ownership;
-  recovery: RecoveryPoint;
-  /** When the takeover was sent: the lease is counted from here. */
-  takenAt: number;
-}
-
 @Injectable()
 export class IdempotencyRecovery implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('IdempotencyRecovery');
