@@ -104,7 +104,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /**
    * Whether the last claim may have left due messages other than those held
    * back by a full cap (true while a claim runs, and after one failed); and
-   * in how many ms the next waiting message comes due (NULL: none waits).
+   * in how many ms the next waiting message comes due (NULL: none waits;
+   * after a failed claim, RELAY_POLL_MS.polling: look again).
    */
   private leftMore = true;
   private nextDueMs: number | null = null;
@@ -238,7 +239,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           // As many as asked: more may be due.
           more = (await this.claim()).length === free;
         } catch (error) {
-          this.nextDueMs = null;
+          this.nextDueMs = RELAY_POLL_MS.polling;
           this.logger.error(`outbox relay claim failed: ${(error as Error).message}`);
         }
       }

@@ -755,6 +755,36 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     }
   });
 
+  it('claims again within a second after a claim that failed, not at the poll', async () => {
+    // A message comes due again (its retry) while its claim waits on a lock, and that claim fails (its session ended).
+    const n = randomUUID();
+    fails = (m) => ((m.payload as { n?: string }).n === n && m.attempt === 1 ? { retryAfterMs: 1_000 } : undefined);
+    const locker = new Client({ connectionString: db.url });
+    await locker.connect();
+    try {
+      const [id] = await add([{ payload: { n } }]);
+      await waitFor('the first attempt to be marked failed', async () => (await direct.query('SELECT 1 FROM idempotency_outbox WHERE id = $1 AND last_error IS NOT NULL', [id])).rowCount === 1);
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE idempotency_outbox IN ACCESS EXCLUSIVE MODE');
+      const [{ pid }] = await waitFor('the claim at the retry to wait on the lock', async () => {
+        const { rows } = await direct.query<{ pid: number }>(
+          "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH RECURSIVE lanes%'",
+        );
+        return rows.length > 0 ? rows : undefined;
+      });
+      await direct.query('SELECT pg_terminate_backend($1)', [pid]);
+      const failedAt = performance.now();
+      await locker.query('ROLLBACK');
+      const second = await waitFor('the retry to be handed over', () => published.find((m) => m.id === id && m.attempt === 2));
+      // Under the relay's poll (5 s): the failed claim is tried again as a relay that polls would.
+      expect(second.at - failedAt).toBeLessThan(2_500);
+    } finally {
+      fails = () => undefined;
+      await locker.query('ROLLBACK').catch(() => undefined);
+      await locker.end();
+    }
+  });
+
   it('frees the slots of a publisher that never answers at the lease\'s end: the others go, and shutdown does not wait for ever', async () => {
     const handed: { id: string; attempt: number }[] = [];
     const hanging = await outboxApp({
