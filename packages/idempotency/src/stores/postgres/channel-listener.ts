@@ -26,6 +26,8 @@ export class ChannelListener {
   private failing = false;
   /** No attempt before this time (performance.now()): the last one failed. */
   private retryAt = 0;
+  /** Counts stop()s: a session connected before the last one is not the listener's. */
+  private stops = 0;
 
   /** `what`: what it listens for, in the log's words (e.g. "settled keys"). */
   constructor(
@@ -53,11 +55,13 @@ export class ChannelListener {
   async stop(): Promise<void> {
     const session = this.session;
     this.session = undefined;
+    this.stops++;
     this.connected = false;
     await session?.then((c) => c?.end()).catch(() => undefined);
   }
 
   private async connect(): Promise<Client | undefined> {
+    const stops = this.stops;
     const client = new Client(this.at);
     client.on('notification', (message) => this.events.notification(message.payload ?? ''));
     client.on('error', (error) => {
@@ -74,10 +78,10 @@ export class ChannelListener {
       if (!this.failing) this.logger.warn(`cannot listen for ${this.what} (trying again at most every ${this.retryMs} ms): ${(error as Error).message}`);
       this.failing = true;
       this.retryAt = performance.now() + this.retryMs;
-      this.session = undefined;
+      if (stops === this.stops) this.session = undefined;
       return undefined;
     }
-    if (!this.session) return client; // stopped meanwhile: stop() ends it
+    if (stops !== this.stops) return client; // stopped meanwhile: stop() ends it
     if (this.failing) this.logger.log(`the listener of ${this.what} listens again`);
     this.failing = false;
     this.connected = true;
