@@ -37,9 +37,9 @@ const tracer = trace.getTracer('safe-retries');
  * The outbox's relay: delivers committed messages through the registered
  * publisher, at least once. Every instance runs one; they share the work.
  *
- * - Slots. A relay has at most RELAY_SLOTS deliveries in flight (a slot
- *   frees when the publisher answers or the lease ends; the outcome's mark follows outside
- *   the slot), and claims again when a slot frees, a message is added, or its poll comes: no
+ * - Slots. A relay has at most RELAY_SLOTS deliveries in flight (a slot frees
+ *   when the publisher answers or the lease ends; the outcome's mark follows
+ *   outside the slot), and claims again when a slot frees, a message is added, or its poll comes: no
  *   delivery waits for another to end. One claim statement at a
  *   time, and at most RELAY_LANE_CAP deliveries of a lane and
  *   RELAY_GROUP_CAP of a group of lanes: a lane whose receiver is slow holds
@@ -55,9 +55,9 @@ const tracer = trace.getTracer('safe-retries');
  *   on a session, so it runs through a transaction pooler.
  * - Deliver. The publisher gets the message (its id is the downstream
  *   idempotency key) and an AbortSignal that fires at the lease's end, when
- *   the delivery fails if it has not answered. Its success marks the message delivered (the deliveries that end while a
- *   mark is written are marked together by the next: one statement for
- *   many on a busy relay); its failure schedules the next
+ *   the delivery fails if it has not answered. Its success marks the message
+ *   delivered (the deliveries that end while a mark is written are marked
+ *   together by the next: one statement for many on a busy relay); its failure schedules the next
  *   attempt (when its error asks, after `retryAfterMs`; else backoff.ts) or,
  *   past the horizon, parks it as a dead letter (outbox-marks.ts). Both marks are fenced on the
  *   claim (its attempt count), so a relay that outlived its lease cannot

@@ -65,6 +65,7 @@ export class ChannelListener {
     const client = new Client(this.at);
     client.on('notification', (message) => this.events.notification(message.payload ?? ''));
     client.on('error', (error) => {
+      if (stops !== this.stops) return; // a session stop() already ends
       this.logger.warn(`the listener of ${this.what} failed: ${error.message}`);
       this.failing = true;
       void this.stop();
