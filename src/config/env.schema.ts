@@ -50,7 +50,7 @@ export const variables = z.object({
   ),
   DATABASE_DIRECT_URL: documented(
     optionalMatching(POSTGRES_URL, POSTGRES_URL_MESSAGE),
-    'The primary itself when DATABASE_URL is a transaction pooler (PgBouncer): waiting duplicates `LISTEN` and the migrations run there. Setting it tells the app that DATABASE_URL is a pooler.',
+    'The primary itself when DATABASE_URL is a transaction pooler (PgBouncer): waiting duplicates and the outbox relay `LISTEN` and the migrations run there. Setting it tells the app that DATABASE_URL is a pooler.',
     'postgres://app:app@db-primary:5432/safe_retries',
   ),
   DATABASE_PREPARED_STATEMENTS: documented(
