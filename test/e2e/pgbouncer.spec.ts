@@ -126,6 +126,7 @@ suitesNeeding('PgBouncer suite', pgbouncerBinary() !== undefined, PGBOUNCER_MISS
       expect(await advisoryLocks()).toBe(0);
       // What each instance holds on the server: no session through PgBouncer outlives a transaction.
       expect(await bouncer.clientNames(db.name)).not.toContain('safe-retries-waits');
+      expect(await bouncer.clientNames(db.name)).not.toContain('safe-retries-outbox');
     });
 
     it('100 identical payments across both instances: one charge; more client connections than server connections', async () => {
