@@ -92,7 +92,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /** Aborted at shutdown: the loop claims no more. */
   private readonly stopping = new AbortController();
   private readonly connections = new Turns(RELAY_CONNECTIONS);
-  /** The deliveries in flight: each holds its slot until the publisher answers. */
+  /** The deliveries in flight: each holds its slot until the publisher answers or its lease ends. */
   private inFlight = 0;
   /** The deliveries not ended (their outcome not yet marked): what shutdown waits for. */
   private readonly unfinished = new Set<Promise<void>>();
@@ -167,7 +167,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     return answer.messages.map((row) => this.start(publish, row));
   }
 
-  /** A delivery in a slot (and its lane's and group's counts) until the publisher answers; it ends once its outcome is marked (or the mark failed). */
+  /** A delivery in a slot (and its lane's and group's counts) until the publisher answers or the lease ends; it ends once its outcome is marked (or the mark failed). */
   private start(publish: OutboxPublisher, row: OutboxMessageRow): Promise<void> {
     this.inFlight++;
     count(this.lanes, row.lane, 1);
