@@ -19,8 +19,9 @@ export interface OutboxMessage {
  * schedule), that long from now on the database's clock. Either way a wait
  * that ends past the horizon makes the message a dead letter. `signal`
  * aborts when the relay's lease on the message ends: another relay may then
- * deliver it too, so stop (pass it to `fetch`) rather than go on. The relay
- * does not wait past it: the delivery then fails, and its slot frees.
+ * deliver it too, so stop (pass it to `fetch`) rather than go on, and end
+ * the attempt (record it, close what it opened). The relay waits one more
+ * lease for the answer: past it the delivery fails, and its slot frees.
  */
 export interface OutboxPublisher {
   (message: OutboxMessage, signal: AbortSignal): Promise<unknown>;

@@ -9,7 +9,8 @@ import { OutboxMarks } from './outbox-marks';
 import { OutboxMetrics } from './outbox-metrics';
 import { OutboxMessage, OutboxPublisher } from '../contract/outbox-message';
 import { ClaimAnswer, OutboxMessageRow, OutboxStatements, outboxStatements } from './outbox-statements';
-import { OutboxWakeups, aborted, sleep } from './outbox-wakeups';
+import { deliveryLease } from './delivery-lease';
+import { OutboxWakeups, sleep } from './outbox-wakeups';
 import { Turns } from './turns';
 
 /** Deliveries a relay has in flight at once: its slots (a claim takes those freed while the last one ran). */
@@ -38,7 +39,7 @@ const tracer = trace.getTracer('safe-retries');
  * publisher, at least once. Every instance runs one; they share the work.
  *
  * - Slots. A relay has at most RELAY_SLOTS deliveries in flight (a slot frees
- *   when the publisher answers or the lease ends; the outcome's mark follows
+ *   when the publisher answers, or at twice the lease; the outcome's mark follows
  *   outside the slot), and claims again when a slot frees, a message is added, or its poll comes: no
  *   delivery waits for another to end. One claim statement at a
  *   time, and at most RELAY_LANE_CAP deliveries of a lane and
@@ -54,8 +55,8 @@ const tracer = trace.getTracer('safe-retries');
  *   No transaction stays open while the publisher works, and nothing relies
  *   on a session, so it runs through a transaction pooler.
  * - Deliver. The publisher gets the message (its id is the downstream
- *   idempotency key) and an AbortSignal that fires at the lease's end, when
- *   the delivery fails if it has not answered. Its success marks the message
+ *   idempotency key) and an AbortSignal that fires at the lease's end; one
+ *   lease later the delivery fails if it has not answered (delivery-lease.ts). Its success marks the message
  *   delivered (the deliveries that end while a mark is written are marked
  *   together by the next: one statement for many on a busy relay); its failure schedules the next
  *   attempt (when its error asks, after `retryAfterMs`; else backoff.ts) or,
@@ -92,7 +93,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /** Aborted at shutdown: the loop claims no more. */
   private readonly stopping = new AbortController();
   private readonly connections = new Turns(RELAY_CONNECTIONS);
-  /** The deliveries in flight: each holds its slot until the publisher answers or its lease ends. */
+  /** The deliveries in flight: each holds its slot until the publisher answers (at most twice the lease). */
   private inFlight = 0;
   /** The deliveries not ended (their outcome not yet marked): what shutdown waits for. */
   private readonly unfinished = new Set<Promise<void>>();
@@ -167,7 +168,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     return answer.messages.map((row) => this.start(publish, row));
   }
 
-  /** A delivery in a slot (and its lane's and group's counts) until the publisher answers or the lease ends; it ends once its outcome is marked (or the mark failed). */
+  /** A delivery in a slot (and its lane's and group's counts) until the publisher answers (at most twice the lease); it ends once its outcome is marked (or the mark failed). */
   private start(publish: OutboxPublisher, row: OutboxMessageRow): Promise<void> {
     this.inFlight++;
     count(this.lanes, row.lane, 1);
@@ -261,13 +262,12 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const message: OutboxMessage = { id: row.id, topic: row.topic, payload: row.payload, stream: row.stream, attempt: row.attempts };
     const attributes = { 'outbox.message_id': row.id, 'outbox.topic': row.topic, 'outbox.attempt': row.attempts };
     return tracer.startActiveSpan('idempotency.outbox.publish', { attributes }, async (span) => {
-      const lease = new AbortController();
-      const timer = setTimeout(() => lease.abort(new Error('the relay lease on this message ended')), this.options.outbox.leaseMs);
+      const lease = deliveryLease(this.options.outbox.leaseMs);
       const started = performance.now();
       let sent = false;
       try {
-        // Past the lease the delivery fails and frees its slot, whatever a publisher that ignores the signal still does.
-        await Promise.race([publish(message, lease.signal), aborted(lease.signal)]);
+        // Past twice the lease the delivery fails and frees its slot, whatever a publisher that ignored the signal still does.
+        await Promise.race([publish(message, lease.signal), lease.expired]);
         this.metrics.publishDuration.observe((performance.now() - started) / 1000);
         sent = true;
         answered(true);
@@ -284,7 +284,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         await this.marks.failed(row, error);
         return false;
       } finally {
-        clearTimeout(timer);
+        lease.end();
         span.end();
       }
     });

@@ -785,28 +785,34 @@ describe('Outbox relay wake-ups (PostgreSQL, the relay running)', () => {
     }
   });
 
-  it('frees the slots of a publisher that never answers at the lease\'s end: the others go, and shutdown does not wait for ever', async () => {
+  it('waits one lease past the lease for a publisher that ends its attempt, then frees the slots of one that never answers', async () => {
     const handed: { id: string; attempt: number }[] = [];
     const hanging = await outboxApp({
       lease: '500ms',
-      // Ignores the lease's signal, and never settles for a message tagged to hang.
-      publish: (message) => {
+      // Tagged `hang`: ignores the lease's signal, and never settles. Tagged `late`: ends its attempt 200 ms after the signal.
+      publish: (message, signal) => {
         handed.push({ id: message.id, attempt: message.attempt });
-        return (message.payload as { hang?: boolean }).hang ? new Promise<never>(() => undefined) : Promise.resolve();
+        const { hang, late } = message.payload as { hang?: boolean; late?: boolean };
+        if (late) return new Promise<never>((_, reject) => signal.addEventListener('abort', () => setTimeout(() => reject(new Error('ended after the signal')), 200)));
+        return hang ? new Promise<never>(() => undefined) : Promise.resolve();
       },
     });
     let closed = false;
     try {
-      const addTo = (payloads: { hang?: boolean }[]) =>
+      const addTo = (payloads: { hang?: boolean; late?: boolean }[]) =>
         hanging.app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost).withTransaction(() =>
           hanging.app.get(Outbox).add(payloads.map((payload) => ({ topic: 'hanging', payload }))),
         );
+      const lastError = async (id: string) =>
+        ((await hanging.app.get(DataSource).query('SELECT last_error FROM idempotency_outbox WHERE id = $1', [id])) as { last_error: string | null }[])[0].last_error;
+      const [late] = await addTo([{ late: true }]);
+      await waitFor('the late attempt to be marked', async () => (await lastError(late)) !== null);
+      expect(await lastError(late)).toBe('ended after the signal');
       const hung = await addTo(Array.from({ length: RELAY_SLOTS }, () => ({ hang: true })));
       await waitFor('every slot to hold a hung delivery', () => new Set(handed.filter((m) => hung.includes(m.id)).map((m) => m.id)).size === RELAY_SLOTS);
       const [next] = await addTo([{}]);
       await waitFor('a message added after them to be handed over', () => handed.some((m) => m.id === next));
-      const [row] = (await hanging.app.get(DataSource).query('SELECT last_error FROM idempotency_outbox WHERE id = $1', [hung[0]])) as { last_error: string | null }[];
-      expect(row.last_error).toBe('the relay lease on this message ended');
+      expect(await lastError(hung[0])).toBe("the publisher did not answer within twice the relay's lease (500 ms)");
       await Promise.race([
         hanging.close().then(() => (closed = true)),
         new Promise((_, reject) => setTimeout(() => reject(new Error('shutdown still waits for the hung deliveries after 10 s')), 10_000)),
