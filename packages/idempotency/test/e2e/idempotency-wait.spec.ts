@@ -26,14 +26,17 @@ describe('@Idempotent({ wait }) (e2e)', () => {
   const PRINCIPAL = 'client-a';
   const registry = new Registry();
   let t: LibraryApp;
-  const post = (path: string, key: string, body: object) => request(t.url!).post(path).set(PRINCIPAL_HEADER, PRINCIPAL).set('Idempotency-Key', key).send(body);
+  const postTo = (app: LibraryApp, path: string, key: string, body: object) =>
+    request(app.url!).post(path).set(PRINCIPAL_HEADER, PRINCIPAL).set('Idempotency-Key', key).send(body);
+  const post = (path: string, key: string, body: object) => postTo(t, path, key, body);
   const inProgress = async (key: string) => (await countRows(t.dataSource, `"${LIBRARY_TABLE}"`, 'id = $1 AND status IS NULL', [keyId(PRINCIPAL, key)])) === 1;
   const claimed = (key: string) => waitFor('the key to be claimed', () => inProgress(key));
-  /** Claims made so far (the owner's one, and a waiter's two or more). */
-  const claims = async () => {
-    const { values } = await registry.getSingleMetric('idempotency_claim_duration_seconds')!.get();
+  /** Claims made so far by the app of `of` (the owner's one, and a waiter's two or more). */
+  const claimsIn = async (of: Registry) => {
+    const { values } = await of.getSingleMetric('idempotency_claim_duration_seconds')!.get();
     return values.find((v) => (v as { metricName?: string }).metricName === 'idempotency_claim_duration_seconds_count')?.value ?? 0;
   };
+  const claims = () => claimsIn(registry);
   const holdOwner = () => lockTableWrites(t.db.url, 'demo_widgets');
 
   beforeAll(async () => {
@@ -124,25 +127,21 @@ describe('@Idempotent({ wait }) (e2e)', () => {
       await standby.connect();
       const sessions = async () => (await standby.query<{ n: number }>("SELECT sessions::int AS n FROM pg_stat_database WHERE datname = 'postgres'")).rows[0].n;
       const open = async () => (await standby.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'safe-retries-waits'")).rows[0].n;
-      const deafClaims = async () => {
-        const { values } = await deafRegistry.getSingleMetric('idempotency_claim_duration_seconds')!.get();
-        return values.find((v) => (v as { metricName?: string }).metricName === 'idempotency_claim_duration_seconds_count')?.value ?? 0;
-      };
       const key = randomUUID();
-      const send = () => request(deaf.url!).post('/demo/waiting').set(PRINCIPAL_HEADER, PRINCIPAL).set('Idempotency-Key', key).send({ name: 'wait-deaf' });
+      const send = () => postTo(deaf, '/demo/waiting', key, { name: 'wait-deaf' });
       const sessionsBefore = await sessions();
       const started = performance.now();
       const lock = await lockTableWrites(deaf.db.url, 'demo_widgets');
       let answers: ReturnType<typeof timed>[];
       try {
-        const before = await deafClaims();
+        const before = await claimsIn(deafRegistry);
         // Spread over a second, so that their asks again do not fall together.
         answers = [];
         for (let i = 0; i < 21; i++) {
           answers.push(timed(send()));
           await new Promise((r) => setTimeout(r, 50));
         }
-        await waitFor('the 20 duplicates to wait for the owner', async () => (await deafClaims()) >= before + 1 + 2 * 20);
+        await waitFor('the 20 duplicates to wait for the owner', async () => (await claimsIn(deafRegistry)) >= before + 1 + 2 * 20);
         await new Promise((r) => setTimeout(r, 2_000)); // each waiter asks again every second meanwhile
       } finally {
         await lock.release();
