@@ -8,8 +8,8 @@ import { ChannelListener } from '../stores/postgres/channel-listener';
  * own, on `postgres.listenUrl` when given). The relay polls anyway; a
  * notification only makes it early (one that arrives while the relay is busy
  * ends its next wait at once). A listener that fails ends the wait in
- * progress and is connected again at the next wait; while none is connected
- * a wait lasts at most `unheardMs` (what is added then wakes no one), and an
+ * progress within `unheardMs` and is connected again at the next wait; while
+ * none is connected a wait lasts at most that (what is added then wakes no one), and an
  * attempt to connect is made at most that often; a listener that connects
  * ends the next wait at once too (what was added while none listened).
  */
@@ -33,7 +33,7 @@ export class OutboxWakeups {
       channel,
       { ...at, application_name: 'safe-retries-outbox' },
       unheardMs,
-      { notification: heard, listening: heard, lost: () => this.wake?.() },
+      { notification: heard, listening: heard, lost: () => this.unheard() },
       new Logger('IdempotencyOutbox'),
     );
   }
@@ -45,7 +45,8 @@ export class OutboxWakeups {
 
   /**
    * Resolves after `ms` (`unheardMs` at most while no listener is connected),
-   * earlier on a notification or when the listener fails, at once when `signal` aborts.
+   * earlier on a notification or (within `unheardMs`) when the listener fails,
+   * at once when `signal` aborts.
    */
   async sleep(ms: number, signal: AbortSignal): Promise<void> {
     await this.listener.listen();
@@ -61,6 +62,16 @@ export class OutboxWakeups {
 
   stop(): Promise<void> {
     return this.listener.stop();
+  }
+
+  /**
+   * The listener failed: nothing it would have heard wakes the relay now, so
+   * the wait in progress ends within `unheardMs`, as a wait without a listener
+   * does (not at once: a restarting database is still ending the pool's sessions).
+   */
+  private unheard(): void {
+    const wake = this.wake;
+    if (wake) setTimeout(wake, this.unheardMs).unref();
   }
 }
 
